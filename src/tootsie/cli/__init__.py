@@ -1,0 +1,1 @@
+"""The `tootsie` command line: one module per command group, dispatched by `main`."""

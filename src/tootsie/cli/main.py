@@ -1,0 +1,41 @@
+"""Entry point of the `tootsie` console script.
+
+Each command module exposes `register(subparsers)`, which adds its parser and
+sets `handler` to a function `(args) -> int` returning the exit code.
+"""
+
+import argparse
+import sys
+
+from tootsie import __version__
+from tootsie.cli import demo_cmd, executor_cmd
+from tootsie.errors import TootsieError
+
+COMMAND_MODULES = (executor_cmd, demo_cmd)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser with every command registered."""
+    parser = argparse.ArgumentParser(prog="tootsie", description="A fully-open LLM training lab.")
+    parser.add_argument("--version", action="version", version=f"tootsie {__version__}")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in COMMAND_MODULES:
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse `argv`, run the chosen command, and turn user errors into one line on stderr."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except TootsieError as error:
+        print(f"tootsie: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("tootsie: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
