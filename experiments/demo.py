@@ -1,0 +1,131 @@
+"""The tootsie demo: raw text to an evaluated model on one CPU, every stage a versioned step.
+
+Flow (each line is a step; its output path hashes its config and inputs):
+
+    stdlib corpus (code + prose)           raw JSONL from the running Python
+    → normalize / split, per source        Parquet with xxh3 ids; held-out split by id
+    → tokenizer                            byte-level BPE trained on the train splits
+    → tokenize, per source and split       memory-mapped token caches
+    → train/pretrain                       small Llama, WSD warmup + stable, mix 50/50
+    → train/cooldown                       warm start, WSD decay, mix 30 code / 70 prose
+    → eval/bpb                             held-out bits-per-byte: init, pretrain, final
+    → summary                              merged metrics.jsonl, loss.png, summary.json
+
+Run it with `tootsie demo` (or `tootsie run experiments/demo.py`); a second run
+skips every finished step. Tests build a smaller copy with `build_steps(tiny)`.
+"""
+
+from dataclasses import dataclass
+
+from tootsie.data.mixture import MixtureConfig
+from tootsie.datakit.normalize import NormalizeConfig, normalize
+from tootsie.datakit.split import SplitConfig, split_documents
+from tootsie.datakit.stdlib_source import StdlibSourceConfig, build_stdlib_corpus
+from tootsie.datakit.tokenize import TokenizeConfig, tokenize_documents
+from tootsie.datakit.tokenizer import TokenizerTrainConfig, train_tokenizer
+from tootsie.eval.bpb_step import EvalBPBConfig, evaluate_bpb
+from tootsie.executor import Step
+from tootsie.models.llama import LlamaConfig
+from tootsie.monitor.run_summary import RunSummaryConfig, summarize_runs
+from tootsie.train.config import TrainConfig
+from tootsie.train.optimizer import AdamWConfig
+from tootsie.train.schedule import WSDConfig
+from tootsie.train.trainer import train
+
+SOURCES = ("code", "prose")
+SPLITS = ("train", "heldout")
+PRETRAIN_MIX = {"code": 0.5, "prose": 0.5}
+COOLDOWN_MIX = {"code": 0.3, "prose": 0.7}
+
+
+@dataclass(frozen=True)
+class DemoSettings:
+    """Sizes of the demo; the defaults finish in a few minutes on 2 CPU cores."""
+
+    max_code_bytes: int = 4_000_000
+    heldout_fraction: float = 0.05
+    vocab_size: int = 4096
+    hidden_dim: int = 128
+    intermediate_dim: int = 512
+    num_layers: int = 4
+    num_heads: int = 4
+    num_kv_heads: int = 2
+    seq_len: int = 128
+    batch_size: int = 16
+    pretrain_steps: int = 300
+    cooldown_steps: int = 100
+    warmup_steps: int = 30
+    peak_lr: float = 3e-3
+    eval_sequences: int = 64
+    checkpoint_every: int = 100
+
+
+TINY = DemoSettings(
+    max_code_bytes=300_000, heldout_fraction=0.3, vocab_size=512, hidden_dim=32, intermediate_dim=64, num_layers=2, num_heads=2, num_kv_heads=1,
+    seq_len=32, batch_size=4, pretrain_steps=12, cooldown_steps=4, warmup_steps=2, eval_sequences=8, checkpoint_every=5,
+)
+
+
+def build_steps(settings: DemoSettings) -> list[Step]:
+    """All demo steps for `settings`, ending with the summary step."""
+    raw = Step("demo/raw/stdlib", build_stdlib_corpus, StdlibSourceConfig(max_code_bytes=settings.max_code_bytes))
+    splits = {}
+    for source in SOURCES:
+        normalized = Step(f"demo/normalized/{source}", normalize, NormalizeConfig(inputs=(raw.ref(source),)))
+        splits[source] = Step(f"demo/split/{source}", split_documents, SplitConfig(input=normalized.ref(), heldout_fraction=settings.heldout_fraction))
+    tokenizer = Step(
+        "demo/tokenizer",
+        train_tokenizer,
+        TokenizerTrainConfig(inputs=tuple(splits[s].ref("train") for s in SOURCES), vocab_size=settings.vocab_size),
+    )
+    caches = {
+        (source, split): Step(
+            f"demo/tokenized/{source}/{split}",
+            tokenize_documents,
+            TokenizeConfig(input=splits[source].ref(split), tokenizer=tokenizer.ref("tokenizer.json")),
+        )
+        for source in SOURCES
+        for split in SPLITS
+    }
+    model = LlamaConfig(
+        vocab_size=settings.vocab_size,
+        hidden_dim=settings.hidden_dim,
+        intermediate_dim=settings.intermediate_dim,
+        num_layers=settings.num_layers,
+        num_heads=settings.num_heads,
+        num_kv_heads=settings.num_kv_heads,
+    )
+    total_steps = settings.pretrain_steps + settings.cooldown_steps
+    schedule = WSDConfig(peak_lr=settings.peak_lr, warmup_steps=settings.warmup_steps, decay_steps=settings.cooldown_steps, total_steps=total_steps)
+    train_caches = {source: caches[source, "train"].ref() for source in SOURCES}
+
+    def train_config(mix: dict[str, float], num_steps: int, init_from: object = None) -> TrainConfig:
+        data = MixtureConfig(caches=train_caches, weights=mix, seq_len=settings.seq_len, batch_size=settings.batch_size)
+        return TrainConfig(
+            model=model, data=data, num_steps=num_steps, optimizer=AdamWConfig(weight_decay=0.1), schedule=schedule,
+            init_from=init_from, checkpoint_every=settings.checkpoint_every,
+        )
+
+    pretrain = Step("demo/train/pretrain", train, train_config(PRETRAIN_MIX, settings.pretrain_steps))
+    cooldown = Step("demo/train/cooldown", train, train_config(COOLDOWN_MIX, total_steps, init_from=pretrain.ref()))
+    bpb = Step(
+        "demo/eval/bpb",
+        evaluate_bpb,
+        EvalBPBConfig(
+            model=model,
+            checkpoints={"init": None, "pretrain": pretrain.ref(), "final": cooldown.ref()},
+            heldout={source: caches[source, "heldout"].ref() for source in SOURCES},
+            tokenizer=tokenizer.ref("tokenizer.json"),
+            seq_len=settings.seq_len,
+            max_sequences=settings.eval_sequences,
+        ),
+    )
+    summary = Step(
+        "demo/summary",
+        summarize_runs,
+        RunSummaryConfig(runs={"pretrain": pretrain.ref(), "cooldown": cooldown.ref()}, bpb=bpb.ref("bpb.json")),
+    )
+    return [summary]
+
+
+STEPS = build_steps(DemoSettings())

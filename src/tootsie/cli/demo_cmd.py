@@ -1,0 +1,102 @@
+"""`tootsie demo`: the whole flow on text from this machine, as the README's main job.
+
+Runs `experiments/demo.py` through the executor (so a second run skips every
+finished step), then prints per-step times, held-out bits-per-byte before and
+after training, peak memory, and where every artifact is.
+"""
+
+import argparse
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+
+import tootsie
+from tootsie.errors import TootsieError
+from tootsie.executor import RunReport, failure_summary, load_experiment, run_experiment
+
+DEFAULT_OUT = "./tootsie-demo"
+BPB_LABEL_ORDER = {"init": 0, "pretrain": 1, "final": 2}
+
+
+def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """Add the `demo` command."""
+    parser = subparsers.add_parser("demo", help="run the end-to-end demo (no network, a few minutes on 2 CPU cores)")
+    parser.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=f"output prefix (default {DEFAULT_OUT})")
+    parser.add_argument("--experiment", metavar="FILE", help="demo experiment file (default: experiments/demo.py of this checkout)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object as the last line of stdout")
+    parser.set_defaults(handler=demo_command)
+
+
+def demo_experiment_path() -> Path:
+    """`experiments/demo.py` of the source checkout tootsie was installed from, else of the working directory."""
+    candidates = [Path(tootsie.__file__).resolve().parents[2] / "experiments" / "demo.py", Path.cwd() / "experiments" / "demo.py"]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    raise TootsieError(f"demo experiment not found at {candidates[0]} or {candidates[1]}; run from the tootsie checkout or pass --experiment")
+
+
+def demo_command(args: argparse.Namespace) -> int:
+    """Run the demo, print its summary, and return 0 when every step succeeded."""
+    started = time.perf_counter()
+    experiment = Path(args.experiment) if args.experiment else demo_experiment_path()
+    report = run_experiment(load_experiment(experiment), args.out, experiment_path=experiment)
+    summary = demo_summary(report, wall_seconds=time.perf_counter() - started)
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print_summary(summary)
+    failure = failure_summary(report)
+    if failure is not None:
+        print(f"tootsie: {failure}", file=sys.stderr)
+    return 0 if report.ok else 1
+
+
+def _output_of(report: RunReport, name: str) -> Path | None:
+    matches = [Path(step.output_path) for step in report.steps if step.name == name]
+    return matches[0] if matches else None
+
+
+def demo_summary(report: RunReport, wall_seconds: float) -> dict[str, object]:
+    """Times, BPB, memory and artifact paths of a demo run, JSON-ready."""
+    summary_dir = _output_of(report, "demo/summary")
+    bpb_dir = _output_of(report, "demo/eval/bpb")
+    bpb_file = bpb_dir / "bpb.json" if bpb_dir else None
+    bpb = json.loads(bpb_file.read_text()) if bpb_file and bpb_file.is_file() else None
+    return {
+        "ok": report.ok,
+        "prefix": report.prefix,
+        "wall_seconds": round(wall_seconds, 2),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "steps": [{"name": s.name, "status": str(s.status), "seconds": s.seconds, "ran": s.reason.startswith("run")} for s in report.steps],
+        "bpb": bpb,
+        "artifacts": {
+            "metrics": str(summary_dir / "metrics.jsonl") if summary_dir else None,
+            "loss_plot": str(summary_dir / "loss.png") if summary_dir else None,
+            "summary": str(summary_dir / "summary.json") if summary_dir else None,
+            "bpb": str(bpb_file) if bpb_file else None,
+            "final_checkpoints": str(_output_of(report, "demo/train/cooldown") or ""),
+            "tokenizer": str(_output_of(report, "demo/tokenizer") or ""),
+        },
+    }
+
+
+def print_summary(summary: dict[str, object]) -> None:
+    """The human-readable demo summary."""
+    print(f"\ntootsie demo: {'done' if summary['ok'] else 'FAILED'} in {summary['wall_seconds']:.1f} s, peak RSS {summary['peak_rss_mb']:.0f} MB")
+    print(f"outputs under {summary['prefix']}\n")
+    for step in summary["steps"]:
+        seconds = f"{step['seconds']:.1f} s" if step["seconds"] is not None else "-"
+        print(f"  {step['status']:<11} {'ran    ' if step['ran'] else 'skipped'} {seconds:>9}  {step['name']}")
+    bpb = summary["bpb"]
+    if bpb:
+        domains = [name for name in bpb["init"] if name not in ("macro_avg", "micro_avg")] + ["macro_avg"]
+        print("\nheld-out bits per byte (lower is better):")
+        print("  " + f"{'':<10}" + "".join(f"{d:>11}" for d in domains))
+        for label, values in sorted(bpb.items(), key=lambda item: BPB_LABEL_ORDER.get(item[0], len(BPB_LABEL_ORDER))):
+            print("  " + f"{label:<10}" + "".join(f"{values[d]:>11.3f}" for d in domains))
+    print("\nartifacts:")
+    for name, path in summary["artifacts"].items():
+        print(f"  {name:<18} {path}")

@@ -1,0 +1,1 @@
+"""data: token caches → packed sequences → shuffled, mixed, stateless `batch(step)`."""

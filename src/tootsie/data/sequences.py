@@ -1,0 +1,47 @@
+"""Pack a token cache into fixed-length sequences by concatenate-and-chunk.
+
+Sequence i is `tokens[i*seq_len : (i+1)*seq_len]` of the cache's flat array, so
+documents run across sequence boundaries and no token is padding. Each token
+carries the index of the document it came from (its segment id), which lets
+attention be blocked between documents and the loss skip cross-document
+predictions.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tootsie.datakit.token_cache import TokenCache
+from tootsie.errors import TootsieError
+
+
+@dataclass(frozen=True)
+class PackedSequences:
+    """Fixed-length windows over a token cache."""
+
+    cache: TokenCache
+    seq_len: int
+
+    def __post_init__(self) -> None:
+        if self.cache.num_tokens < self.seq_len:
+            raise TootsieError(f"token cache {self.cache.directory} has {self.cache.num_tokens} tokens, fewer than one sequence of {self.seq_len}")
+
+    @property
+    def num_sequences(self) -> int:
+        """Whole sequences available (the tail shorter than seq_len is dropped)."""
+        return self.cache.num_tokens // self.seq_len
+
+    def read(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Token ids and segment ids, each `[len(indices), seq_len]` int32."""
+        starts = np.asarray(indices, dtype=np.int64) * self.seq_len
+        positions = starts[:, None] + np.arange(self.seq_len, dtype=np.int64)[None, :]
+        tokens = np.asarray(self.cache.tokens[positions.ravel()], dtype=np.int32).reshape(positions.shape)
+        documents = np.searchsorted(self.cache.offsets, positions, side="right") - 1
+        return tokens, (documents % 2**31).astype(np.int32)
+
+
+def next_token_loss_mask(segment_ids: np.ndarray) -> np.ndarray:
+    """1.0 where position t predicts token t+1 of the same document, else 0.0 (last position included)."""
+    mask = np.zeros(segment_ids.shape, dtype=np.float32)
+    mask[:, :-1] = segment_ids[:, 1:] == segment_ids[:, :-1]
+    return mask

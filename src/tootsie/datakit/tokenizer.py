@@ -1,0 +1,106 @@
+"""Train a byte-level BPE tokenizer with HF `tokenizers`, and load local tokenizer files.
+
+Byte-level BPE maps every input byte to one of 256 printable characters before
+merging, so any text is encodable with no unknown token, and every non-special
+token stands for an exact byte string. That last fact is what bits-per-byte
+needs: `token_byte_lengths` reads it off the vocabulary.
+"""
+
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+from tootsie.datakit.parquet_io import iter_texts
+from tootsie.datakit.stats import write_json_atomic
+from tootsie.errors import TootsieError
+
+BOS_TOKEN = "<|bos|>"
+EOS_TOKEN = "<|eos|>"
+TOKENIZER_FILE = "tokenizer.json"
+
+
+@dataclass(frozen=True)
+class TokenizerTrainConfig:
+    """Training text and vocabulary size of a byte-level BPE tokenizer."""
+
+    inputs: tuple[str, ...]
+    """Document directories whose `text` the tokenizer is trained on."""
+    vocab_size: int = 4096
+    """Final vocabulary size, special tokens and the 256 byte tokens included."""
+    min_frequency: int = 2
+    """A pair must occur at least this often to be merged."""
+
+    def __post_init__(self) -> None:
+        if not self.inputs:
+            raise ValueError("inputs is empty: give at least one document directory")
+        if self.vocab_size < 260:
+            raise ValueError(f"vocab_size must be >= 260 (256 bytes + specials), got {self.vocab_size}")
+
+
+def _texts(inputs: tuple[str, ...]) -> Iterator[str]:
+    for directory in inputs:
+        for batch in iter_texts(directory):
+            yield from batch
+
+
+def train_tokenizer(config: TokenizerTrainConfig, output_path: str) -> Path:
+    """Train BPE on the inputs and write `tokenizer.json` (atomically) under `output_path`."""
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=config.vocab_size,
+        min_frequency=config.min_frequency,
+        special_tokens=[BOS_TOKEN, EOS_TOKEN],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(_texts(config.inputs), trainer=trainer)
+    out = Path(output_path)
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / f".{TOKENIZER_FILE}.tmp"
+    tokenizer.save(str(tmp))
+    tmp.replace(out / TOKENIZER_FILE)
+    write_json_atomic({"vocab_size": tokenizer.get_vocab_size(), "sha256": file_sha256(out / TOKENIZER_FILE)}, out / "tokenizer_info.json")
+    return out / TOKENIZER_FILE
+
+
+def file_sha256(path: Path) -> str:
+    """Hex sha256 of a file's bytes (identifies a tokenizer in cache ledgers)."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def load_tokenizer(path: str | Path) -> Tokenizer:
+    """Load a local `tokenizer.json`, or the one inside a directory; never touches a hub."""
+    file = Path(path)
+    if file.is_dir():
+        file = file / TOKENIZER_FILE
+    if not file.is_file():
+        raise TootsieError(f"tokenizer file not found: {file} (train one with `tootsie datakit train-tokenizer` or pass a tokenizer.json)")
+    try:
+        return Tokenizer.from_file(str(file))
+    except Exception as error:  # tokenizers raises a bare Exception on malformed files
+        raise TootsieError(f"cannot load tokenizer {file}: {error}") from error
+
+
+def special_token_id(tokenizer: Tokenizer, token: str) -> int:
+    """The id of a special token, with an error naming the token if the vocabulary lacks it."""
+    token_id = tokenizer.token_to_id(token)
+    if token_id is None:
+        raise TootsieError(f"tokenizer has no {token!r} token; train it with tootsie or add the token")
+    return token_id
+
+
+def token_byte_lengths(tokenizer: Tokenizer) -> np.ndarray:
+    """UTF-8 byte count each token id stands for (0 for special tokens); needs a byte-level vocabulary."""
+    if not isinstance(tokenizer.pre_tokenizer, pre_tokenizers.ByteLevel):
+        raise TootsieError("bits-per-byte needs a byte-level BPE tokenizer (pre_tokenizer ByteLevel)")
+    special = {token.content for token in tokenizer.get_added_tokens_decoder().values()}
+    lengths = np.zeros(tokenizer.get_vocab_size(), dtype=np.int64)
+    for token, token_id in tokenizer.get_vocab().items():
+        lengths[token_id] = 0 if token in special else len(token)  # one byte-level character per byte
+    return lengths

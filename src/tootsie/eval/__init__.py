@@ -1,0 +1,1 @@
+"""eval: bits-per-byte and perplexity on held-out text."""

@@ -1,0 +1,229 @@
+"""A Llama-style decoder: RMSNorm, RoPE, grouped-query attention, SwiGLU.
+
+Layers are stacked (every block's weights carry a leading `num_layers` axis) and
+run with `jax.lax.scan`, so compile time does not grow with depth. Attention goes
+through `jax.nn.dot_product_attention`, which picks a fused kernel on GPU, with a
+causal mask that is also blocked across documents when segment ids are given.
+`qk_norm=True` adds Qwen3's per-head RMSNorm on queries and keys.
+
+Weights are plain arrays (not `eqx.nn.Linear`) so the batched einsums and the
+Hugging Face layout mapping are explicit: `wq` is `[hidden, heads * head_dim]`.
+"""
+
+from dataclasses import dataclass
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, Int, PRNGKeyArray
+
+
+@dataclass(frozen=True)
+class LlamaConfig:
+    """Shape and numerics of a Llama-style decoder."""
+
+    vocab_size: int = 4096
+    """Number of token ids."""
+    hidden_dim: int = 256
+    """Width of the residual stream."""
+    intermediate_dim: int = 1024
+    """Width of the SwiGLU MLP."""
+    num_layers: int = 4
+    """Number of transformer blocks."""
+    num_heads: int = 4
+    """Query heads."""
+    num_kv_heads: int = 4
+    """Key/value heads (grouped-query attention when fewer than num_heads)."""
+    head_dim: int | None = None
+    """Per-head width; hidden_dim // num_heads when None."""
+    rope_theta: float = 10_000.0
+    """RoPE base frequency (Llama 2: 1e4; Llama 3: 5e5)."""
+    norm_eps: float = 1e-5
+    """RMSNorm epsilon."""
+    tie_embeddings: bool = False
+    """Use the input embedding as the output projection."""
+    qk_norm: bool = False
+    """Qwen3-style RMSNorm on each head's queries and keys."""
+    initializer_std: float = 0.02
+    """Standard deviation of the normal initialization of every matrix."""
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "hidden_dim", "intermediate_dim", "num_layers", "num_heads", "num_kv_heads"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.head_dim is None and self.hidden_dim % self.num_heads:
+            raise ValueError(f"hidden_dim={self.hidden_dim} is not divisible by num_heads={self.num_heads}; set head_dim explicitly")
+        if self.num_heads % self.num_kv_heads:
+            raise ValueError(f"num_heads={self.num_heads} must be a multiple of num_kv_heads={self.num_kv_heads}")
+        if self.resolved_head_dim % 2:
+            raise ValueError(f"head_dim={self.resolved_head_dim} must be even for RoPE")
+
+    @property
+    def resolved_head_dim(self) -> int:
+        """The per-head width actually used."""
+        return self.head_dim if self.head_dim is not None else self.hidden_dim // self.num_heads
+
+    def num_parameters(self, include_embeddings: bool = True) -> int:
+        """Parameter count, computed from the shapes."""
+        d, h = self.resolved_head_dim, self.hidden_dim
+        attention = h * d * (2 * self.num_heads + 2 * self.num_kv_heads)
+        mlp = 3 * h * self.intermediate_dim
+        norms = 2 * h + (2 * d if self.qk_norm else 0)
+        blocks = self.num_layers * (attention + mlp + norms)
+        embeddings = self.vocab_size * h * (1 if self.tie_embeddings else 2)
+        return blocks + h + (embeddings if include_embeddings else 0)
+
+    def flops_per_token(self, seq_len: int) -> float:
+        """Training FLOPs per token (forward + backward = 3x forward), attention included."""
+        matmul_params = self.num_parameters(include_embeddings=False) + self.vocab_size * self.hidden_dim
+        attention = 2 * self.num_layers * seq_len * self.num_heads * self.resolved_head_dim  # QK^T and AV, causal half
+        return 3 * (2 * matmul_params + attention)
+
+
+class RMSNorm(eqx.Module):
+    """Root-mean-square normalization with a learned scale, computed in float32."""
+
+    weight: Float[Array, " dim"]
+    eps: float = eqx.field(static=True)
+
+    def __init__(self, dim: int, eps: float) -> None:
+        self.weight = jnp.ones((dim,), jnp.float32)
+        self.eps = eps
+
+    def __call__(self, x: Float[Array, "... dim"]) -> Float[Array, "... dim"]:
+        x32 = x.astype(jnp.float32)
+        normed = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + self.eps)
+        return (normed * self.weight.astype(jnp.float32)).astype(x.dtype)
+
+
+def rope_tables(seq_len: int, head_dim: int, theta: float) -> tuple[Float[Array, "seq half"], Float[Array, "seq half"]]:
+    """Cosine and sine tables of rotary position embeddings for positions 0..seq_len-1."""
+    inv_freq = 1.0 / (theta ** (jnp.arange(0, head_dim, 2, dtype=jnp.float32) / head_dim))
+    angles = jnp.arange(seq_len, dtype=jnp.float32)[:, None] * inv_freq[None, :]
+    return jnp.cos(angles), jnp.sin(angles)
+
+
+def apply_rope(x: Float[Array, "batch seq heads dim"], cos: Float[Array, "seq half"], sin: Float[Array, "seq half"]) -> Float[Array, "batch seq heads dim"]:
+    """Rotate query/key channel pairs (first half, second half), the Hugging Face Llama layout."""
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half].astype(jnp.float32), x[..., half:].astype(jnp.float32)
+    cos, sin = cos[None, :, None, :], sin[None, :, None, :]
+    return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1).astype(x.dtype)
+
+
+def _normal(key: PRNGKeyArray, shape: tuple[int, ...], std: float) -> Float[Array, "..."]:
+    return std * jax.random.normal(key, shape, jnp.float32)
+
+
+class Attention(eqx.Module):
+    """Grouped-query self-attention with RoPE and optional QK-norm."""
+
+    wq: Float[Array, "hidden qdim"]
+    wk: Float[Array, "hidden kvdim"]
+    wv: Float[Array, "hidden kvdim"]
+    wo: Float[Array, "qdim hidden"]
+    q_norm: RMSNorm | None
+    k_norm: RMSNorm | None
+    num_heads: int = eqx.field(static=True)
+    num_kv_heads: int = eqx.field(static=True)
+    head_dim: int = eqx.field(static=True)
+
+    def __init__(self, config: LlamaConfig, *, key: PRNGKeyArray) -> None:
+        kq, kk, kv, ko = jax.random.split(key, 4)
+        h, d, std = config.hidden_dim, config.resolved_head_dim, config.initializer_std
+        self.wq = _normal(kq, (h, config.num_heads * d), std)
+        self.wk = _normal(kk, (h, config.num_kv_heads * d), std)
+        self.wv = _normal(kv, (h, config.num_kv_heads * d), std)
+        self.wo = _normal(ko, (config.num_heads * d, h), std)
+        self.q_norm = RMSNorm(d, config.norm_eps) if config.qk_norm else None
+        self.k_norm = RMSNorm(d, config.norm_eps) if config.qk_norm else None
+        self.num_heads, self.num_kv_heads, self.head_dim = config.num_heads, config.num_kv_heads, d
+
+    def __call__(self, x: Float[Array, "batch seq hidden"], cos: Float[Array, "seq half"], sin: Float[Array, "seq half"], mask: Array) -> Float[Array, "batch seq hidden"]:
+        batch, seq, _ = x.shape
+        q = (x @ self.wq.astype(x.dtype)).reshape(batch, seq, self.num_heads, self.head_dim)
+        k = (x @ self.wk.astype(x.dtype)).reshape(batch, seq, self.num_kv_heads, self.head_dim)
+        v = (x @ self.wv.astype(x.dtype)).reshape(batch, seq, self.num_kv_heads, self.head_dim)
+        if self.q_norm is not None and self.k_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        out = jax.nn.dot_product_attention(q, k, v, mask=mask)
+        return out.reshape(batch, seq, self.num_heads * self.head_dim) @ self.wo.astype(x.dtype)
+
+
+class SwiGLU(eqx.Module):
+    """The gated MLP `down(silu(gate(x)) * up(x))`."""
+
+    w_gate: Float[Array, "hidden inter"]
+    w_up: Float[Array, "hidden inter"]
+    w_down: Float[Array, "inter hidden"]
+
+    def __init__(self, config: LlamaConfig, *, key: PRNGKeyArray) -> None:
+        kg, ku, kd = jax.random.split(key, 3)
+        h, i, std = config.hidden_dim, config.intermediate_dim, config.initializer_std
+        self.w_gate, self.w_up, self.w_down = _normal(kg, (h, i), std), _normal(ku, (h, i), std), _normal(kd, (i, h), std)
+
+    def __call__(self, x: Float[Array, "batch seq hidden"]) -> Float[Array, "batch seq hidden"]:
+        gate = jax.nn.silu(x @ self.w_gate.astype(x.dtype))
+        return (gate * (x @ self.w_up.astype(x.dtype))) @ self.w_down.astype(x.dtype)
+
+
+class Block(eqx.Module):
+    """One pre-norm transformer block."""
+
+    attn_norm: RMSNorm
+    attn: Attention
+    mlp_norm: RMSNorm
+    mlp: SwiGLU
+
+    def __init__(self, config: LlamaConfig, *, key: PRNGKeyArray) -> None:
+        ka, km = jax.random.split(key)
+        self.attn_norm, self.mlp_norm = RMSNorm(config.hidden_dim, config.norm_eps), RMSNorm(config.hidden_dim, config.norm_eps)
+        self.attn, self.mlp = Attention(config, key=ka), SwiGLU(config, key=km)
+
+    def __call__(self, x: Float[Array, "batch seq hidden"], cos: Array, sin: Array, mask: Array) -> Float[Array, "batch seq hidden"]:
+        x = x + self.attn(self.attn_norm(x), cos, sin, mask)
+        return x + self.mlp(self.mlp_norm(x))
+
+
+def attention_mask(segment_ids: Int[Array, "batch seq"] | None, batch: int, seq: int) -> Array:
+    """Causal mask `[batch, 1, seq, seq]`, also blocked between different documents."""
+    causal = jnp.tril(jnp.ones((seq, seq), dtype=bool))[None, None]
+    if segment_ids is None:
+        return jnp.broadcast_to(causal, (batch, 1, seq, seq))
+    same_doc = segment_ids[:, None, :, None] == segment_ids[:, None, None, :]
+    return causal & same_doc
+
+
+class LlamaModel(eqx.Module):
+    """Token embedding, stacked blocks run by `scan`, final norm, output projection."""
+
+    embed: Float[Array, "vocab hidden"]
+    layers: Block
+    final_norm: RMSNorm
+    lm_head: Float[Array, "hidden vocab"] | None
+    config: LlamaConfig = eqx.field(static=True)
+
+    def __init__(self, config: LlamaConfig, *, key: PRNGKeyArray) -> None:
+        k_embed, k_layers, k_head = jax.random.split(key, 3)
+        self.config = config
+        self.embed = _normal(k_embed, (config.vocab_size, config.hidden_dim), config.initializer_std)
+        self.layers = eqx.filter_vmap(lambda k: Block(config, key=k))(jax.random.split(k_layers, config.num_layers))
+        self.final_norm = RMSNorm(config.hidden_dim, config.norm_eps)
+        self.lm_head = None if config.tie_embeddings else _normal(k_head, (config.hidden_dim, config.vocab_size), config.initializer_std)
+
+    def __call__(self, tokens: Int[Array, "batch seq"], segment_ids: Int[Array, "batch seq"] | None = None) -> Float[Array, "batch seq vocab"]:
+        """Next-token logits for every position."""
+        batch, seq = tokens.shape
+        x = self.embed[tokens]
+        cos, sin = rope_tables(seq, self.config.resolved_head_dim, self.config.rope_theta)
+        mask = attention_mask(segment_ids, batch, seq)
+        dynamic, static = eqx.partition(self.layers, eqx.is_array)
+
+        def run_block(h: Array, block_params: Block) -> tuple[Array, None]:
+            return eqx.combine(block_params, static)(h, cos, sin, mask), None
+
+        x, _ = jax.lax.scan(run_block, x, dynamic)
+        x = self.final_norm(x)
+        head = self.embed.T if self.lm_head is None else self.lm_head
+        return x @ head.astype(x.dtype)

@@ -1,0 +1,1 @@
+"""monitor: metric trackers, curve plots and run reports."""

@@ -1,0 +1,1 @@
+"""train: losses, optimizers, schedules, checkpoints and the training loop."""
