@@ -21,7 +21,8 @@ import pyarrow as pa
 from tootsie.datakit.ids import content_id
 from tootsie.datakit.parquet_io import write_table_atomic
 from tootsie.datakit.readers import expand_inputs, read_records
-from tootsie.datakit.stats import StageStats, write_json_atomic
+from tootsie.datakit.stats import StageStats
+from tootsie.jsonfile import write_json_atomic
 
 DOCUMENT_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string()), ("source_id", pa.string())])
 
@@ -103,5 +104,5 @@ def normalize(config: NormalizeConfig, output_path: str) -> StageStats:
                 flush()
     if shard or shard_index == 0:
         flush()
-    write_json_atomic({**stats.to_json(), "exact_duplicates": exact_duplicates, "shards": shard_index}, out / "stats.json")
+    write_json_atomic(out / "stats.json", {**stats.to_json(), "exact_duplicates": exact_duplicates, "shards": shard_index})
     return stats

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 
 from tootsie.datakit.ids import id_fraction
 from tootsie.datakit.parquet_io import parquet_files, write_table_atomic
-from tootsie.datakit.stats import write_json_atomic
+from tootsie.jsonfile import write_json_atomic
 
 SPLITS = ("train", "heldout")
 
@@ -44,5 +44,5 @@ def split_documents(config: SplitConfig, output_path: str) -> dict[str, int]:
             part = table.filter(mask)
             write_table_atomic(part, out / split / path.name)
             counts[split] += part.num_rows
-    write_json_atomic(counts, out / "stats.json")
+    write_json_atomic(out / "stats.json", counts)
     return counts

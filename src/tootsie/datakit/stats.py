@@ -5,11 +5,8 @@ why each dropped record was dropped (datatrove's habit: a filter that does not
 count what it drops cannot be audited).
 """
 
-import json
-import os
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 
 
 @dataclass
@@ -38,11 +35,3 @@ class StageStats:
     def to_json(self) -> dict[str, object]:
         """A JSON-ready dict with reasons sorted by name."""
         return {"input_docs": self.input_docs, "output_docs": self.output_docs, "rejected": dict(sorted(self.rejected.items()))}
-
-
-def write_json_atomic(payload: object, path: Path) -> None:
-    """Write `payload` as indented JSON via a temporary file and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, path)

@@ -15,7 +15,7 @@ import numpy as np
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from tootsie.datakit.parquet_io import iter_texts
-from tootsie.datakit.stats import write_json_atomic
+from tootsie.jsonfile import write_json_atomic
 from tootsie.errors import TootsieError
 
 BOS_TOKEN = "<|bos|>"
@@ -65,7 +65,7 @@ def train_tokenizer(config: TokenizerTrainConfig, output_path: str) -> Path:
     tmp = out / f".{TOKENIZER_FILE}.tmp"
     tokenizer.save(str(tmp))
     tmp.replace(out / TOKENIZER_FILE)
-    write_json_atomic({"vocab_size": tokenizer.get_vocab_size(), "sha256": file_sha256(out / TOKENIZER_FILE)}, out / "tokenizer_info.json")
+    write_json_atomic(out / "tokenizer_info.json", {"vocab_size": tokenizer.get_vocab_size(), "sha256": file_sha256(out / TOKENIZER_FILE)})
     return out / TOKENIZER_FILE
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import equinox as eqx
 import jax
 
-from tootsie.datakit.stats import write_json_atomic
+from tootsie.jsonfile import write_json_atomic
 from tootsie.datakit.tokenizer import load_tokenizer, token_byte_lengths
 from tootsie.eval.bpb import domain_bpb, summarize
 from tootsie.models.llama import LlamaConfig, LlamaModel
@@ -57,5 +57,5 @@ def evaluate_bpb(config: EvalBPBConfig, output_path: str) -> dict[str, dict[str,
         model = _model(config, checkpoint)
         per_domain = {name: domain_bpb(model, cache, byte_lengths, config.seq_len, max_sequences=config.max_sequences) for name, cache in sorted(config.heldout.items())}
         results[label] = summarize(per_domain)
-    write_json_atomic(results, Path(output_path) / BPB_FILE)
+    write_json_atomic(Path(output_path) / BPB_FILE, results)
     return results

@@ -93,7 +93,8 @@ class RMSNorm(eqx.Module):
     def __call__(self, x: Float[Array, "... dim"]) -> Float[Array, "... dim"]:
         x32 = x.astype(jnp.float32)
         normed = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + self.eps)
-        return (normed * self.weight.astype(jnp.float32)).astype(x.dtype)
+        scale = self.weight.astype(jnp.float32).reshape((1,) * (x.ndim - 1) + (-1,))
+        return (normed * scale).astype(x.dtype)
 
 
 def rope_tables(seq_len: int, head_dim: int, theta: float) -> tuple[Float[Array, "seq half"], Float[Array, "seq half"]]:

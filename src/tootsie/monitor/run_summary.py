@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from tootsie.datakit.stats import write_json_atomic
+from tootsie.jsonfile import write_json_atomic
 from tootsie.monitor.metrics_log import read_metrics
 from tootsie.monitor.plots import plot_loss_curves
 
@@ -46,7 +46,7 @@ def summarize_runs(config: RunSummaryConfig, output_path: str) -> dict[str, obje
         "skipped_metric_lines": skipped,
         "bpb": json.loads(Path(config.bpb).read_text(encoding="utf-8")) if config.bpb else None,
     }
-    write_json_atomic(summary, out / "summary.json")
+    write_json_atomic(out / "summary.json", summary)
     return summary
 
 

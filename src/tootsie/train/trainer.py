@@ -83,7 +83,7 @@ def make_train_step(config: TrainConfig, optimizer: optax.GradientTransformation
         params = eqx.filter(model, eqx.is_array)
         updates, opt_state = optimizer.update(grads, opt_state, params)
         model = eqx.apply_updates(model, updates)
-        metrics = {"loss": cross_entropy, "z_loss": z_loss, "grad_norm": optax.global_norm(grads), "update_norm": optax.global_norm(updates)}
+        metrics = {"loss": cross_entropy, "z_loss": z_loss, "grad_norm": optax.tree.norm(grads), "update_norm": optax.tree.norm(updates)}
         return model, opt_state, metrics
 
     return train_step

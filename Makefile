@@ -1,0 +1,34 @@
+# tootsie: two commands on a fresh machine.
+#   make demo   install into .venv and run the end-to-end demo (no network at run time)
+#   make test   install the dev extras into .venv and run the test suite
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+OUT ?= ./tootsie-demo
+
+.PHONY: demo test install install-dev clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $@ $(VENV)/.installed
+
+install: $(VENV)/.installed
+
+install-dev: $(VENV)/.installed-dev
+
+demo: install
+	$(BIN)/tootsie demo --out $(OUT)
+
+test: install-dev
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf $(VENV) $(OUT) .pytest_cache

@@ -1,0 +1,119 @@
+"""`tootsie run` and `tootsie status`: run an experiment file's steps, or show where they stand.
+
+Both print a compact table (status, seconds, hash, step, output path, and a
+note: the plan reason on a dry run, why a step is FAILED otherwise). With
+`--json` the last line of stdout is one JSON object,
+`{"steps": [{"name", "hash", "status", "output_path", ...}, ...], ...}`.
+`run` exits 0 iff every step is SUCCESS (a dry run: iff the plan was made);
+when a step fails it also prints one line to stderr naming the step, its
+error and its log file.
+"""
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import sys
+from collections.abc import Iterator
+
+from tootsie.executor import RunReport, experiment_status, failure_summary, load_experiment, run_experiment
+
+DEFAULT_PREFIX = "./out"
+
+
+def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """Add the `run` and `status` commands."""
+    run = subparsers.add_parser(
+        "run",
+        help="run an experiment file's steps, skipping finished ones",
+        description="Run every step of EXPERIMENT.py (a Python file defining STEPS) and the steps they reference.",
+    )
+    _add_common(run)
+    run.add_argument("--dry-run", action="store_true", help="print what would run and why; run and write nothing")
+    run.add_argument(
+        "--force", metavar="REGEX", help="rerun steps whose name matches REGEX (re.search) even if SUCCESS"
+    )
+    run.set_defaults(handler=run_command)
+    status = subparsers.add_parser(
+        "status",
+        help="show the status of an experiment file's steps",
+        description="Report SUCCESS / RUNNING / FAILED / DEP_FAILED / NOT_STARTED for every step of EXPERIMENT.py.",
+    )
+    _add_common(status)
+    status.set_defaults(handler=status_command)
+
+
+def _add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "experiment", metavar="EXPERIMENT.py", help="experiment file defining a module-level STEPS list"
+    )
+    parser.add_argument(
+        "--prefix", metavar="DIR", help=f"root of all outputs (default: $TOOTSIE_PREFIX, else {DEFAULT_PREFIX})"
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object as the last line of stdout")
+
+
+def prefix_of(args: argparse.Namespace) -> str:
+    """--prefix, else $TOOTSIE_PREFIX, else ./out."""
+    return args.prefix or os.environ.get("TOOTSIE_PREFIX") or DEFAULT_PREFIX
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """`tootsie run`: run (or plan) the experiment, print the report, and return the exit code."""
+    steps = load_experiment(args.experiment)
+    with _progress(enabled=not args.json):
+        report = run_experiment(
+            steps, prefix_of(args), force=args.force, dry_run=args.dry_run, experiment_path=args.experiment
+        )
+    _print_report(report, as_json=args.json)
+    summary = failure_summary(report)
+    if summary is not None:
+        print(f"tootsie: {summary}", file=sys.stderr)
+    return 0 if report.ok else 1
+
+
+def status_command(args: argparse.Namespace) -> int:
+    """`tootsie status`: print every step's reported status; reads files only."""
+    report = experiment_status(load_experiment(args.experiment), prefix_of(args))
+    _print_report(report, as_json=args.json, show_plan=False)
+    return 0
+
+
+@contextlib.contextmanager
+def _progress(*, enabled: bool) -> Iterator[None]:
+    """Print the executor's progress log lines to stdout for the block."""
+    if not enabled:
+        yield
+        return
+    logger = logging.getLogger("tootsie.executor")
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter("[executor] %(message)s"))
+    previous_level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(previous_level)
+
+
+def _print_report(report: RunReport, *, as_json: bool, show_plan: bool = True) -> None:
+    if as_json:
+        print(json.dumps(report.to_json()))
+        return
+    header = "dry run (nothing was run or written)" if report.dry_run and show_plan else "prefix"
+    print(f"{header}: {report.prefix}")
+    rows = [("STATUS", "SECONDS", "HASH", "STEP", "OUTPUT", "PLAN" if report.dry_run and show_plan else "NOTE")]
+    for step in report.steps:
+        note = step.reason if report.dry_run and show_plan else (step.error or step.detail or "")
+        seconds = "" if step.seconds is None else f"{step.seconds:.1f}"
+        rows.append((str(step.status), seconds, step.hash, step.name, step.output_path, note))
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]) - 1)]
+    for row in rows:
+        cells = [
+            cell.rjust(width) if column == 1 else cell.ljust(width)
+            for column, (cell, width) in enumerate(zip(row[:-1], widths, strict=True))
+        ]
+        print("  ".join(cells + [row[-1]]).rstrip())

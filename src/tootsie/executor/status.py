@@ -1,0 +1,131 @@
+"""Status files, and the status a step is reported in given its status file and its lease.
+
+Each output directory holds `.executor_status.json`:
+`{"status": "SUCCESS"|"RUNNING"|"FAILED"|"DEP_FAILED", "time": <ISO 8601 UTC>, "host": ..., "pid": ...}`,
+written atomically. A status file alone cannot tell a running step from one
+whose process was killed, so the reported status also looks at the lease:
+RUNNING with a live lease is RUNNING; RUNNING with a stale or missing lease is
+reported as FAILED with the detail that it was interrupted. A live lease
+without a RUNNING status (a retry that just started) is RUNNING too.
+"""
+
+import dataclasses
+import datetime
+import enum
+import os
+import socket
+import time
+from pathlib import Path
+
+from tootsie.errors import TootsieError
+from tootsie.jsonfile import read_json, write_json_atomic
+from tootsie.executor.lease import LeaseRecord, LeaseSettings, read_lease, stale_reason
+
+STATUS_FILE = ".executor_status.json"
+
+
+class Status(enum.StrEnum):
+    """Status of a step; NOT_STARTED is only reported (there is no status file), never written."""
+
+    SUCCESS = "SUCCESS"
+    RUNNING = "RUNNING"
+    FAILED = "FAILED"
+    DEP_FAILED = "DEP_FAILED"
+    NOT_STARTED = "NOT_STARTED"
+
+
+@dataclasses.dataclass(frozen=True)
+class StatusRecord:
+    """The content of a status file."""
+
+    status: Status
+    """What the last writer said about the step."""
+    time: str
+    """When it was written, ISO 8601 in UTC."""
+    host: str
+    """Hostname of the writer."""
+    pid: int
+    """Process id of the writer."""
+
+    @property
+    def timestamp(self) -> float:
+        """`time` as Unix seconds."""
+        return datetime.datetime.fromisoformat(self.time).timestamp()
+
+    @property
+    def display_time(self) -> str:
+        """`time` to the second, e.g. "2025-01-01 12:00:00 UTC"."""
+        moment = datetime.datetime.fromisoformat(self.time).astimezone(datetime.UTC)
+        return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def write_status(directory: str | os.PathLike[str], status: Status) -> StatusRecord:
+    """Atomically write `status` (stamped with now, this host and this pid) to `directory`'s status file."""
+    record = StatusRecord(
+        status=status,
+        time=datetime.datetime.now(datetime.UTC).isoformat(),
+        host=socket.gethostname(),
+        pid=os.getpid(),
+    )
+    write_json_atomic(Path(directory) / STATUS_FILE, dataclasses.asdict(record))
+    return record
+
+
+def read_status(directory: str | os.PathLike[str]) -> StatusRecord | None:
+    """The status file of `directory`, or None when there is none."""
+    path = Path(directory) / STATUS_FILE
+    payload = read_json(path)
+    if payload is None:
+        return None
+    try:
+        return StatusRecord(
+            status=Status(payload["status"]),
+            time=str(payload["time"]),
+            host=str(payload["host"]),
+            pid=int(payload["pid"]),
+        )
+    except (KeyError, TypeError, ValueError) as error:
+        raise TootsieError(f"status file {path} is malformed ({error!r}); delete it to rerun the step") from None
+
+
+@dataclasses.dataclass(frozen=True)
+class Observed:
+    """What the files of one output directory say about its step right now."""
+
+    record: StatusRecord | None
+    """The status file, if any."""
+    lease: LeaseRecord | None
+    """The lease file, if any."""
+    lease_live: bool
+    """Whether `lease` is held by a live owner (not stale)."""
+    interrupted: str | None
+    """Why a RUNNING status is not really running (stale or missing lease), else None."""
+
+    @property
+    def status(self) -> Status:
+        """The reported status: SUCCESS, RUNNING, FAILED, DEP_FAILED or NOT_STARTED."""
+        if self.record is not None and self.record.status is Status.SUCCESS:
+            return Status.SUCCESS
+        if self.lease_live:
+            return Status.RUNNING
+        if self.interrupted is not None:
+            return Status.FAILED
+        return Status.NOT_STARTED if self.record is None else self.record.status
+
+    @property
+    def detail(self) -> str | None:
+        """A note for an interrupted run, else None."""
+        return None if self.interrupted is None else f"interrupted: {self.interrupted}"
+
+
+def observe(directory: str | os.PathLike[str], settings: LeaseSettings, *, now: float | None = None) -> Observed:
+    """Read the status and lease files of `directory` (writing nothing) and judge the lease at `now`."""
+    moment = time.time() if now is None else now
+    record = read_status(directory)
+    lease = read_lease(directory)
+    stale = None if lease is None else stale_reason(lease, settings, now=moment)
+    lease_live = lease is not None and stale is None
+    interrupted = None
+    if record is not None and record.status is Status.RUNNING and not lease_live:
+        interrupted = stale if stale is not None else "no lease is held"
+    return Observed(record=record, lease=lease, lease_live=lease_live, interrupted=interrupted)

@@ -1,0 +1,51 @@
+"""Small JSON files written atomically and read back with errors that say which file is bad.
+
+Status, lease, metadata and run-record files are all read by other processes
+while they may be rewritten, so every write goes to a temporary file in the same
+directory and is moved into place with `os.replace`: a reader sees the old file
+or the new one, never half of one.
+"""
+
+import json
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+from tootsie.errors import TootsieError
+
+
+def write_json_atomic(path: str | os.PathLike[str], payload: Any) -> None:
+    """Write `payload` as JSON to `path` via a temporary file and `os.replace`."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as handle:
+            json.dump(payload, handle, indent=2, sort_keys=True)
+            handle.write("\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def read_json(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The JSON object in `path`, or None when the file does not exist."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    try:
+        payload = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise TootsieError(
+            f"{path} is not valid JSON ({error}); it was edited or damaged by hand, "
+            "delete it to let the executor rewrite it"
+        ) from None
+    if not isinstance(payload, dict):
+        raise TootsieError(
+            f"{path} holds a {type(payload).__name__}, not a JSON object; delete it to let the executor rewrite it"
+        )
+    return payload

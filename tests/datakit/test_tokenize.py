@@ -1,0 +1,74 @@
+"""Tokenizer training, token caches, and byte counts that bits-per-byte relies on."""
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from tootsie.datakit.parquet_io import write_table_atomic
+from tootsie.datakit.token_cache import open_token_cache
+from tootsie.datakit.tokenize import TokenizeConfig, tokenize_documents
+from tootsie.datakit.tokenizer import BOS_TOKEN, EOS_TOKEN, TokenizerTrainConfig, load_tokenizer, token_byte_lengths, train_tokenizer
+from tootsie.errors import TootsieError
+
+TEXTS = [f"def function_{i}(x):\n    return x * {i}  # café ☕ {i}\n" for i in range(200)]
+
+
+@pytest.fixture
+def trained(tmp_path):
+    docs = tmp_path / "docs"
+    write_table_atomic(pa.table({"id": [str(i) for i in range(len(TEXTS))], "text": TEXTS}), docs / "part-00000.parquet")
+    train_tokenizer(TokenizerTrainConfig(inputs=(str(docs),), vocab_size=300), str(tmp_path / "tok"))
+    return docs, tmp_path / "tok" / "tokenizer.json"
+
+
+def test_cache_round_trips_documents(trained, tmp_path) -> None:
+    docs, tokenizer_file = trained
+    ledger = tokenize_documents(TokenizeConfig(input=str(docs), tokenizer=str(tokenizer_file)), str(tmp_path / "cache"))
+    cache = open_token_cache(tmp_path / "cache")
+    tokenizer = load_tokenizer(tokenizer_file)
+    assert cache.num_docs == len(TEXTS) == ledger["num_docs"]
+    assert cache.tokens.dtype == np.uint16
+    for i in (0, 57, 199):
+        ids = cache.document(i)
+        assert ids[0] == tokenizer.token_to_id(BOS_TOKEN) and ids[-1] == tokenizer.token_to_id(EOS_TOKEN)
+        assert tokenizer.decode(ids[1:-1].tolist()) == TEXTS[i]
+
+
+def test_byte_lengths_add_up_to_the_utf8_size(trained) -> None:
+    _, tokenizer_file = trained
+    tokenizer = load_tokenizer(tokenizer_file)
+    lengths = token_byte_lengths(tokenizer)
+    assert lengths[tokenizer.token_to_id(EOS_TOKEN)] == 0
+    for text in TEXTS[:20]:
+        assert lengths[tokenizer.encode(text).ids].sum() == len(text.encode("utf-8"))
+
+
+def test_damaged_cache_names_the_file(trained, tmp_path) -> None:
+    docs, tokenizer_file = trained
+    tokenize_documents(TokenizeConfig(input=str(docs), tokenizer=str(tokenizer_file)), str(tmp_path / "cache"))
+    with open(tmp_path / "cache" / "tokens.bin", "ab") as handle:
+        handle.write(b"\0\0")
+    with pytest.raises(TootsieError, match="tokens.bin has"):
+        open_token_cache(tmp_path / "cache")
+
+
+def test_unfinished_cache_is_not_read(tmp_path) -> None:
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "tokens.bin").write_bytes(b"\0" * 8)
+    with pytest.raises(TootsieError, match="not a finished token cache"):
+        open_token_cache(tmp_path / "cache")
+
+
+def test_missing_tokenizer_says_how_to_get_one(tmp_path) -> None:
+    with pytest.raises(TootsieError, match="train-tokenizer"):
+        load_tokenizer(tmp_path / "none.json")
+
+
+def test_ledger_records_the_tokenizer(trained, tmp_path) -> None:
+    docs, tokenizer_file = trained
+    tokenize_documents(TokenizeConfig(input=str(docs), tokenizer=str(tokenizer_file)), str(tmp_path / "cache"))
+    ledger = json.loads((tmp_path / "cache" / "ledger.json").read_text())
+    info = json.loads((tokenizer_file.parent / "tokenizer_info.json").read_text())
+    assert ledger["tokenizer_sha256"] == info["sha256"]

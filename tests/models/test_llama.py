@@ -1,0 +1,45 @@
+"""The Llama decoder: causal, blocked across documents, GQA shapes, correct parameter count."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from tootsie.models.llama import LlamaConfig, LlamaModel
+
+SMALL = LlamaConfig(vocab_size=97, hidden_dim=32, intermediate_dim=48, num_layers=2, num_heads=4, num_kv_heads=2)
+
+
+@pytest.mark.parametrize("config", [SMALL, LlamaConfig(**{**SMALL.__dict__, "qk_norm": True, "tie_embeddings": True})])
+def test_parameter_count_matches_the_arrays(config: LlamaConfig) -> None:
+    model = LlamaModel(config, key=jax.random.PRNGKey(0))
+    assert sum(x.size for x in jax.tree_util.tree_leaves(eqx.filter(model, eqx.is_array))) == config.num_parameters()
+
+
+def test_future_tokens_do_not_change_past_logits() -> None:
+    model = LlamaModel(SMALL, key=jax.random.PRNGKey(1))
+    tokens = jax.random.randint(jax.random.PRNGKey(2), (2, 12), 0, SMALL.vocab_size)
+    changed = tokens.at[:, 8:].set((tokens[:, 8:] + 1) % SMALL.vocab_size)
+    assert np.allclose(model(tokens)[:, :8], model(changed)[:, :8], atol=1e-5)
+    assert not np.allclose(model(tokens)[:, 8:], model(changed)[:, 8:], atol=1e-5)
+
+
+def test_segments_block_attention_between_documents() -> None:
+    model = LlamaModel(SMALL, key=jax.random.PRNGKey(3))
+    tokens = jax.random.randint(jax.random.PRNGKey(4), (1, 10), 0, SMALL.vocab_size)
+    segments = jnp.array([[0] * 4 + [1] * 6], dtype=jnp.int32)
+    other_first_doc = tokens.at[:, :4].set((tokens[:, :4] + 5) % SMALL.vocab_size)
+    second_doc_alone = model(tokens[:, 4:], jnp.zeros((1, 6), jnp.int32))
+    # RoPE is relative, so document 2 sees the same thing wherever it starts once document 1 is masked out.
+    assert np.allclose(model(tokens, segments)[:, 4:], model(other_first_doc, segments)[:, 4:], atol=1e-5)
+    assert np.allclose(model(tokens, segments)[:, 4:], second_doc_alone, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [({"num_heads": 4, "num_kv_heads": 3}, "num_kv_heads"), ({"hidden_dim": 30, "num_heads": 4}, "num_heads"), ({"num_layers": 0}, "num_layers")],
+)
+def test_inconsistent_shapes_name_the_field(overrides: dict[str, int], field: str) -> None:
+    with pytest.raises(ValueError, match=field):
+        LlamaConfig(**{**SMALL.__dict__, **overrides})

@@ -1,0 +1,30 @@
+"""Layers import downward only (STYLE rule 12): a lower layer never imports a higher one."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "tootsie"
+# Lowest first; a module may import its own layer and any layer before it. `monitor` sits
+# below `train` because the trainer logs through its trackers; it reads runs only as files.
+LAYERS = ["errors", "jsonfile", "executor", "datakit", "data", "models", "monitor", "train", "eval", "scaling", "release", "cli"]
+
+
+def _imported_layers(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "tootsie" and len(parts) > 1:
+                found.add(parts[1])
+    return found
+
+
+@pytest.mark.parametrize("layer", [layer for layer in LAYERS if (PACKAGE / layer).is_dir()])
+def test_layer_imports_only_lower_layers(layer: str) -> None:
+    allowed = set(LAYERS[: LAYERS.index(layer) + 1])
+    for path in (PACKAGE / layer).rglob("*.py"):
+        upward = {name for name in _imported_layers(path) if name in LAYERS and name not in allowed}
+        assert not upward, f"{path.relative_to(PACKAGE)} imports higher layers {sorted(upward)}"
