@@ -1,0 +1,212 @@
+"""Run a per-shard function over many shards: in parallel, resumable, within a failure budget.
+
+Every datakit stage is a map over shards (a document Parquet file in, one or
+more files out) and, for some, a small reduce. This module owns the map:
+
+- each shard's function writes its outputs atomically and returns a stats dict;
+  the engine then writes `<done_dir>/<shard>.json` (the stats) last, so a
+  rerun skips exactly the shards that finished, and a SIGKILL costs at most the
+  shards in flight;
+- shards run in a pool of spawned worker processes (`workers`), so a shard that
+  crashes its process (an OOM, a segfault in a native library) costs a retry of
+  that shard, not the job; `workers=1` runs inline, for debugging;
+- a shard that still fails after `retries` retries is reported with its error;
+  the job fails only when more than `max_failed_shards` shards failed, and only
+  after every other shard was tried.
+
+The interface is one function, `map_shards`, so a Ray backend can implement the
+same contract with tasks instead of processes.
+
+Example: `map_shards(normalize_shard, config, tasks, done_dir)` with 3 tasks
+whose second raises twice then succeeds returns 3 stats dicts and no failures.
+"""
+
+import logging
+import os
+import traceback
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any, TypeVar
+
+from tootsie.errors import TootsieError
+from tootsie.executor.step import unhashed
+from tootsie.jsonfile import read_json, write_json_atomic
+
+logger = logging.getLogger(__name__)
+C = TypeVar("C")
+ShardFn = Callable[["ShardTask", C], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """How shards are executed; none of it changes a stage's output, so none of it is hashed."""
+
+    workers: int = unhashed(default_factory=lambda: max(os.cpu_count() or 1, 1))
+    """Worker processes; 1 runs shards inline in this process."""
+    retries: int = unhashed(2)
+    """Extra attempts for a shard that raised or crashed its worker."""
+    max_failed_shards: int = unhashed(0)
+    """Shards allowed to fail (after retries) before the stage fails."""
+    progress: bool = unhashed(True)
+    """Show a progress bar on a terminal."""
+
+    def __post_init__(self) -> None:
+        if self.workers < 1 or self.retries < 0 or self.max_failed_shards < 0:
+            raise ValueError(f"need workers >= 1, retries >= 0, max_failed_shards >= 0; got {self.workers=}, {self.retries=}, {self.max_failed_shards=}")
+
+
+@dataclass(frozen=True)
+class ShardTask:
+    """One unit of work: a shard name, its input file(s) and where its outputs go."""
+
+    name: str
+    """Stable shard name, e.g. "part-00003"; names the done marker."""
+    inputs: tuple[str, ...]
+    """Input files of this shard."""
+    output_dir: str
+    """Directory the shard function writes into."""
+
+
+@dataclass
+class ShardResults:
+    """Stats of finished shards (in task order) and errors of failed ones."""
+
+    stats: dict[str, dict[str, Any]] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+    skipped: int = 0
+
+
+def _run_one(fn: ShardFn, task: ShardTask, config: Any) -> dict[str, Any]:
+    return fn(task, config)
+
+
+def _done_path(done_dir: Path, task: ShardTask) -> Path:
+    return done_dir / f"{task.name}.json"
+
+
+def map_shards(fn: ShardFn, config: C, tasks: Sequence[ShardTask], done_dir: str | Path, engine: EngineConfig, label: str = "shards") -> ShardResults:
+    """Run `fn(task, config)` for every unfinished task; raise if failures exceed the budget."""
+    done = Path(done_dir)
+    done.mkdir(parents=True, exist_ok=True)
+    names = [t.name for t in tasks]
+    if len(set(names)) != len(names):
+        raise ValueError(f"shard names must be unique; duplicates in {names}")
+    results = ShardResults()
+    pending = []
+    for task in tasks:
+        finished = read_json(_done_path(done, task))
+        if finished is not None:
+            results.stats[task.name] = finished
+            results.skipped += 1
+        else:
+            pending.append(task)
+    attempts = dict.fromkeys((t.name for t in pending), 0)
+    with _Progress(len(tasks), results.skipped, label, enabled=engine.progress) as progress:
+
+        def record(task: ShardTask, outcome: dict[str, Any] | BaseException) -> bool:
+            """Store an outcome; True when the task must be retried."""
+            if isinstance(outcome, BaseException):
+                attempts[task.name] += 1
+                error = "".join(traceback.format_exception_only(type(outcome), outcome)).strip()
+                if attempts[task.name] <= engine.retries:
+                    logger.warning("%s %s failed (attempt %d), retrying: %s", label, task.name, attempts[task.name], error)
+                    return True
+                results.failed[task.name] = error
+                logger.error("%s %s failed after %d attempts: %s", label, task.name, attempts[task.name], error)
+            else:
+                write_json_atomic(_done_path(done, task), outcome)
+                results.stats[task.name] = outcome
+            progress.advance()
+            return False
+
+        if engine.workers == 1:
+            queue = list(pending)
+            while queue:
+                task = queue.pop(0)
+                try:
+                    outcome: dict[str, Any] | BaseException = _run_one(fn, task, config)
+                except Exception as error:  # a shard's failure is data, counted against the budget
+                    outcome = error
+                if record(task, outcome):
+                    queue.append(task)
+        else:
+            _run_pool(fn, config, pending, engine.workers, record)
+    if len(results.failed) > engine.max_failed_shards:
+        first = next(iter(results.failed.items()))
+        raise TootsieError(
+            f"{len(results.failed)} of {len(tasks)} {label} failed (budget {engine.max_failed_shards}); "
+            f"first: {first[0]}: {first[1]}; fix the input or raise max_failed_shards, then rerun (finished shards are kept)"
+        )
+    results.stats = {name: results.stats[name] for name in names if name in results.stats}
+    return results
+
+
+def _run_pool(fn: ShardFn, config: Any, pending: list[ShardTask], workers: int, record: Callable[[ShardTask, Any], bool]) -> None:
+    """Run tasks in spawned processes; a crashed worker breaks the pool, which is rebuilt, and its tasks retried."""
+    queue = list(pending)
+    while queue:
+        broken = False
+        with ProcessPoolExecutor(max_workers=min(workers, len(queue)), mp_context=get_context("spawn")) as pool:
+            futures: dict[Future[dict[str, Any]], ShardTask] = {}
+            while (queue or futures) and not broken:
+                while queue and len(futures) < workers:
+                    task = queue.pop(0)
+                    futures[pool.submit(_run_one, fn, task, config)] = task
+                finished, _ = wait(futures, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    task = futures.pop(future)
+                    try:
+                        outcome = future.result()
+                    except BrokenProcessPool as error:
+                        broken = True
+                        outcome = RuntimeError(f"worker process died ({error})")
+                    except Exception as error:  # noqa: BLE001 - counted against the failure budget
+                        outcome = error
+                    if record(task, outcome):
+                        queue.append(task)
+            if broken:
+                queue.extend(futures.values())  # in flight on the broken pool: not their fault, not counted
+                pool.shutdown(wait=False, cancel_futures=True)
+
+
+class _Progress:
+    """A rich progress bar on a terminal; silent otherwise."""
+
+    def __init__(self, total: int, completed: int, label: str, enabled: bool) -> None:
+        self.enabled = enabled and os.isatty(2)
+        self.total, self.completed, self.label = total, completed, label
+
+    def __enter__(self) -> "_Progress":
+        if self.enabled:
+            from rich.progress import Progress
+
+            self._bar = Progress(transient=True)
+            self._bar.start()
+            self._task = self._bar.add_task(self.label, total=self.total, completed=self.completed)
+        return self
+
+    def advance(self) -> None:
+        """One more shard finished or failed for good."""
+        if self.enabled:
+            self._bar.advance(self._task)
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.enabled:
+            self._bar.stop()
+
+
+def merge_counts(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Sum stats dicts key by key (nested dicts recursively; non-numbers must agree or are dropped)."""
+    merged: dict[str, Any] = {}
+    for part in parts:
+        for key, value in part.items():
+            if isinstance(value, dict):
+                merged[key] = merge_counts([merged.get(key, {}), value])
+            elif isinstance(value, (int, float)) and not isinstance(value, bool):
+                merged[key] = merged.get(key, 0) + value
+    return merged
+
