@@ -7,10 +7,13 @@ import unicodedata
 import pyarrow.parquet as pq
 import pytest
 
+from tootsie.datakit.engine import EngineConfig
 from tootsie.datakit.ids import content_id
 from tootsie.datakit.normalize import NormalizeConfig, normalize
 from tootsie.datakit.split import SplitConfig, split_documents
 from tootsie.errors import TootsieError
+
+INLINE = EngineConfig(workers=1, progress=False)
 
 
 def _write_messy_jsonl(path) -> list[str]:
@@ -33,19 +36,19 @@ def _write_messy_jsonl(path) -> list[str]:
 
 def test_messy_input_keeps_valid_records_and_counts_rejections(tmp_path) -> None:
     expected = _write_messy_jsonl(tmp_path / "in.jsonl.gz")
-    stats = normalize(NormalizeConfig(inputs=(str(tmp_path / "in.jsonl.gz"),), max_whitespace_run=1000), str(tmp_path / "out"))
+    stats = normalize(NormalizeConfig(inputs=(str(tmp_path / "in.jsonl.gz"),), max_whitespace_run=1000, engine=INLINE), str(tmp_path / "out"))
     table = pq.read_table(tmp_path / "out" / "part-00000.parquet")
     assert table.column("text").to_pylist() == expected
     assert table.column("id").to_pylist() == [content_id(t) for t in expected]
-    assert dict(stats.rejected) == {"broken_json": 1, "invalid_utf8": 1, "empty": 1, "whitespace_run": 1, "missing_text": 1, "exact_duplicate": 2}
-    assert stats.input_docs == stats.output_docs + sum(stats.rejected.values())
-    written = json.loads((tmp_path / "out" / "stats.json").read_text())
-    assert written["exact_duplicates"] == 2 and written["output_docs"] == len(expected)
+    assert stats["rejected"] == {"broken_json": 1, "invalid_utf8": 1, "empty": 1, "whitespace_run": 1, "missing_text": 1}
+    assert stats["exact_duplicates"] == 2 and stats["output_docs"] == len(expected)
+    assert stats["input_docs"] == stats["output_docs"] + stats["exact_duplicates"] + sum(stats["rejected"].values())
+    assert json.loads((tmp_path / "out" / "stats.json").read_text()) == stats
 
 
 def test_shards_split_at_target_size(tmp_path) -> None:
     (tmp_path / "in.jsonl").write_text("".join(json.dumps({"text": f"{i} " * 50}) + "\n" for i in range(30)))
-    normalize(NormalizeConfig(inputs=(str(tmp_path / "in.jsonl"),), shard_bytes=1000), str(tmp_path / "out"))
+    normalize(NormalizeConfig(inputs=(str(tmp_path / "in.jsonl"),), shard_bytes=1000, engine=INLINE), str(tmp_path / "out"))
     shards = sorted((tmp_path / "out").glob("part-*.parquet"))
     assert len(shards) > 3
     assert sum(pq.read_metadata(s).num_rows for s in shards) == 30
@@ -58,10 +61,32 @@ def test_missing_input_is_a_clear_error(tmp_path) -> None:
 
 def test_split_is_disjoint_complete_and_deterministic(tmp_path) -> None:
     (tmp_path / "in.jsonl").write_text("".join(json.dumps({"text": f"doc {i}"}) + "\n" for i in range(400)))
-    normalize(NormalizeConfig(inputs=(str(tmp_path / "in.jsonl"),)), str(tmp_path / "docs"))
+    normalize(NormalizeConfig(inputs=(str(tmp_path / "in.jsonl"),), engine=INLINE), str(tmp_path / "docs"))
     counts = split_documents(SplitConfig(input=str(tmp_path / "docs"), heldout_fraction=0.2), str(tmp_path / "a"))
     split_documents(SplitConfig(input=str(tmp_path / "docs"), heldout_fraction=0.2), str(tmp_path / "b"))
     ids = {s: set(pq.read_table(tmp_path / "a" / s).column("id").to_pylist()) for s in ("train", "heldout")}
     again = {s: set(pq.read_table(tmp_path / "b" / s).column("id").to_pylist()) for s in ("train", "heldout")}
     assert ids == again and not ids["train"] & ids["heldout"]
     assert counts["train"] + counts["heldout"] == 400 and 40 < counts["heldout"] < 120
+
+
+def test_ten_thousand_messy_records_with_a_50mb_whitespace_run(tmp_path) -> None:
+    """The issue's bad-input file: every valid record comes through, every rejection is counted."""
+    valid = [f"record {i}: the quick brown fox {i * 7}" for i in range(9_990)]
+    lines = [json.dumps({"id": i, "text": t}).encode() for i, t in enumerate(valid)]
+    lines += [b'{"text": "broken'] * 3 + [b'{"text": "\xc3\x28"}'] * 3 + [json.dumps({"text": ""}).encode()] * 3
+    lines.insert(5000, json.dumps({"text": "x" + " " * 50_000_000 + "y"}).encode())
+    (tmp_path / "messy.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    stats = normalize(NormalizeConfig(inputs=(str(tmp_path / "messy.jsonl"),), engine=EngineConfig(workers=2, progress=False)), str(tmp_path / "out"))
+    assert stats["input_docs"] == 10_000 and stats["output_docs"] == 9_990
+    assert stats["rejected"] == {"broken_json": 3, "invalid_utf8": 3, "empty": 3, "too_large": 1}
+    texts = [t for part in sorted((tmp_path / "out").glob("part-*.parquet")) for t in pq.read_table(part).column("text").to_pylist()]
+    assert texts == valid
+
+
+def test_exact_duplicates_across_input_files_keep_the_first(tmp_path) -> None:
+    (tmp_path / "a.jsonl").write_text(json.dumps({"text": "shared"}) + "\n" + json.dumps({"text": "only a"}) + "\n")
+    (tmp_path / "b.jsonl").write_text(json.dumps({"text": "only b"}) + "\n" + json.dumps({"text": "shared"}) + "\n")
+    stats = normalize(NormalizeConfig(inputs=(str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")), engine=INLINE), str(tmp_path / "out"))
+    texts = [pq.read_table(p).column("text").to_pylist() for p in sorted((tmp_path / "out").glob("part-*.parquet"))]
+    assert texts == [["shared", "only a"], ["only b"]] and stats["exact_duplicates"] == 1

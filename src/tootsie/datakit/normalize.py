@@ -1,23 +1,32 @@
 """Normalize raw records into Parquet documents with stable content ids.
 
-Each record's text is NFC-normalized and checked against cheap guards (empty,
-too large, pathological whitespace runs — the weekly update's multi-megabyte
-whitespace runs that OOM'd tokenization), then given `id = xxh3_128(text)`.
-Exact duplicates (same id) keep their first occurrence. Output: Parquet shards
-`part-NNNNN.parquet` of about `shard_bytes` of text each, with columns `id`,
-`text`, `source_id` (the record's original id), plus `stats.json`.
+Map (one shard per input file, in parallel, resumable): each record's text is
+NFC-normalized and checked against cheap guards (empty, too large,
+pathological whitespace runs — the weekly update's multi-megabyte whitespace
+runs that OOM'd tokenization), then given `id = xxh3_128(text)`. Bad records
+(broken JSON, invalid UTF-8, a missing text field) are counted by reason, never
+fatal. Kept documents go to chunk files of about `shard_bytes` of text.
 
-Example: two JSONL lines `{"text": "a\u0301"}` and `{"text": "á"}` normalize to
-the same NFC text, hence the same id; the second counts as `exact_duplicate`.
+Reduce (in-process): the ids of all chunks, in input order, are deduplicated
+with a sort (16 bytes a document, so the corpus text is never in memory); the
+first occurrence of each text is kept and the chunks are rewritten as the final
+`part-NNNNN.parquet` shards, then `stats.json` is written last.
+
+Example: two JSONL lines `{"text": "a\\u0301"}` and `{"text": "á"}` normalize to
+the same NFC text, hence the same id; the second counts as an exact duplicate.
 """
 
 import re
+import shutil
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
+from tootsie.datakit.engine import EngineConfig, ShardTask, map_shards, merge_counts
 from tootsie.datakit.ids import content_id
 from tootsie.datakit.parquet_io import write_table_atomic
 from tootsie.datakit.readers import expand_inputs, read_records
@@ -25,6 +34,7 @@ from tootsie.datakit.stats import StageStats
 from tootsie.jsonfile import write_json_atomic
 
 DOCUMENT_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string()), ("source_id", pa.string())])
+WORK_DIR = ".normalize"
 
 
 @dataclass(frozen=True)
@@ -43,6 +53,8 @@ class NormalizeConfig:
     """A run of more whitespace characters than this rejects the document as `whitespace_run`."""
     shard_bytes: int = 64_000_000
     """Target bytes of text per output shard."""
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    """Parallelism, retries and failure budget (not hashed)."""
 
     def __post_init__(self) -> None:
         if not self.inputs:
@@ -56,53 +68,85 @@ def rejection_reason(text: str, config: NormalizeConfig) -> str | None:
     """Why a normalized text is dropped, or None to keep it."""
     if not text.strip():
         return "empty"
-    if len(text.encode("utf-8")) > config.max_doc_bytes:
+    if len(text) > config.max_doc_bytes or len(text.encode("utf-8")) > config.max_doc_bytes:
         return "too_large"
     if re.search(rf"\s{{{config.max_whitespace_run + 1}}}", text):
         return "whitespace_run"
     return None
 
 
-def normalize(config: NormalizeConfig, output_path: str) -> StageStats:
-    """Read every input record, keep the good unique ones, and write Parquet shards plus stats."""
-    out = Path(output_path)
+def normalize_file(task: ShardTask, config: NormalizeConfig) -> dict[str, object]:
+    """Map: normalize one input file into chunk files under `task.output_dir`; return its counts."""
+    out = Path(task.output_dir)
     stats = StageStats()
-    seen: set[str] = set()
-    shard: list[tuple[str, str, str]] = []
-    shard_bytes = 0
-    shard_index = 0
-    exact_duplicates = 0
+    rows: list[tuple[str, str, str]] = []
+    chunk_bytes, chunks = 0, 0
 
     def flush() -> None:
-        nonlocal shard, shard_bytes, shard_index
-        ids, texts, sources = zip(*shard) if shard else ((), (), ())
-        table = pa.table({"id": list(ids), "text": list(texts), "source_id": list(sources)}, schema=DOCUMENT_SCHEMA)
-        write_table_atomic(table, out / f"part-{shard_index:05d}.parquet")
-        shard, shard_bytes, shard_index = [], 0, shard_index + 1
+        nonlocal rows, chunk_bytes, chunks
+        ids, texts, sources = (list(column) for column in zip(*rows)) if rows else ([], [], [])
+        write_table_atomic(pa.table({"id": ids, "text": texts, "source_id": sources}, schema=DOCUMENT_SCHEMA), out / f"chunk-{chunks:05d}.parquet")
+        rows, chunk_bytes, chunks = [], 0, chunks + 1
 
-    for path in expand_inputs(config.inputs):
-        for source_id, raw_text in read_records(path, config.text_field, config.id_field, stats.reject_input):
-            stats.input_docs += 1
-            if raw_text is None:
-                stats.reject("missing_text")
-                continue
-            text = unicodedata.normalize("NFC", raw_text)
-            reason = rejection_reason(text, config)
-            if reason is not None:
-                stats.reject(reason)
-                continue
-            doc_id = content_id(text)
-            if doc_id in seen:
-                exact_duplicates += 1
-                stats.reject("exact_duplicate")
-                continue
-            seen.add(doc_id)
-            shard.append((doc_id, text, source_id))
-            shard_bytes += len(text)
-            stats.output_docs += 1
-            if shard_bytes >= config.shard_bytes:
-                flush()
-    if shard or shard_index == 0:
+    for source_id, raw_text in read_records(Path(task.inputs[0]), config.text_field, config.id_field, stats.reject_input):
+        stats.input_docs += 1
+        if raw_text is None:
+            stats.reject("missing_text")
+            continue
+        text = unicodedata.normalize("NFC", raw_text)
+        reason = rejection_reason(text, config)
+        if reason is not None:
+            stats.reject(reason)
+            continue
+        rows.append((content_id(text), text, source_id))
+        chunk_bytes += len(text)
+        stats.output_docs += 1
+        if chunk_bytes >= config.shard_bytes:
+            flush()
+    if rows or chunks == 0:
         flush()
-    write_json_atomic(out / "stats.json", {**stats.to_json(), "exact_duplicates": exact_duplicates, "shards": shard_index})
+    return {**stats.to_json(), "chunks": chunks}
+
+
+def _chunk_files(tasks: list[ShardTask]) -> list[Path]:
+    return [chunk for task in tasks for chunk in sorted(Path(task.output_dir).glob("chunk-*.parquet"))]
+
+
+def first_occurrences(ids: np.ndarray) -> np.ndarray:
+    """Boolean mask that is True at the first occurrence of every distinct id."""
+    keep = np.zeros(len(ids), dtype=bool)
+    if len(ids):
+        keep[np.unique(ids, return_index=True)[1]] = True
+    return keep
+
+
+def normalize(config: NormalizeConfig, output_path: str) -> dict[str, object]:
+    """Normalize every input into deduplicated `part-NNNNN.parquet` shards plus `stats.json`; return the stats."""
+    out = Path(output_path)
+    work = out / WORK_DIR
+    files = expand_inputs(config.inputs)
+    tasks = [ShardTask(name=f"input-{i:05d}", inputs=(str(path),), output_dir=str(work / f"input-{i:05d}")) for i, path in enumerate(files)]
+    results = map_shards(normalize_file, config, tasks, work / "done", config.engine, label="normalize")
+    chunks = _chunk_files([t for t in tasks if t.name in results.stats])
+    ids = np.concatenate([pq.read_table(c, columns=["id"]).column("id").to_numpy(zero_copy_only=False).astype("S32") for c in chunks]) if chunks else np.zeros(0, "S32")
+    keep = first_occurrences(ids)
+    start = 0
+    for index, chunk in enumerate(chunks):
+        table = pq.read_table(chunk)
+        write_table_atomic(table.filter(pa.array(keep[start : start + table.num_rows])), out / f"part-{index:05d}.parquet")
+        start += table.num_rows
+    for stale in sorted(out.glob("part-*.parquet"))[len(chunks) :]:
+        stale.unlink()
+    counts = merge_counts(list(results.stats.values()))
+    duplicates = int(len(keep) - keep.sum())
+    stats = {
+        "input_docs": counts.get("input_docs", 0),
+        "output_docs": counts.get("output_docs", 0) - duplicates,
+        "exact_duplicates": duplicates,
+        "rejected": dict(sorted(counts.get("rejected", {}).items())),
+        "shards": len(chunks),
+        "failed_inputs": results.failed,
+    }
+    write_json_atomic(out / "stats.json", stats)
+    shutil.rmtree(work)  # finished: the chunks are now parts; an interrupted run keeps them to resume
     return stats

@@ -24,8 +24,10 @@ def write_table_atomic(table: pa.Table, path: Path) -> None:
 
 
 def parquet_files(directory: str | Path) -> list[Path]:
-    """The finished Parquet files of a document directory, in a stable order."""
+    """The finished Parquet files of a document directory (or the one file given), in a stable order."""
     root = Path(directory)
+    if root.is_file() and root.suffix == ".parquet":
+        return [root]
     if not root.is_dir():
         raise TootsieError(f"document directory not found: {root} (run the stage that produces it first)")
     files = sorted(p for p in root.glob("*.parquet") if not p.name.startswith("."))
@@ -35,7 +37,7 @@ def parquet_files(directory: str | Path) -> list[Path]:
 
 
 def iter_batches(directory: str | Path, columns: list[str], batch_rows: int = 1024) -> Iterator[pa.RecordBatch]:
-    """Stream record batches of `columns` from every Parquet file of `directory`."""
+    """Stream record batches of `columns` from every Parquet file of `directory` (or from one file)."""
     for path in parquet_files(directory):
         parquet = pq.ParquetFile(path)
         missing = [c for c in columns if c not in parquet.schema_arrow.names]

@@ -51,7 +51,7 @@ def _open_binary(path: Path) -> io.BufferedIOBase:
     if path.name.endswith(".zst"):
         import zstandard
 
-        return zstandard.ZstdDecompressor().stream_reader(open(path, "rb"))
+        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(open(path, "rb")))
     return open(path, "rb")
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from tootsie.errors import TootsieError
+from tootsie.jsonfile import write_json_atomic
 
 CACHE_FORMAT = "tootsie-token-cache/1"
 TOKENS_FILE = "tokens.bin"
@@ -33,7 +34,11 @@ def token_dtype(vocab_size: int) -> np.dtype:
 
 
 class TokenCacheWriter:
-    """Append tokenized documents to a new cache; `close` writes the ledger that marks it done."""
+    """Stream tokenized documents into a new cache; `close` writes the ledger that marks it done.
+
+    Tokens and offsets both go straight to temporary files, so memory stays
+    flat however many documents are written.
+    """
 
     def __init__(self, directory: str | Path, vocab_size: int, ledger_extra: dict[str, object]) -> None:
         self.directory = Path(directory)
@@ -42,34 +47,41 @@ class TokenCacheWriter:
         self.vocab_size = vocab_size
         self.ledger_extra = ledger_extra
         self._tokens_tmp = self.directory / f".{TOKENS_FILE}.tmp-{os.getpid()}"
+        self._offsets_tmp = self.directory / f".{OFFSETS_FILE}.tmp-{os.getpid()}"
         self._tokens = open(self._tokens_tmp, "wb")
-        self._offsets = [0]
+        self._offsets = open(self._offsets_tmp, "wb")
+        self._offsets.write(np.zeros(1, dtype="<i8").tobytes())
+        self.num_tokens = 0
+        self.num_docs = 0
+
+    def append_flat(self, tokens: np.ndarray, lengths: np.ndarray) -> None:
+        """Add several documents given as one flat token array and their lengths."""
+        self._tokens.write(np.asarray(tokens, dtype=self.dtype).tobytes())
+        ends = self.num_tokens + np.cumsum(np.asarray(lengths, dtype=np.int64))
+        self._offsets.write(ends.astype("<i8").tobytes())
+        self.num_tokens = int(ends[-1]) if len(ends) else self.num_tokens
+        self.num_docs += len(lengths)
 
     def append(self, document_tokens: np.ndarray) -> None:
         """Add one document's token ids."""
-        self._tokens.write(np.asarray(document_tokens, dtype=self.dtype).tobytes())
-        self._offsets.append(self._offsets[-1] + len(document_tokens))
+        self.append_flat(np.asarray(document_tokens), np.array([len(document_tokens)]))
 
     def close(self) -> dict[str, object]:
         """Move the files into place and write the ledger last; return the ledger."""
         self._tokens.close()
-        offsets = np.asarray(self._offsets, dtype="<i8")
-        offsets_tmp = self.directory / f".{OFFSETS_FILE}.tmp-{os.getpid()}"
-        offsets.tofile(offsets_tmp)
+        self._offsets.close()
         os.replace(self._tokens_tmp, self.directory / TOKENS_FILE)
-        os.replace(offsets_tmp, self.directory / OFFSETS_FILE)
+        os.replace(self._offsets_tmp, self.directory / OFFSETS_FILE)
         ledger = {
             "format": CACHE_FORMAT,
             "dtype": self.dtype.name,
             "vocab_size": self.vocab_size,
-            "num_docs": len(offsets) - 1,
-            "num_tokens": int(offsets[-1]),
-            "files": {TOKENS_FILE: int(offsets[-1]) * self.dtype.itemsize, OFFSETS_FILE: offsets.nbytes},
+            "num_docs": self.num_docs,
+            "num_tokens": self.num_tokens,
+            "files": {TOKENS_FILE: self.num_tokens * self.dtype.itemsize, OFFSETS_FILE: (self.num_docs + 1) * 8},
             **self.ledger_extra,
         }
-        ledger_tmp = self.directory / f".{LEDGER_FILE}.tmp-{os.getpid()}"
-        ledger_tmp.write_text(json.dumps(ledger, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        os.replace(ledger_tmp, self.directory / LEDGER_FILE)
+        write_json_atomic(self.directory / LEDGER_FILE, ledger)
         return ledger
 
 

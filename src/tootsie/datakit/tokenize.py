@@ -1,19 +1,28 @@
-"""Tokenize a document directory into a token cache.
+"""Tokenize a document directory into a token cache, shard by shard, then merge.
 
-Documents are encoded in batches with `encode_batch` (which runs on all cores
-inside `tokenizers`), wrapped with BOS/EOS as the config says, and appended to
-a `TokenCacheWriter`. The ledger records the tokenizer's sha256, so a cache can
-never be read with a different tokenizer by mistake.
+Map (one shard per document Parquet file, in parallel, resumable): documents
+are encoded in batches with `encode_batch`, wrapped with BOS/EOS as the config
+says, and written to a per-shard cache under `.shards/`. Reduce: the shard
+caches are concatenated in shard order into the final flat `tokens.bin` and
+`offsets.bin`, and the ledger (tokenizer sha256, counts, the shards merged) is
+written last. A SIGKILL at any point loses at most the shards in flight, and a
+rerun produces byte-identical files.
 """
 
-from dataclasses import dataclass
+import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from tootsie.datakit.parquet_io import iter_texts
-from tootsie.datakit.token_cache import TokenCacheWriter
+from tootsie.datakit.engine import EngineConfig, ShardTask, map_shards
+from tootsie.datakit.parquet_io import iter_texts, parquet_files
+from tootsie.datakit.token_cache import TokenCache, TokenCacheWriter, open_token_cache
 from tootsie.datakit.tokenizer import BOS_TOKEN, EOS_TOKEN, file_sha256, load_tokenizer, special_token_id
+from tootsie.executor.step import unhashed
+
+SHARDS_DIR = ".shards"
+MERGE_BLOCK_TOKENS = 1 << 24
 
 
 @dataclass(frozen=True)
@@ -28,28 +37,81 @@ class TokenizeConfig:
     """Prepend the BOS token to every document."""
     add_eos: bool = True
     """Append the EOS token to every document."""
-    batch_docs: int = 256
+    batch_docs: int = unhashed(256)
     """Documents per `encode_batch` call."""
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    """Parallelism, retries and failure budget (not hashed)."""
+
+
+def _tokenizer_file(path: str) -> Path:
+    candidate = Path(path)
+    return candidate / "tokenizer.json" if candidate.is_dir() else candidate
+
+
+def encode_texts(tokenizer: object, texts: list[str], bos: list[int], eos: list[int], dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """One flat token array for a batch of texts (with BOS/EOS) and each document's length."""
+    encodings = [e.ids for e in tokenizer.encode_batch(texts, add_special_tokens=False)]
+    lengths = np.fromiter((len(ids) + len(bos) + len(eos) for ids in encodings), dtype=np.int64, count=len(encodings))
+    flat = np.empty(int(lengths.sum()), dtype=dtype)
+    position = 0
+    for ids in encodings:
+        flat[position : position + len(bos)] = bos
+        position += len(bos)
+        flat[position : position + len(ids)] = ids
+        position += len(ids)
+        flat[position : position + len(eos)] = eos
+        position += len(eos)
+    return flat, lengths
+
+
+def tokenize_shard(task: ShardTask, config: TokenizeConfig) -> dict[str, int]:
+    """Map: encode one document shard into a shard cache at `task.output_dir`."""
+    tokenizer = load_tokenizer(config.tokenizer)
+    bos = [special_token_id(tokenizer, BOS_TOKEN)] if config.add_bos else []
+    eos = [special_token_id(tokenizer, EOS_TOKEN)] if config.add_eos else []
+    writer = TokenCacheWriter(task.output_dir, vocab_size=tokenizer.get_vocab_size(), ledger_extra={})
+    for texts in iter_texts(task.inputs[0], batch_rows=config.batch_docs):
+        if texts:
+            writer.append_flat(*encode_texts(tokenizer, texts, bos, eos, writer.dtype))
+    ledger = writer.close()
+    return {"docs": ledger["num_docs"], "tokens": ledger["num_tokens"]}
+
+
+def append_cache(writer: TokenCacheWriter, shard: TokenCache) -> None:
+    """Copy a whole cache into `writer` in blocks of about MERGE_BLOCK_TOKENS tokens."""
+    lengths = np.diff(shard.offsets)
+    doc = 0
+    while doc < shard.num_docs:
+        stop = int(np.searchsorted(shard.offsets, shard.offsets[doc] + MERGE_BLOCK_TOKENS, side="right")) - 1
+        stop = min(max(stop, doc + 1), shard.num_docs)
+        writer.append_flat(shard.tokens[shard.offsets[doc] : shard.offsets[stop]], lengths[doc:stop])
+        doc = stop
 
 
 def tokenize_documents(config: TokenizeConfig, output_path: str) -> dict[str, object]:
-    """Encode every document of `config.input` into a cache at `output_path`; return its ledger."""
-    tokenizer = load_tokenizer(config.tokenizer)
-    tokenizer_file = Path(config.tokenizer)
-    tokenizer_file = tokenizer_file / "tokenizer.json" if tokenizer_file.is_dir() else tokenizer_file
-    bos = [special_token_id(tokenizer, BOS_TOKEN)] if config.add_bos else []
-    eos = [special_token_id(tokenizer, EOS_TOKEN)] if config.add_eos else []
+    """Encode every document of `config.input` into one cache at `output_path`; return its ledger."""
+    out = Path(output_path)
+    tokenizer_file = _tokenizer_file(config.tokenizer)
+    tokenizer = load_tokenizer(tokenizer_file)
+    bos = special_token_id(tokenizer, BOS_TOKEN) if config.add_bos else None
+    eos = special_token_id(tokenizer, EOS_TOKEN) if config.add_eos else None
+    tasks = [ShardTask(name=path.stem, inputs=(str(path),), output_dir=str(out / SHARDS_DIR / path.stem)) for path in parquet_files(config.input)]
+    results = map_shards(tokenize_shard, config, tasks, out / SHARDS_DIR / "done", config.engine, label="tokenize")
     writer = TokenCacheWriter(
-        output_path,
+        out,
         vocab_size=tokenizer.get_vocab_size(),
         ledger_extra={
             "tokenizer_sha256": file_sha256(tokenizer_file),
-            "bos_id": bos[0] if bos else None,
-            "eos_id": eos[0] if eos else None,
+            "bos_id": bos,
+            "eos_id": eos,
             "source": str(config.input),
+            "shards": list(results.stats),
+            "failed_shards": results.failed,
         },
     )
-    for texts in iter_texts(config.input, batch_rows=config.batch_docs):
-        for encoding in tokenizer.encode_batch(texts, add_special_tokens=False):
-            writer.append(np.asarray(bos + encoding.ids + eos))
-    return writer.close()
+    for task in tasks:
+        if task.name in results.stats:
+            append_cache(writer, open_token_cache(task.output_dir))
+    ledger = writer.close()
+    shutil.rmtree(out / SHARDS_DIR)
+    return ledger
