@@ -47,8 +47,8 @@ def _texts(inputs: tuple[str, ...]) -> Iterator[str]:
             yield from batch
 
 
-def train_tokenizer(config: TokenizerTrainConfig, output_path: str) -> Path:
-    """Train BPE on the inputs and write `tokenizer.json` (atomically) under `output_path`."""
+def train_bpe(config: TokenizerTrainConfig) -> Tokenizer:
+    """Train a byte-level BPE tokenizer on the inputs' texts."""
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
@@ -60,13 +60,24 @@ def train_tokenizer(config: TokenizerTrainConfig, output_path: str) -> Path:
         show_progress=False,
     )
     tokenizer.train_from_iterator(_texts(config.inputs), trainer=trainer)
-    out = Path(output_path)
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = out / f".{TOKENIZER_FILE}.tmp"
+    return tokenizer
+
+
+def save_tokenizer(tokenizer: Tokenizer, path: Path) -> dict[str, object]:
+    """Write `tokenizer.json` atomically at `path`; return its vocab size and sha256."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
     tokenizer.save(str(tmp))
-    tmp.replace(out / TOKENIZER_FILE)
-    write_json_atomic(out / "tokenizer_info.json", {"vocab_size": tokenizer.get_vocab_size(), "sha256": file_sha256(out / TOKENIZER_FILE)})
-    return out / TOKENIZER_FILE
+    tmp.replace(path)
+    return {"vocab_size": tokenizer.get_vocab_size(), "sha256": file_sha256(path), "path": str(path)}
+
+
+def train_tokenizer(config: TokenizerTrainConfig, output_path: str) -> dict[str, object]:
+    """Step: train BPE and write `tokenizer.json` plus `tokenizer_info.json` under `output_path`."""
+    out = Path(output_path)
+    info = save_tokenizer(train_bpe(config), out / TOKENIZER_FILE)
+    write_json_atomic(out / "tokenizer_info.json", {k: v for k, v in info.items() if k != "path"})
+    return info
 
 
 def file_sha256(path: Path) -> str:
