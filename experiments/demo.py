@@ -17,7 +17,8 @@ skips every finished step. Tests build a smaller copy with `build_steps(tiny)`.
 
 from dataclasses import dataclass
 
-from tootsie.data.mixture import MixtureConfig
+from tootsie.data.batch_schedule import BatchSchedule
+from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.datakit.normalize import NormalizeConfig, normalize
 from tootsie.datakit.split import SplitConfig, split_documents
 from tootsie.datakit.stdlib_source import StdlibSourceConfig, build_stdlib_corpus
@@ -100,7 +101,9 @@ def build_steps(settings: DemoSettings) -> list[Step]:
     train_caches = {source: caches[source, "train"].ref() for source in SOURCES}
 
     def train_config(mix: dict[str, float], num_steps: int, init_from: object = None) -> TrainConfig:
-        data = MixtureConfig(caches=train_caches, weights=mix, seq_len=settings.seq_len, batch_size=settings.batch_size)
+        data = MixtureConfig(
+            caches=train_caches, stages=(MixtureStage(0, mix),), seq_len=settings.seq_len, batch_schedule=BatchSchedule.constant(settings.batch_size)
+        )
         return TrainConfig(
             model=model, data=data, num_steps=num_steps, optimizer=AdamWConfig(weight_decay=0.1), schedule=schedule,
             init_from=init_from, checkpoint_every=settings.checkpoint_every,

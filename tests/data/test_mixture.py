@@ -1,85 +1,143 @@
-"""Block-stratified mixtures: exact counts per block, deterministic, worker-sliceable batches."""
+"""Block-stratified mixtures: exact counts, stages and interpolation, batch-size changes, workers, resume."""
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tootsie.data.mixture import MixtureConfig, MixtureDataset
+from tootsie.data.batch_schedule import BatchSchedule
+from tootsie.data.mixture import MixtureConfig, MixtureDataset, MixtureStage, block_counts
+from tootsie.errors import TootsieError
+
+BASES = {"a": 1, "b": 11, "c": 21}
 
 
-def _dataset(make_cache, weights: dict[str, float], block_size: int = 16, batch_size: int = 8) -> MixtureDataset:
-    caches = {
-        name: make_cache(name, [[base + (i % 7) for i in range(n)] for n in (50, 30, 41)])
-        for name, base in (("a", 1), ("b", 11), ("c", 21))
-    }
-    return MixtureDataset(MixtureConfig(caches=caches, weights=weights, seq_len=8, batch_size=batch_size, block_size=block_size, seed=4))
+@pytest.fixture
+def caches(make_cache) -> dict[str, str]:
+    return {name: make_cache(name, [[base + (i % 7) for i in range(n)] for n in (50, 30, 41)]) for name, base in BASES.items()}
 
 
-@settings(max_examples=30, deadline=None)
-@given(
-    weights=st.lists(st.floats(0.0, 10.0), min_size=3, max_size=3).filter(lambda w: sum(w) > 0.1),
-    block_size=st.integers(3, 64),
-)
-def test_block_counts_are_exact_and_sum_to_block(weights: list[float], block_size: int) -> None:
-    config = MixtureConfig(caches={"a": "x", "b": "y", "c": "z"}, weights=dict(zip("abc", weights)), block_size=block_size)
-    counts = config.block_counts()
-    assert sum(counts.values()) == block_size
-    total = sum(weights)
-    for name, weight in zip("abc", weights):
-        assert counts[name] >= int(np.floor(weight / total * block_size))
+def _config(caches: dict[str, str], stages: tuple[MixtureStage, ...], schedule: BatchSchedule = BatchSchedule.constant(8), block_size: int = 16, **extra) -> MixtureConfig:
+    return MixtureConfig(caches=caches, stages=stages, seq_len=8, batch_schedule=schedule, block_size=block_size, seed=4, **extra)
 
 
-def test_every_block_realizes_its_counts(make_cache) -> None:
-    dataset = _dataset(make_cache, {"a": 0.5, "b": 0.25, "c": 0.25}, block_size=16)
-    expected = dataset.config.block_counts()
-    for block in range(5):
-        components, _ = dataset.sequence_sources(np.arange(block * 16, (block + 1) * 16))
-        realized = {name: int((components == i).sum()) for i, name in enumerate(dataset.component_names)}
-        assert realized == expected
+@settings(max_examples=60, deadline=None)
+@given(weights=st.lists(st.floats(0.0, 10.0), min_size=1, max_size=6).filter(lambda w: sum(w) > 0.1), size=st.integers(1, 300))
+def test_block_counts_are_exact(weights: list[float], size: int) -> None:
+    vector = np.array(weights) / sum(weights)
+    counts = block_counts(vector, size)
+    assert counts.sum() == size and (counts >= np.floor(vector * size - 1e-9)).all()
+    assert (counts[vector == 0] == 0).all() or counts.max() == counts[vector == 0].max()
 
 
-def test_batch_is_deterministic_and_tokens_come_from_the_right_component(make_cache) -> None:
-    dataset = _dataset(make_cache, {"a": 0.5, "b": 0.5, "c": 0.0})
-    first, again = dataset.batch(3), _dataset(make_cache, {"a": 0.5, "b": 0.5, "c": 0.0}).batch(3)
-    assert np.array_equal(first.tokens, again.tokens)
-    for row, component in zip(first.tokens, first.component):
-        base = {"a": 1, "b": 11, "c": 21}[dataset.component_names[component]]
-        assert ((row >= base) & (row < base + 7)).all()
-    assert (first.component != dataset.component_names.index("c")).all()
+def test_every_block_realizes_its_counts(caches) -> None:
+    dataset = MixtureDataset(_config(caches, (MixtureStage(0, {"a": 0.5, "b": 0.25, "c": 0.25}),)))
+    expected = block_counts(np.array([0.5, 0.25, 0.25]), 16)
+    for block in range(6):
+        components, _ = dataset.draws(np.arange(block * 16, (block + 1) * 16))
+        assert np.array_equal(np.bincount(components, minlength=3), expected)
 
 
-@pytest.mark.parametrize("workers", [1, 2, 4, 8])
-def test_workers_slices_concatenate_to_the_global_batch(make_cache, workers: int) -> None:
-    dataset = _dataset(make_cache, {"a": 0.3, "b": 0.3, "c": 0.4})
-    whole = dataset.batch(5)
-    parts = [dataset.batch(5, worker=w, num_workers=workers) for w in range(workers)]
+def test_transition_realizes_interpolated_weights_step_by_step(caches) -> None:
+    stages = (MixtureStage(0, {"a": 1.0}), MixtureStage(4, {"b": 1.0}, transition_steps=4), MixtureStage(20, {"c": 1.0}))
+    config = _config(caches, stages, BatchSchedule.constant(20))
+    dataset = MixtureDataset(config)
+    assert np.allclose(config.weights_at(5), [0.5, 0.5, 0.0]) and np.allclose(config.weights_at(7), [0.0, 1.0, 0.0])
+    for step in range(0, 24):
+        components, _ = dataset.draws(dataset.sequence_range(step))
+        realized = np.bincount(components, minlength=3)
+        if 4 <= step < 8:
+            assert np.array_equal(realized, block_counts(config.weights_at(step), 20)), step
+        else:
+            assert realized[int(np.argmax(config.weights_at(step)))] == 20, step
+
+
+def test_stage_boundaries_hold_under_a_changing_batch_size(caches) -> None:
+    schedule = BatchSchedule(((0, 8), (3, 12), (7, 8)))
+    stages = (MixtureStage(0, {"a": 1.0, "b": 1.0}), MixtureStage(5, {"c": 1.0}))
+    dataset = MixtureDataset(_config(caches, stages, schedule, block_size=5))
+    for step in range(12):
+        components = dataset.batch(step).component
+        assert len(components) == schedule.batch_size(step)
+        names = {dataset.component_names[c] for c in components}
+        assert names <= ({"a", "b"} if step < 5 else {"c"}), (step, names)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])  # caches are read-only
+@given(step=st.integers(0, 200), workers=st.sampled_from([1, 2, 4, 8]))
+def test_worker_slices_concatenate_to_the_global_batch(caches, step: int, workers: int) -> None:
+    config = _config(caches, (MixtureStage(0, {"a": 0.3, "b": 0.3}), MixtureStage(50, {"c": 0.4, "a": 0.6}, 10)))
+    whole = MixtureDataset(config).batch(step)
+    resumed = MixtureDataset(config)  # a fresh object: nothing carried over from earlier steps
+    parts = [resumed.batch(step, worker=w, num_workers=workers) for w in range(workers)]
     assert np.array_equal(np.concatenate([p.tokens for p in parts]), whole.tokens)
     assert np.array_equal(np.concatenate([p.component for p in parts]), whole.component)
 
 
-def test_epochs_cover_every_sequence_once_per_epoch(make_cache) -> None:
-    dataset = _dataset(make_cache, {"a": 1.0, "b": 0.0, "c": 0.0}, block_size=1)
+def test_tokens_come_from_their_component(caches) -> None:
+    dataset = MixtureDataset(_config(caches, (MixtureStage(0, {"a": 0.5, "b": 0.5}),)))
+    batch = dataset.batch(3)
+    for row, component in zip(batch.tokens, batch.component):
+        base = BASES[dataset.component_names[component]]
+        assert ((row >= base) & (row < base + 7)).all()
+
+
+def test_epochs_cover_every_sequence_once_and_reshuffle(caches) -> None:
+    dataset = MixtureDataset(_config(caches, (MixtureStage(0, {"a": 1.0}),), block_size=1))
     n = dataset.sources["a"].num_sequences
     _, local = dataset.sequence_sources(np.arange(2 * n))
-    assert sorted(local[:n].tolist()) == list(range(n)) and sorted(local[n:].tolist()) == list(range(n))
+    assert sorted(local[:n].tolist()) == list(range(n)) == sorted(local[n:].tolist())
     assert local[:n].tolist() != local[n:].tolist()
+
+
+def test_exhaustion_stop_names_the_component(caches) -> None:
+    dataset = MixtureDataset(_config(caches, (MixtureStage(0, {"b": 1.0}),), block_size=1, exhaustion="stop"))
+    n = dataset.sources["b"].num_sequences
+    dataset.sequence_sources(np.arange(n))
+    with pytest.raises(TootsieError, match="'b' is exhausted"):
+        dataset.sequence_sources(np.arange(n, n + 8))
+
+
+def test_adding_a_component_keeps_the_others_order(caches, make_cache) -> None:
+    one = MixtureDataset(_config(caches, (MixtureStage(0, {"a": 1.0}),), block_size=1))
+    more = dict(caches, d=make_cache("d", [[30, 31, 32] * 20]))
+    two = MixtureDataset(_config(more, (MixtureStage(0, {"a": 1.0}),), block_size=1))
+    assert np.array_equal(one.sequence_sources(np.arange(20))[1], two.sequence_sources(np.arange(20))[1])
 
 
 def test_loss_mask_skips_cross_document_predictions(make_cache) -> None:
     cache = make_cache("docs", [[1, 2, 3], [4, 5, 6, 7, 8], [9, 10, 11, 12, 13, 14, 15, 16]])
-    dataset = MixtureDataset(MixtureConfig(caches={"d": cache}, weights={"d": 1.0}, seq_len=8, batch_size=2, block_size=2))
-    batch = dataset.batch(0)
-    for tokens, segments, mask in zip(batch.tokens, batch.segment_ids, batch.loss_mask):
-        for t in range(7):
-            assert mask[t] == (segments[t] == segments[t + 1])
-        assert mask[7] == 0
+    batch = MixtureDataset(_config({"d": cache}, (MixtureStage(0, {"d": 1.0}),), BatchSchedule.constant(2), block_size=2)).batch(0)
+    for segments, mask in zip(batch.segment_ids, batch.loss_mask):
+        assert mask.tolist() == [float(segments[t] == segments[t + 1]) for t in range(7)] + [0.0]
 
 
 @pytest.mark.parametrize(
-    ("weights", "message"),
-    [({"a": 0.0, "b": 0.0}, "positive"), ({"a": -1.0, "b": 2.0}, "non-negative"), ({"zz": 1.0}, "zz")],
+    ("stages", "message"),
+    [
+        ((MixtureStage(0, {"a": 0.0, "b": 0.0}),), "sum to a positive"),
+        ((MixtureStage(0, {"a": -1.0, "b": 2.0}),), "non-negative"),
+        ((MixtureStage(0, {"zz": 1.0}),), "zz"),
+        ((MixtureStage(0, {"a": 1.0}), MixtureStage(10, {"b": 1.0}), MixtureStage(5, {"a": 1.0})), "starts before"),
+        ((MixtureStage(3, {"a": 1.0}),), "step 0"),
+        ((MixtureStage(0, {"a": 1.0}), MixtureStage(10, {"b": 1.0}, 20), MixtureStage(15, {"a": 1.0})), "transition"),
+    ],
 )
-def test_bad_weights_are_rejected_with_the_field(weights: dict[str, float], message: str) -> None:
+def test_bad_stages_are_rejected_with_the_field(stages: tuple[MixtureStage, ...], message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        MixtureConfig(caches={"a": "x", "b": "y"}, weights=weights)
+        MixtureConfig(caches={"a": "x", "b": "y"}, stages=stages)
+
+
+def test_a_used_component_with_no_documents_is_an_error(caches, make_cache) -> None:
+    empty = dict(caches, e=make_cache("empty", []))
+    with pytest.raises(TootsieError, match="has 0 tokens"):
+        MixtureDataset(_config(empty, (MixtureStage(0, {"a": 0.5, "e": 0.5}),)))
+    MixtureDataset(_config(empty, (MixtureStage(0, {"a": 1.0}),)))  # unused: fine
+
+
+def test_batch_schedule_offsets_and_validation() -> None:
+    schedule = BatchSchedule(((0, 8192), (18_500, 7680), (21_010, 8192)))
+    assert schedule.offset(21_010) == 18_500 * 8192 + 2_510 * 7680
+    assert schedule.step_of(schedule.offset(21_010)) == 21_010 and schedule.step_of(schedule.offset(21_010) - 1) == 21_009
+    with pytest.raises(ValueError, match="strictly increase"):
+        BatchSchedule(((0, 8), (5, 4), (5, 8)))

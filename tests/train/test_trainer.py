@@ -7,7 +7,8 @@ import jax
 import numpy as np
 import pytest
 
-from tootsie.data.mixture import MixtureConfig
+from tootsie.data.batch_schedule import BatchSchedule
+from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.errors import TootsieError
 from tootsie.models.llama import LlamaConfig
 from tootsie.train.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint
@@ -24,7 +25,8 @@ def config(make_cache) -> TrainConfig:
     rng = np.random.default_rng(0)
     pattern = [[int(v) for v in (np.arange(30) * 3 + k) % 37 + 2] for k in range(40)]
     noise = [rng.integers(2, 40, size=25).tolist() for _ in range(40)]
-    data = MixtureConfig(caches={"pattern": make_cache("p", pattern, 40), "noise": make_cache("n", noise, 40)}, weights={"pattern": 0.7, "noise": 0.3}, seq_len=16, batch_size=4)
+    caches = {"pattern": make_cache("p", pattern, 40), "noise": make_cache("n", noise, 40)}
+    data = MixtureConfig(caches=caches, stages=(MixtureStage(0, {"pattern": 0.7, "noise": 0.3}),), seq_len=16, batch_schedule=BatchSchedule.constant(4))
     return TrainConfig(model=MODEL, data=data, num_steps=8, schedule=WSDConfig(peak_lr=1e-2, warmup_steps=2, decay_steps=4, total_steps=12), checkpoint_every=3)
 
 

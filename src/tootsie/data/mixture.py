@@ -1,144 +1,271 @@
-"""Block-stratified mixtures of token caches and the stateless `batch(step)`.
+"""Block-stratified mixtures of token caches, by stage, and the stateless `batch(step)`.
 
-Design: the global stream of training sequences is cut into blocks of
-`block_size` sequences. Every block holds exactly `floor(w_d * block_size)`
-sequences of component d (the remainder goes to the component with the largest
-count), so the realized mixture matches the target in every block, not just on
-average. Inside block b the slots are shuffled by a Feistel permutation keyed by
-(seed, b). The k-th sequence drawn from component d is that component's
-sequence `perm_{d,epoch}(k mod n_d)`, a fresh permutation each epoch.
+Design. The stream of training sequences is cut into *segments*: one per
+constant-weight stretch of a stage, and one per step inside a stage's
+transition window (where weights are interpolated step by step). A segment is
+cut into blocks of `block_size` sequences (in a transition window, a block is
+the whole step's batch), and every block holds exactly
+`floor(w_d * size)` sequences of component d, the remainder going to the
+component with the largest count, so the realized mixture matches the target
+in every block, not just on average. Inside a block the slots are shuffled by
+a Feistel permutation keyed by (seed, segment, block). The k-th sequence drawn
+from component d is that component's sequence `perm_{d,epoch}(k mod n_d)`, a
+fresh permutation each epoch, keyed by the component's *name* (adding a
+component does not reshuffle the others).
 
-Every quantity above is a function of the config and the global sequence index,
-so `batch(step)` needs no state: sequence indices of step s are
-`[s*B, (s+1)*B)`, any worker can compute any slice, and a resumed run sees the
-same bits.
+Stage boundaries are steps; the batch schedule turns them into sequence
+offsets, so weights written in steps stay right when the batch size changes.
+Everything is a function of the config and the global sequence index, so
+`batch(step)` needs no state: any worker computes any slice, and a resumed run
+sees the same bits.
 
-Example: weights {code: 0.5, prose: 0.5}, block_size 8 → every block of 8
-sequences holds 4 code and 4 prose sequences in a seeded order.
+Example: stages `[(0, {web: 0.7, code: 0.3}), (1000, {web: 0.5, code: 0.5}, transition 200)]`
+hold 70/30 to step 999, move linearly over steps 1000–1199 (step 1099 is at
+50 % of the way: 60/40), and stay at 50/50 from step 1199 on.
 """
 
 from dataclasses import dataclass, field
 
 import numpy as np
+import xxhash
 
-from tootsie.data.permutation import feistel_bits, cycle_walk, make_permutation
+from tootsie.data.batch_schedule import BatchSchedule
+from tootsie.data.permutation import cycle_walk, feistel_bits, make_permutation
 from tootsie.data.sequences import PackedSequences, next_token_loss_mask
 from tootsie.datakit.token_cache import open_token_cache
+from tootsie.errors import TootsieError
 
 BLOCK_ROUNDS = 5
 SPLITMIX_GAMMA = 0x9E3779B97F4A7C15
+EXHAUSTION_POLICIES = ("restart", "stop")
+
+
+@dataclass(frozen=True)
+class MixtureStage:
+    """Mixture weights from `start_step` on, optionally reached by linear interpolation."""
+
+    start_step: int
+    """First step of this stage."""
+    weights: dict[str, float]
+    """Component name → weight (normalized to sum 1; components left out get 0)."""
+    transition_steps: int = 0
+    """Interpolate from the previous stage's weights over this many steps (0: switch at once)."""
 
 
 @dataclass(frozen=True)
 class MixtureConfig:
-    """Components, weights, shapes and shuffling of a training data stream."""
+    """Components, weights by stage, shapes and shuffling of a training data stream."""
 
     caches: dict[str, str]
     """Component name → token cache directory."""
-    weights: dict[str, float]
-    """Component name → mixture weight (normalized to sum 1; components left out get 0)."""
+    stages: tuple[MixtureStage, ...]
+    """Weight stages; the first starts at step 0, starts strictly increase."""
     seq_len: int = 128
     """Tokens per sequence."""
-    batch_size: int = 16
-    """Sequences per step (global batch)."""
+    batch_schedule: BatchSchedule = field(default_factory=lambda: BatchSchedule.constant(16))
+    """Global batch size by step."""
     seed: int = 0
     """Seed of every shuffle in the stream."""
     permutation: str = "feistel"
-    """How each component's sequences are shuffled: 'feistel' or 'linear'."""
+    """How each component's sequences are shuffled (a registered permutation kind)."""
     block_size: int = 256
-    """Sequences per stratified block."""
+    """Sequences per stratified block in constant-weight stretches."""
+    exhaustion: str = "restart"
+    """When a component runs out: 'restart' (a new epoch, reshuffled) or 'stop' (error)."""
 
     def __post_init__(self) -> None:
-        unknown = sorted(set(self.weights) - set(self.caches))
-        if unknown:
-            raise ValueError(f"weights name components {unknown} that have no entry in caches {sorted(self.caches)}")
-        if any(w < 0 for w in self.weights.values()) or sum(self.weights.values()) <= 0:
-            raise ValueError(f"weights must be non-negative and sum to a positive number, got {self.weights}")
-        for name in ("seq_len", "batch_size", "block_size"):
+        if not self.stages or self.stages[0].start_step != 0:
+            raise ValueError(f"stages must start with a stage at step 0, got starts {[s.start_step for s in self.stages]}")
+        for previous, stage in zip(self.stages, self.stages[1:]):
+            if stage.start_step <= previous.start_step:
+                raise ValueError(f"stage at step {stage.start_step} starts before (or with) the previous one at {previous.start_step}; stages must be in step order")
+            if previous.start_step + previous.transition_steps > stage.start_step:
+                raise ValueError(f"the transition of the stage at step {previous.start_step} runs past the next stage's start {stage.start_step}")
+        for stage in self.stages:
+            unknown = sorted(set(stage.weights) - set(self.caches))
+            if unknown:
+                raise ValueError(f"stage at step {stage.start_step} weights components {unknown} that have no entry in caches {sorted(self.caches)}")
+            if any(w < 0 for w in stage.weights.values()) or sum(stage.weights.values()) <= 0:
+                raise ValueError(f"stage at step {stage.start_step}: weights must be non-negative and sum to a positive number, got {stage.weights}")
+            if stage.transition_steps < 0:
+                raise ValueError(f"stage at step {stage.start_step}: transition_steps must be >= 0, got {stage.transition_steps}")
+        if self.stages[0].transition_steps:
+            raise ValueError("the first stage has nothing to interpolate from; set its transition_steps to 0")
+        for name in ("seq_len", "block_size"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.exhaustion not in EXHAUSTION_POLICIES:
+            raise ValueError(f"exhaustion must be one of {EXHAUSTION_POLICIES}, got {self.exhaustion!r}")
 
-    def block_counts(self) -> dict[str, int]:
-        """Sequences of each component in every block (exact, summing to block_size)."""
-        total = sum(self.weights.values())
-        names = sorted(self.caches)
-        counts = {name: int(np.floor(self.weights.get(name, 0.0) / total * self.block_size)) for name in names}
-        largest = max(names, key=lambda name: (counts[name], self.weights.get(name, 0.0)))
-        counts[largest] += self.block_size - sum(counts.values())
-        return counts
+    @property
+    def component_names(self) -> list[str]:
+        """Components in a fixed (sorted) order; component indices refer to it."""
+        return sorted(self.caches)
+
+    def weights_at(self, step: int) -> np.ndarray:
+        """Normalized target weights at `step`, in `component_names` order."""
+        starts = [s.start_step for s in self.stages]
+        index = int(np.searchsorted(starts, step, side="right")) - 1
+        current = _normalized(self.stages[index].weights, self.component_names)
+        stage = self.stages[index]
+        if stage.transition_steps and step < stage.start_step + stage.transition_steps:
+            previous = _normalized(self.stages[index - 1].weights, self.component_names)
+            progress = (step - stage.start_step + 1) / stage.transition_steps
+            return (1 - progress) * previous + progress * current
+        return current
 
 
-@dataclass(frozen=True)
-class Batch:
-    """One global (or per-worker) batch, all arrays `[batch, seq_len]` except `component`."""
+def _normalized(weights: dict[str, float], names: list[str]) -> np.ndarray:
+    vector = np.array([weights.get(name, 0.0) for name in names], dtype=np.float64)
+    return vector / vector.sum()
 
-    tokens: np.ndarray
-    segment_ids: np.ndarray
-    loss_mask: np.ndarray
-    component: np.ndarray
-    """Index into `MixtureDataset.component_names` of each sequence."""
+
+def block_counts(weights: np.ndarray, size: int) -> np.ndarray:
+    """Exact sequences per component in a block of `size`: floors, remainder to the largest count."""
+    counts = np.floor(weights * size + 1e-9).astype(np.int64)
+    largest = int(np.lexsort((-np.arange(len(weights)), weights, counts))[-1])
+    counts[largest] += size - counts.sum()
+    return counts
 
 
 def splitmix64(values: np.ndarray) -> np.ndarray:
-    """The splitmix64 finalizer: a fast, well-mixed hash of uint64 values."""
-    z = values.astype(np.uint64) + np.uint64(SPLITMIX_GAMMA)
+    """The splitmix64 finalizer: a fast, well-mixed hash of uint64 values (at least 1-d, wrapping)."""
+    z = np.array(values, dtype=np.uint64, ndmin=1) + np.uint64(SPLITMIX_GAMMA)
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
     return z ^ (z >> np.uint64(31))
 
 
-@dataclass
+@dataclass(frozen=True)
+class Segment:
+    """A stretch of the sequence stream with constant block counts."""
+
+    start: int
+    end: int | None
+    block: int
+    counts: np.ndarray
+    partial_counts: np.ndarray
+    draws_before: np.ndarray
+
+    @property
+    def full_blocks(self) -> int | None:
+        """Whole blocks in the segment (None when it never ends)."""
+        return None if self.end is None else (self.end - self.start) // self.block
+
+
+def build_segments(config: MixtureConfig, horizon_step: int | None = None) -> list[Segment]:
+    """The segments of the stream, in order, with the draws of each component before each."""
+    schedule = config.batch_schedule
+    step_ranges: list[tuple[int, int | None, np.ndarray, int | None]] = []
+    for index, stage in enumerate(config.stages):
+        end = config.stages[index + 1].start_step if index + 1 < len(config.stages) else None
+        for step in range(stage.start_step, stage.start_step + stage.transition_steps):
+            step_ranges.append((step, step + 1, config.weights_at(step), schedule.batch_size(step)))
+        constant_start = stage.start_step + stage.transition_steps
+        if end is None or constant_start < end:
+            step_ranges.append((constant_start, end, config.weights_at(constant_start), None))
+    segments, draws = [], np.zeros(len(config.component_names), dtype=np.int64)
+    for start_step, end_step, weights, step_block in step_ranges:
+        start = schedule.offset(start_step)
+        end = None if end_step is None else schedule.offset(end_step)
+        block = step_block or config.block_size
+        remainder = 0 if end is None else (end - start) % block
+        segment = Segment(start, end, block, block_counts(weights, block), block_counts(weights, remainder) if remainder else np.zeros_like(draws), draws.copy())
+        segments.append(segment)
+        if end is not None:
+            draws = draws + segment.full_blocks * segment.counts + segment.partial_counts
+    return segments
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One global (or per-worker) batch; arrays are `[batch, seq_len]` except `component`."""
+
+    tokens: np.ndarray
+    segment_ids: np.ndarray
+    loss_mask: np.ndarray
+    component: np.ndarray
+    """Index into `MixtureConfig.component_names` of each sequence."""
+
+
 class MixtureDataset:
     """The stream of a `MixtureConfig` over opened caches."""
 
-    config: MixtureConfig
-    sources: dict[str, PackedSequences] = field(init=False)
+    def __init__(self, config: MixtureConfig) -> None:
+        self.config = config
+        self.component_names = config.component_names
+        used = {name for stage in config.stages for name, w in stage.weights.items() if w > 0}
+        self.sources = {name: PackedSequences(open_token_cache(config.caches[name]), config.seq_len) for name in self.component_names if name in used}
+        self.segments = build_segments(config)
+        self._segment_starts = np.array([s.start for s in self.segments], dtype=np.int64)
+        self._name_keys = [xxhash.xxh64_intdigest(name.encode("utf-8")) for name in self.component_names]
 
-    def __post_init__(self) -> None:
-        self.sources = {name: PackedSequences(open_token_cache(path), self.config.seq_len) for name, path in sorted(self.config.caches.items())}
-        counts = self.config.block_counts()
-        self.component_names = sorted(self.sources)
-        self._counts = np.array([counts[name] for name in self.component_names], dtype=np.int64)
-        self._starts = np.concatenate([[0], np.cumsum(self._counts)[:-1]])
-
-    def _block_slots(self, blocks: np.ndarray, slots: np.ndarray) -> np.ndarray:
-        """Position in the block's sorted item list of each (block, slot), by a per-block Feistel permutation."""
-        right_bits = feistel_bits(self.config.block_size)
-        if self.config.block_size == 1:
+    def _slots(self, segment_index: int, blocks: np.ndarray, slots: np.ndarray, length: int) -> np.ndarray:
+        """Position of each slot in its block's sorted item list, by a keyed Feistel permutation."""
+        if length == 1:
             return np.zeros_like(slots)
-        base = np.uint64(self.config.seed) * np.uint64(1_000_003) + blocks.astype(np.uint64) * np.uint64(BLOCK_ROUNDS)
+        right_bits = feistel_bits(length)
+        base = splitmix64(splitmix64(np.uint64(self.config.seed) ^ np.uint64(segment_index)) + blocks.astype(np.uint64) * np.uint64(BLOCK_ROUNDS))
         keys = np.stack([splitmix64(base + np.uint64(r)) & np.uint64((1 << right_bits) - 1) for r in range(BLOCK_ROUNDS)])
-        return cycle_walk(slots.astype(np.uint64), keys, right_bits, self.config.block_size).astype(np.int64)
+        return cycle_walk(slots.astype(np.uint64), keys, right_bits, length).astype(np.int64)
+
+    def draws(self, sequence_indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Component index of each global sequence and how many of that component were drawn before it."""
+        indices = np.asarray(sequence_indices, dtype=np.int64)
+        components = np.empty_like(indices)
+        draws = np.empty_like(indices)
+        segment_of = np.searchsorted(self._segment_starts, indices, side="right") - 1
+        for s in np.unique(segment_of):
+            segment = self.segments[s]
+            picked = segment_of == s
+            blocks, slots = np.divmod(indices[picked] - segment.start, segment.block)
+            partial = np.zeros_like(blocks, dtype=bool) if segment.full_blocks is None else blocks >= segment.full_blocks
+            items = np.empty_like(slots)
+            for is_partial, counts in ((False, segment.counts), (True, segment.partial_counts)):
+                rows = partial == is_partial
+                if rows.any():
+                    items[rows] = self._slots(int(s), blocks[rows], slots[rows], int(counts.sum()))
+            counts = np.where(partial[:, None], segment.partial_counts[None, :], segment.counts[None, :])
+            ends = np.cumsum(counts, axis=1)
+            component = (items[:, None] >= ends).sum(axis=1)
+            rank = items - (ends[np.arange(len(items)), component] - counts[np.arange(len(items)), component])
+            components[picked] = component
+            draws[picked] = segment.draws_before[component] + blocks * segment.counts[component] + rank
+        return components, draws
 
     def sequence_sources(self, sequence_indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Component index and component-local sequence index of global sequences."""
-        blocks, slots = np.divmod(np.asarray(sequence_indices, dtype=np.int64), self.config.block_size)
-        items = self._block_slots(blocks, slots)
-        components = np.searchsorted(self._starts + self._counts, items, side="right")
-        draws = blocks * self._counts[components] + (items - self._starts[components])
+        components, draws = self.draws(sequence_indices)
         local = np.empty_like(draws)
         for c in np.unique(components):
             name = self.component_names[c]
             n = self.sources[name].num_sequences
             picked = components == c
             epochs, within = np.divmod(draws[picked], n)
+            if self.config.exhaustion == "stop" and epochs.max() > 0:
+                raise TootsieError(f"component {name!r} is exhausted: it has {n} sequences and the mixture draws more; add data, lower its weight, or use exhaustion='restart'")
             result = np.empty_like(within)
             for epoch in np.unique(epochs):
                 in_epoch = epochs == epoch
-                seed = int(splitmix64(np.array([self.config.seed * 7919 + c * 104729 + int(epoch)]))[0] >> np.uint64(1))
+                mixed = splitmix64(np.uint64(self._name_keys[c]) ^ splitmix64([self.config.seed, int(epoch)]).sum(dtype=np.uint64))
+                seed = int(mixed[0] >> np.uint64(1))
                 result[in_epoch] = make_permutation(self.config.permutation, n, seed)(within[in_epoch])
             local[picked] = result
         return components, local
 
+    def sequence_range(self, step: int, worker: int = 0, num_workers: int = 1) -> np.ndarray:
+        """Global sequence indices of `step` (this worker's contiguous slice of the global batch)."""
+        size = self.config.batch_schedule.batch_size(step)
+        if size % num_workers:
+            raise ValueError(f"batch size {size} at step {step} is not divisible by num_workers={num_workers}")
+        per_worker = size // num_workers
+        start = self.config.batch_schedule.offset(step) + worker * per_worker
+        return np.arange(start, start + per_worker, dtype=np.int64)
+
     def batch(self, step: int, worker: int = 0, num_workers: int = 1) -> Batch:
         """The sequences of `step` (this worker's contiguous slice of the global batch)."""
-        size = self.config.batch_size
-        if size % num_workers:
-            raise ValueError(f"batch_size={size} is not divisible by num_workers={num_workers}")
-        per_worker = size // num_workers
-        start = step * size + worker * per_worker
-        components, local = self.sequence_sources(np.arange(start, start + per_worker))
-        tokens = np.zeros((per_worker, self.config.seq_len), dtype=np.int32)
+        components, local = self.sequence_sources(self.sequence_range(step, worker, num_workers))
+        tokens = np.zeros((len(local), self.config.seq_len), dtype=np.int32)
         segments = np.zeros_like(tokens)
         for c in np.unique(components):
             rows = components == c

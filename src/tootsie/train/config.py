@@ -48,7 +48,6 @@ class TrainConfig:
         if self.checkpoint_every <= 0:
             raise ValueError(f"checkpoint_every must be positive, got {self.checkpoint_every}")
 
-    @property
-    def tokens_per_step(self) -> int:
-        """Tokens in one global batch."""
-        return self.data.batch_size * self.data.seq_len
+    def tokens_before(self, step: int) -> int:
+        """Tokens consumed by all steps before `step` (batch sizes may change by step)."""
+        return int(self.data.batch_schedule.offset(step)) * self.data.seq_len

@@ -107,7 +107,7 @@ def initial_state(config: TrainConfig, optimizer: optax.GradientTransformation, 
 def save_state(output: Path, state: TrainState, config: TrainConfig) -> Path:
     """Checkpoint params, optimizer state and step under `output/checkpoints`."""
     trees = {"model": eqx.filter(state.model, eqx.is_array), "opt_state": state.opt_state}
-    return save_checkpoint(output / CHECKPOINTS, state.step, trees, {"tokens": state.step * config.tokens_per_step})
+    return save_checkpoint(output / CHECKPOINTS, state.step, trees, {"tokens": config.tokens_before(state.step)})
 
 
 def _device_batch(batch: Batch) -> tuple[jax.Array, jax.Array, jax.Array]:
@@ -136,8 +136,9 @@ def train(config: TrainConfig, output_path: str) -> TrainState:
                     **values,
                     "lr": float(schedule.learning_rate(state.step)),
                     "phase": schedule.phase(state.step),
-                    "tokens": (state.step + 1) * config.tokens_per_step,
-                    "tokens_per_s": config.tokens_per_step / elapsed,
+                    "batch_size": int(batch.tokens.shape[0]),
+                    "tokens": config.tokens_before(state.step + 1),
+                    "tokens_per_s": batch.tokens.size / elapsed,
                     "step_seconds": elapsed,
                 }
             )
