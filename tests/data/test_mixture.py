@@ -141,3 +141,41 @@ def test_batch_schedule_offsets_and_validation() -> None:
     assert schedule.step_of(schedule.offset(21_010)) == 21_010 and schedule.step_of(schedule.offset(21_010) - 1) == 21_009
     with pytest.raises(ValueError, match="strictly increase"):
         BatchSchedule(((0, 8), (5, 4), (5, 8)))
+
+
+def test_exposure_counts_epochs_from_the_permutations(make_cache) -> None:
+    from tootsie.data.exposure import document_exposure
+
+    cache = make_cache("ten", [[5] * 8 for _ in range(10)])  # ten documents of exactly one sequence each
+    dataset = MixtureDataset(_config({"d": cache}, (MixtureStage(0, {"d": 1.0}),), BatchSchedule.constant(10), block_size=10))
+    assert np.allclose(document_exposure(dataset, 0, 4)["d"], 4.0)
+
+
+def test_exposure_credits_split_documents_by_tokens(make_cache) -> None:
+    from tootsie.data.exposure import document_exposure
+
+    cache = make_cache("split", [[1] * 4, [2] * 12, [3] * 8])  # 24 tokens = 3 sequences of 8, doc 1 spans two
+    dataset = MixtureDataset(_config({"d": cache}, (MixtureStage(0, {"d": 1.0}),), BatchSchedule.constant(3), block_size=3))
+    assert np.allclose(document_exposure(dataset, 0, 1)["d"], [1.0, 1.0, 1.0])
+    assert np.allclose(document_exposure(dataset, 0, 5)["d"], [5.0, 5.0, 5.0])
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lengths=st.lists(st.integers(1, 30), min_size=1, max_size=40), seq_len=st.integers(1, 16))
+def test_packed_reads_match_the_per_token_definition(make_cache, lengths: list[int], seq_len: int) -> None:
+    from tootsie.data.sequences import PackedSequences
+    from tootsie.datakit.token_cache import open_token_cache
+
+    documents, token = [], 0
+    for length in lengths:
+        documents.append(list(range(token, token + length)))
+        token += length
+    cache = open_token_cache(make_cache(f"p{len(lengths)}-{seq_len}-{sum(lengths)}", [[t % 60000 for t in d] for d in documents], 60000))
+    if cache.num_tokens < seq_len:
+        return
+    sequences = PackedSequences(cache, seq_len)
+    indices = np.arange(sequences.num_sequences)[::-1]
+    tokens, segments = sequences.read(indices)
+    positions = indices[:, None] * seq_len + np.arange(seq_len)[None, :]
+    assert np.array_equal(tokens, np.asarray(cache.tokens)[positions])
+    assert np.array_equal(segments, np.searchsorted(cache.offsets, positions, side="right") - 1)

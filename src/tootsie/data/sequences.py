@@ -32,12 +32,26 @@ class PackedSequences:
         return self.cache.num_tokens // self.seq_len
 
     def read(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Token ids and segment ids, each `[len(indices), seq_len]` int32."""
+        """Token ids and segment ids, each `[len(indices), seq_len]` int32.
+
+        Tokens are copied as contiguous slices; segment ids come from the
+        document boundaries that fall inside each window (a cumulative sum of
+        boundary marks), never from a per-token search.
+        """
         starts = np.asarray(indices, dtype=np.int64) * self.seq_len
-        positions = starts[:, None] + np.arange(self.seq_len, dtype=np.int64)[None, :]
-        tokens = np.asarray(self.cache.tokens[positions.ravel()], dtype=np.int32).reshape(positions.shape)
-        documents = np.searchsorted(self.cache.offsets, positions, side="right") - 1
-        return tokens, (documents % 2**31).astype(np.int32)
+        tokens = np.empty((len(starts), self.seq_len), dtype=np.int32)
+        for row, start in enumerate(starts):
+            tokens[row] = self.cache.tokens[start : start + self.seq_len]
+        offsets = self.cache.offsets
+        first = np.searchsorted(offsets, starts, side="right") - 1
+        last = np.searchsorted(offsets, starts + self.seq_len - 1, side="right") - 1
+        counts = last - first
+        rows = np.repeat(np.arange(len(starts)), counts)
+        within = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+        marks = np.zeros((len(starts), self.seq_len), dtype=np.int32)
+        marks[rows, offsets[np.repeat(first + 1, counts) + within] - starts[rows]] = 1
+        segments = (first[:, None] % 2**31 + np.cumsum(marks, axis=1)).astype(np.int32)
+        return tokens, segments
 
 
 def next_token_loss_mask(segment_ids: np.ndarray) -> np.ndarray:
