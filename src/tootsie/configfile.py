@@ -1,0 +1,108 @@
+"""Frozen-dataclass configs from YAML/JSON files, with errors that name the field.
+
+`load_config(path, TrainConfig)` reads a file with `yaml.safe_load` and builds
+the dataclass tree field by field, checking each value against the type hints:
+an unknown field, a missing one, or a value of the wrong type is a
+`TootsieError` naming its full path (`train.model.num_heads`) and the fix.
+`to_plain` turns a config back into plain lists and dicts, so a config printed
+by `--example-config` reads back unchanged.
+"""
+
+import dataclasses
+import json
+import types
+import typing
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from tootsie.errors import TootsieError
+
+T = TypeVar("T")
+
+
+def _describe(hint: Any) -> str:
+    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
+
+
+def from_plain(hint: Any, value: Any, where: str) -> Any:
+    """Build a value of type `hint` from plain YAML/JSON data; `where` names it in errors."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for option in (a for a in args if a is not type(None)):
+            try:
+                return from_plain(option, value, where)
+            except TootsieError as error:
+                errors.append(str(error))
+        raise TootsieError(errors[0] if len(errors) == 1 else f"{where}: {value!r} matches none of {_describe(hint)}")
+    if dataclasses.is_dataclass(hint):
+        return _dataclass_from_plain(hint, value, where)
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise TootsieError(f"{where}: expected a list, got {value!r}")
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(from_plain(args[0], item, f"{where}[{i}]") for i, item in enumerate(value))
+        if len(args) != len(value):
+            raise TootsieError(f"{where}: expected {len(args)} items, got {len(value)}")
+        return tuple(from_plain(a, item, f"{where}[{i}]") for i, (a, item) in enumerate(zip(args, value)))
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise TootsieError(f"{where}: expected a mapping, got {value!r}")
+        return {str(k): from_plain(args[1], v, f"{where}.{k}") for k, v in value.items()}
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if hint in (int, float, str, bool) and not (isinstance(value, hint) and (hint is bool or not isinstance(value, bool))):
+        raise TootsieError(f"{where}: expected {hint.__name__}, got {value!r}")
+    return value
+
+
+def _dataclass_from_plain(cls: type[T], value: Any, where: str) -> T:
+    if not isinstance(value, dict):
+        raise TootsieError(f"{where}: expected a mapping of {cls.__name__} fields, got {value!r}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(set(value) - set(fields))
+    if unknown:
+        raise TootsieError(f"{where}: unknown field {unknown[0]!r} for {cls.__name__}; known fields: {', '.join(sorted(fields))}")
+    missing = [name for name, f in fields.items() if name not in value and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    if missing:
+        raise TootsieError(f"{where}: missing required field {missing[0]!r} of {cls.__name__}")
+    kwargs = {name: from_plain(hints[name], item, f"{where}.{name}") for name, item in value.items()}
+    try:
+        return cls(**kwargs)
+    except ValueError as error:
+        raise TootsieError(f"{where}: {error}") from None
+
+
+def load_config(path: str | Path, cls: type[T], root: str = "config") -> T:
+    """Read a YAML or JSON file into a `cls` config, validating every field."""
+    file = Path(path)
+    if not file.is_file():
+        raise TootsieError(f"config file not found: {file}")
+    try:
+        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        raise TootsieError(f"{file} is not valid YAML/JSON: {error}") from None
+    return from_plain(cls, data, f"{file.name}:{root}")
+
+
+def to_plain(value: Any) -> Any:
+    """A config as plain dicts, lists and scalars (tuples become lists)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_plain(getattr(value, f.name)) for f in dataclasses.fields(value) if f.init}
+    if isinstance(value, (list, tuple)):
+        return [to_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: to_plain(v) for k, v in value.items()}
+    return value
+
+
+def dump_config(config: Any) -> str:
+    """YAML text of a config, in field order."""
+    return yaml.safe_dump(json.loads(json.dumps(to_plain(config))), sort_keys=False)
