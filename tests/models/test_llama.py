@@ -43,3 +43,27 @@ def test_segments_block_attention_between_documents() -> None:
 def test_inconsistent_shapes_name_the_field(overrides: dict[str, int], field: str) -> None:
     with pytest.raises(ValueError, match=field):
         LlamaConfig(**{**SMALL.__dict__, **overrides})
+
+
+def test_marin_8b_preset_has_llama3_8b_parameter_count() -> None:
+    from tootsie.models.presets import PRESETS
+
+    assert abs(PRESETS["marin-8b"].num_parameters() - 8.03e9) < 0.01e9  # Llama 3 8B: 8.03 B parameters
+    assert PRESETS["tiny"].num_parameters() == pytest.approx(8.4e6, rel=0.01)  # issue 5's CPU benchmark shape
+    assert PRESETS["marin-32b-qk-norm"].num_parameters() - PRESETS["marin-32b"].num_parameters() == 64 * 2 * 128
+
+
+def test_llama3_rope_scaling_matches_the_reference_rule() -> None:
+    """Frequencies: high ones kept, low ones divided by 8, the band between blended (HF rope_type='llama3')."""
+    import math
+
+    from tootsie.models.llama import Llama3RopeScaling
+
+    inv_freq = 1.0 / (500_000.0 ** (np.arange(0, 128, 2) / 128))
+    scaled = np.asarray(Llama3RopeScaling().scale(jnp.asarray(inv_freq, jnp.float32)))
+    wavelength = 2 * math.pi / inv_freq
+    assert np.allclose(scaled[wavelength < 8192 / 4], inv_freq[wavelength < 8192 / 4], rtol=1e-6)
+    assert np.allclose(scaled[wavelength > 8192], inv_freq[wavelength > 8192] / 8, rtol=1e-6)
+    band = (wavelength >= 2048) & (wavelength <= 8192)
+    smooth = (8192 / wavelength[band] - 1) / 3
+    assert np.allclose(scaled[band], (1 - smooth) * inv_freq[band] / 8 + smooth * inv_freq[band], rtol=1e-5)

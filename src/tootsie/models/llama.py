@@ -10,12 +10,42 @@ Weights are plain arrays (not `eqx.nn.Linear`) so the batched einsums and the
 Hugging Face layout mapping are explicit: `wq` is `[hidden, heads * head_dim]`.
 """
 
+import math
 from dataclasses import dataclass
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int, PRNGKeyArray
+
+
+@dataclass(frozen=True)
+class Llama3RopeScaling:
+    """Llama 3's RoPE frequency scaling (long wavelengths stretched, short kept, a smooth band between)."""
+
+    factor: float = 8.0
+    """How much the lowest frequencies are slowed down."""
+    low_freq_factor: float = 1.0
+    """Wavelengths above original_max_position / low_freq_factor are scaled by `factor`."""
+    high_freq_factor: float = 4.0
+    """Wavelengths below original_max_position / high_freq_factor are left alone."""
+    original_max_position: int = 8192
+    """Context length the unscaled frequencies were trained for."""
+
+    def __post_init__(self) -> None:
+        if self.factor <= 0 or self.high_freq_factor <= self.low_freq_factor:
+            raise ValueError(f"need factor > 0 and high_freq_factor > low_freq_factor, got {self.factor=}, {self.low_freq_factor=}, {self.high_freq_factor=}")
+
+    def scale(self, inv_freq: Float[Array, " half"]) -> Float[Array, " half"]:
+        """Scaled inverse frequencies (the Hugging Face `rope_type="llama3"` rule)."""
+        wavelength = 2 * math.pi / inv_freq
+        low_wavelength = self.original_max_position / self.low_freq_factor
+        high_wavelength = self.original_max_position / self.high_freq_factor
+        scaled = jnp.where(wavelength > low_wavelength, inv_freq / self.factor, inv_freq)
+        smooth = (self.original_max_position / wavelength - self.low_freq_factor) / (self.high_freq_factor - self.low_freq_factor)
+        blended = (1 - smooth) * scaled / self.factor + smooth * scaled
+        medium = (wavelength >= high_wavelength) & (wavelength <= low_wavelength)
+        return jnp.where(medium, blended, scaled)
 
 
 @dataclass(frozen=True)
@@ -38,6 +68,8 @@ class LlamaConfig:
     """Per-head width; hidden_dim // num_heads when None."""
     rope_theta: float = 10_000.0
     """RoPE base frequency (Llama 2: 1e4; Llama 3: 5e5)."""
+    rope_scaling: Llama3RopeScaling | None = None
+    """Llama 3 frequency scaling; None for plain (Llama 2) RoPE."""
     norm_eps: float = 1e-5
     """RMSNorm epsilon."""
     tie_embeddings: bool = False
@@ -97,9 +129,11 @@ class RMSNorm(eqx.Module):
         return (normed * scale).astype(x.dtype)
 
 
-def rope_tables(seq_len: int, head_dim: int, theta: float) -> tuple[Float[Array, "seq half"], Float[Array, "seq half"]]:
+def rope_tables(seq_len: int, head_dim: int, theta: float, scaling: Llama3RopeScaling | None = None) -> tuple[Float[Array, "seq half"], Float[Array, "seq half"]]:
     """Cosine and sine tables of rotary position embeddings for positions 0..seq_len-1."""
     inv_freq = 1.0 / (theta ** (jnp.arange(0, head_dim, 2, dtype=jnp.float32) / head_dim))
+    if scaling is not None:
+        inv_freq = scaling.scale(inv_freq)
     angles = jnp.arange(seq_len, dtype=jnp.float32)[:, None] * inv_freq[None, :]
     return jnp.cos(angles), jnp.sin(angles)
 
@@ -217,7 +251,7 @@ class LlamaModel(eqx.Module):
         """Next-token logits for every position."""
         batch, seq = tokens.shape
         x = self.embed[tokens]
-        cos, sin = rope_tables(seq, self.config.resolved_head_dim, self.config.rope_theta)
+        cos, sin = rope_tables(seq, self.config.resolved_head_dim, self.config.rope_theta, self.config.rope_scaling)
         mask = attention_mask(segment_ids, batch, seq)
         dynamic, static = eqx.partition(self.layers, eqx.is_array)
 
