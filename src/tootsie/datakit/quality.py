@@ -1,0 +1,213 @@
+"""Quality attributes: heuristic signals and rule verdicts for every document, co-partitioned with them.
+
+For each document shard `part-NNNNN.parquet` of `config.input`, the stage
+writes `<output>/part-NNNNN.parquet` with the same rows in the same order: `id`,
+one column per signal value (see `quality_rules`), one boolean `<rule>_pass`
+per active rule, and `quality_pass` (every active rule passed). Documents are
+never rewritten: consolidate drops on `quality_pass == False` (or on any single
+`<rule>_pass`, or on a signal threshold) and cuts `c4_removed_spans` out.
+
+`stats.json` counts what the rules would drop (STYLE rule 10):
+`{"docs", "kept", "rejected": {rule: docs failing it}, "c4_lines_removed":
+{reason: lines}, "c4_chars_removed", "rules", "shards", "failed_shards"}`. A
+document failing two rules counts under both, so the `rejected` counts can sum
+to more than `docs - kept`.
+
+Rule sets: `QualityRules()` runs every family with the papers' thresholds and
+is meant for prose. Source code fails most prose rules by construction (no
+terminal punctuation, few stop words, `{` and `#` everywhere), so for a code
+source use `QualityRules.for_code()`: word count and compression ratio only.
+Run the stage once per source with the rule set that fits it (the demo keeps
+its sources in separate document directories). Any single rule or family can
+be switched off in the config (threshold or family set to None).
+
+Example: a shard of 3 documents, one a line repeated 20 times, gives an
+attribute shard of 3 rows whose second row has `rep_dup_line_fraction_pass`
+False and `quality_pass` False; stats.json has
+`rejected["rep_dup_line_fraction"] == 1`.
+"""
+
+import shutil
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tootsie.datakit.engine import EngineConfig, ShardTask, map_shards, merge_counts
+from tootsie.datakit.parquet_io import parquet_files, write_table_atomic
+from tootsie.datakit.quality_rules import (
+    C4_SIGNALS,
+    GOPHER_SIGNALS,
+    C4Config,
+    CompressionConfig,
+    GopherQualityConfig,
+    GopherRepetitionConfig,
+    c4_lines,
+    compression_ratio,
+    gopher_quality,
+    gopher_repetition,
+)
+from tootsie.errors import TootsieError
+from tootsie.executor.step import unhashed
+from tootsie.jsonfile import write_json_atomic
+
+WORK_DIR = ".quality"
+
+
+class DocQuality(NamedTuple):
+    """Everything the rules say about one document."""
+
+    signals: dict[str, Any]
+    passed: dict[str, bool]
+    lines_removed: Counter[str]
+
+
+@dataclass(frozen=True)
+class QualityRules:
+    """Which rule families run; None switches a whole family off. Defaults: every family, for prose."""
+
+    gopher: GopherQualityConfig | None = field(default_factory=GopherQualityConfig)
+    """Gopher quality rules."""
+    repetition: GopherRepetitionConfig | None = field(default_factory=GopherRepetitionConfig)
+    """Gopher repetition rules."""
+    c4: C4Config | None = field(default_factory=C4Config)
+    """C4 line removals and page rules."""
+    compression: CompressionConfig | None = field(default_factory=CompressionConfig)
+    """Compression-ratio bounds."""
+
+    def __post_init__(self) -> None:
+        if not self.rules:
+            raise ValueError(f"QualityRules has no active rule ({self!r}); enable a family, e.g. QualityRules.for_code()")
+
+    @classmethod
+    def for_code(cls) -> "QualityRules":
+        """Word-count and compression rules only: the prose rules misfire on source code."""
+        length_only = GopherQualityConfig(
+            min_mean_word_length=None,
+            max_mean_word_length=None,
+            max_symbol_word_ratio=None,
+            max_bullet_lines_fraction=None,
+            max_ellipsis_lines_fraction=None,
+            min_alpha_words_fraction=None,
+            min_stop_words=None,
+        )
+        return cls(gopher=length_only, repetition=None, c4=None, compression=CompressionConfig())
+
+    @property
+    def rules(self) -> tuple[str, ...]:
+        """Names of every active rule, family by family."""
+        return tuple(rule for family in (self.gopher, self.repetition, self.c4, self.compression) if family is not None for rule in family.rules)
+
+    @property
+    def signals(self) -> dict[str, pa.DataType]:
+        """Signal columns of the enabled families and their types."""
+        out: dict[str, pa.DataType] = {}
+        out |= GOPHER_SIGNALS if self.gopher is not None else {}
+        out |= self.repetition.signals if self.repetition is not None else {}
+        out |= C4_SIGNALS if self.c4 is not None else {}
+        out |= {"compression_ratio": pa.float64()} if self.compression is not None else {}
+        return out
+
+
+def evaluate(text: str, rules: QualityRules) -> DocQuality:
+    """Run every enabled family on `text`."""
+    signals: dict[str, Any] = {}
+    passed: dict[str, bool] = {}
+    lines_removed: Counter[str] = Counter()
+    if rules.gopher is not None:
+        s, p = gopher_quality(text, rules.gopher)
+        signals |= s
+        passed |= p
+    if rules.repetition is not None:
+        s, p = gopher_repetition(text, rules.repetition)
+        signals |= s
+        passed |= p
+    if rules.c4 is not None:
+        s, p, lines_removed = c4_lines(text, rules.c4)
+        signals |= s
+        passed |= p
+    if rules.compression is not None:
+        s, p = compression_ratio(text, rules.compression)
+        signals |= s
+        passed |= p
+    return DocQuality(signals, passed, lines_removed)
+
+
+@dataclass(frozen=True)
+class QualityConfig:
+    """Which documents to score and with which rules."""
+
+    input: str
+    """A document directory (Parquet shards with `id` and `text`)."""
+    rules: QualityRules = field(default_factory=QualityRules)
+    """Rule families and thresholds; `QualityRules.for_code()` for source code."""
+    batch_rows: int = unhashed(1024)
+    """Rows read from a shard at a time."""
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    """Parallelism, retries and failure budget (not hashed)."""
+
+    def __post_init__(self) -> None:
+        if self.batch_rows < 1:
+            raise ValueError(f"QualityConfig.batch_rows must be >= 1, got {self.batch_rows!r}")
+
+
+def attribute_schema(rules: QualityRules) -> pa.Schema:
+    """Columns of a quality attribute shard: id, signals, `<rule>_pass` per rule, `quality_pass`."""
+    fields = [pa.field("id", pa.string())]
+    fields += [pa.field(name, kind) for name, kind in rules.signals.items()]
+    fields += [pa.field(f"{rule}_pass", pa.bool_()) for rule in rules.rules]
+    return pa.schema([*fields, pa.field("quality_pass", pa.bool_())])
+
+
+def quality_shard(task: ShardTask, config: QualityConfig) -> dict[str, Any]:
+    """Map: score one document shard into its attribute shard; return its counts."""
+    source = pq.ParquetFile(task.inputs[0])
+    missing = {"id", "text"} - set(source.schema_arrow.names)
+    if missing:
+        raise TootsieError(f"{task.inputs[0]} lacks columns {sorted(missing)}; quality reads a document directory (from normalize or consolidate)")
+    rules = config.rules
+    schema = attribute_schema(rules)
+    columns: dict[str, list[Any]] = {name: [] for name in schema.names}
+    rejected = Counter(dict.fromkeys(rules.rules, 0))
+    lines_removed: Counter[str] = Counter()
+    for batch in source.iter_batches(batch_size=config.batch_rows, columns=["id", "text"]):
+        for doc_id, text in zip(batch.column("id").to_pylist(), batch.column("text").to_pylist(), strict=True):
+            result = evaluate(text or "", rules)
+            columns["id"].append(doc_id)
+            for name, value in result.signals.items():
+                columns[name].append(value)
+            for rule, ok in result.passed.items():
+                columns[f"{rule}_pass"].append(ok)
+                rejected[rule] += not ok
+            columns["quality_pass"].append(all(result.passed.values()))
+            lines_removed.update(result.lines_removed)
+    table = pa.table(columns, schema=schema)
+    write_table_atomic(table, Path(task.output_dir) / Path(task.inputs[0]).name)
+    chars = sum(columns["c4_chars_removed"]) if "c4_chars_removed" in columns else 0
+    return {"docs": table.num_rows, "kept": sum(columns["quality_pass"]), "rejected": dict(rejected), "c4_lines_removed": dict(lines_removed), "c4_chars_removed": chars}
+
+
+def quality(config: QualityConfig, output_path: str) -> dict[str, Any]:
+    """Write co-partitioned quality attributes for `config.input` plus `stats.json`; return the stats."""
+    out = Path(output_path)
+    tasks = [ShardTask(name=path.stem, inputs=(str(path),), output_dir=str(out)) for path in parquet_files(config.input)]
+    results = map_shards(quality_shard, config, tasks, out / WORK_DIR / "done", config.engine, label="quality")
+    counts = merge_counts(list(results.stats.values()))
+    rejected = counts.get("rejected", {})
+    stats = {
+        "docs": counts.get("docs", 0),
+        "kept": counts.get("kept", 0),
+        "rejected": {rule: rejected.get(rule, 0) for rule in config.rules.rules},
+        "c4_lines_removed": dict(sorted(counts.get("c4_lines_removed", {}).items())),
+        "c4_chars_removed": counts.get("c4_chars_removed", 0),
+        "rules": list(config.rules.rules),
+        "shards": len(results.stats),
+        "failed_shards": results.failed,
+    }
+    write_json_atomic(out / "stats.json", stats)
+    if not results.failed:
+        shutil.rmtree(out / WORK_DIR)  # finished; with failed shards the markers stay so a rerun redoes only those
+    return stats
