@@ -153,9 +153,15 @@ def _run_pool(fn: ShardFn, config: Any, pending: list[ShardTask], workers: int, 
         with ProcessPoolExecutor(max_workers=min(workers, len(queue)), mp_context=get_context("spawn")) as pool:
             futures: dict[Future[dict[str, Any]], ShardTask] = {}
             while (queue or futures) and not broken:
-                while queue and len(futures) < workers:
+                while queue and len(futures) < workers and not broken:
                     task = queue.pop(0)
-                    futures[pool.submit(_run_one, fn, task, config)] = task
+                    try:
+                        futures[pool.submit(_run_one, fn, task, config)] = task
+                    except BrokenProcessPool:  # a worker died between wait() and this submit
+                        queue.insert(0, task)
+                        broken = True
+                if not futures:
+                    break
                 finished, _ = wait(futures, return_when=FIRST_COMPLETED)
                 for future in finished:
                     task = futures.pop(future)
