@@ -3,8 +3,11 @@
 Flow (each line is a step; its output path hashes its config and inputs):
 
     stdlib corpus (code + prose)           raw JSONL from the running Python
-    → normalize / split, per source        Parquet with xxh3 ids; held-out split by id
-    → tokenizer                            byte-level BPE trained on the train splits
+    → normalize, per source                Parquet with xxh3 ids, exact duplicates dropped
+    → quality + dedup attributes           length/compression rules; MinHash-LSH near-duplicates
+    → consolidate → split by id            drop flagged documents; hold out 5 % by id
+    → decontaminate train vs held-out      13-gram overlap with the held-out documents, dropped
+    → tokenizer                            byte-level BPE trained on the clean train splits
     → tokenize, per source and split       memory-mapped token caches
     → train/pretrain                       small Llama, WSD warmup + stable, mix 50/50
     → train/cooldown                       warm start, WSD decay, mix 30 code / 70 prose
@@ -19,7 +22,12 @@ from dataclasses import dataclass
 
 from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureStage
+from tootsie.datakit.consolidate import AttributeFilter, ConsolidateConfig, consolidate
+from tootsie.datakit.decontaminate import DecontaminateConfig, decontaminate
+from tootsie.datakit.dedup import DedupConfig, dedup
+from tootsie.datakit.engine import EngineConfig
 from tootsie.datakit.normalize import NormalizeConfig, normalize
+from tootsie.datakit.quality import QualityConfig, QualityRules, quality
 from tootsie.datakit.split import SplitConfig, split_documents
 from tootsie.datakit.stdlib_source import StdlibSourceConfig, build_stdlib_corpus
 from tootsie.datakit.tokenize import TokenizeConfig, tokenize_documents
@@ -37,6 +45,8 @@ SOURCES = ("code", "prose")
 SPLITS = ("train", "heldout")
 PRETRAIN_MIX = {"code": 0.5, "prose": 0.5}
 COOLDOWN_MIX = {"code": 0.3, "prose": 0.7}
+# The corpus is a few MB: worker processes would cost more than they save (engine settings are not hashed).
+INLINE = EngineConfig(workers=1, progress=False)
 
 
 @dataclass(frozen=True)
@@ -70,20 +80,39 @@ TINY = DemoSettings(
 def build_steps(settings: DemoSettings) -> list[Step]:
     """All demo steps for `settings`, ending with the summary step."""
     raw = Step("demo/raw/stdlib", build_stdlib_corpus, StdlibSourceConfig(max_code_bytes=settings.max_code_bytes))
-    splits = {}
+    splits, train_docs = {}, {}
     for source in SOURCES:
-        normalized = Step(f"demo/normalized/{source}", normalize, NormalizeConfig(inputs=(raw.ref(source),)))
-        splits[source] = Step(f"demo/split/{source}", split_documents, SplitConfig(input=normalized.ref(), heldout_fraction=settings.heldout_fraction))
+        normalized = Step(f"demo/normalized/{source}", normalize, NormalizeConfig(inputs=(raw.ref(source),), engine=INLINE))
+        # Docstrings and code are not web prose: only the length and compression rules apply to both.
+        scored = Step(f"demo/quality/{source}", quality, QualityConfig(input=normalized.ref(), rules=QualityRules.for_code(), engine=INLINE))
+        duplicates = Step(f"demo/dedup/{source}", dedup, DedupConfig(input=normalized.ref(), fuzzy=True, engine=INLINE))
+        filters = (
+            AttributeFilter("quality", scored.ref(), "quality_pass", drop_value=False),
+            AttributeFilter("exact_duplicate", duplicates.ref(), "exact_duplicate", drop_value=True),
+            AttributeFilter("fuzzy_duplicate", duplicates.ref(), "fuzzy_duplicate", drop_value=True),
+        )
+        clean = Step(f"demo/clean/{source}", consolidate, ConsolidateConfig(input=normalized.ref(), attributes=filters, engine=INLINE))
+        splits[source] = Step(f"demo/split/{source}", split_documents, SplitConfig(input=clean.ref(), heldout_fraction=settings.heldout_fraction))
+        leaks = Step(
+            f"demo/decontaminate/{source}",
+            decontaminate,
+            DecontaminateConfig(input=splits[source].ref("train"), eval_files=(splits[source].ref("heldout"),), eval_field="text", engine=INLINE),
+        )
+        train_docs[source] = Step(
+            f"demo/train-docs/{source}",
+            consolidate,
+            ConsolidateConfig(input=splits[source].ref("train"), attributes=(AttributeFilter("heldout_overlap", leaks.ref(), "contaminated", drop_value=True),), engine=INLINE),
+        )
     tokenizer = Step(
         "demo/tokenizer",
         train_tokenizer,
-        TokenizerTrainConfig(inputs=tuple(splits[s].ref("train") for s in SOURCES), vocab_size=settings.vocab_size),
+        TokenizerTrainConfig(inputs=tuple(train_docs[s].ref() for s in SOURCES), vocab_size=settings.vocab_size),
     )
     caches = {
         (source, split): Step(
             f"demo/tokenized/{source}/{split}",
             tokenize_documents,
-            TokenizeConfig(input=splits[source].ref(split), tokenizer=tokenizer.ref("tokenizer.json")),
+            TokenizeConfig(input=train_docs[source].ref() if split == "train" else splits[source].ref(split), tokenizer=tokenizer.ref("tokenizer.json"), engine=INLINE),
         )
         for source in SOURCES
         for split in SPLITS

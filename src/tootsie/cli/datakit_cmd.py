@@ -115,11 +115,10 @@ def run_filter(args: argparse.Namespace) -> int:
     out, engine = Path(args.out), engine_of(args)
     rules = QualityRules.for_code() if args.rules == "code" else QualityRules()
     stats = quality(build(QualityConfig, input=args.input, rules=rules, engine=engine), str(out / "attributes"))
-    filters = (
-        AttributeFilter("quality", str(out / "attributes"), "quality_pass", drop_value=False),
-        AttributeFilter("c4_lines", str(out / "attributes"), "c4_removed_spans", remove_spans=True),
-    )
-    kept = consolidate(build(ConsolidateConfig, input=args.input, attributes=filters, engine=engine), str(out))
+    filters = [AttributeFilter("quality", str(out / "attributes"), "quality_pass", drop_value=False)]
+    if rules.c4 is not None:
+        filters.append(AttributeFilter("c4_lines", str(out / "attributes"), "c4_removed_spans", remove_spans=True))
+    kept = consolidate(build(ConsolidateConfig, input=args.input, attributes=tuple(filters), engine=engine), str(out))
     return emit({"docs": stats["docs"], "kept": stats["kept"], "rejected": stats["rejected"], "output_docs": kept["output_docs"]}, args, f"filtered documents in {out}")
 
 

@@ -88,7 +88,7 @@ class DecontaminateConfig:
     input: str
     """Document directory (Parquet shards with columns `id` and `text`) to scan."""
     eval_files: tuple[str, ...]
-    """Eval sets: JSONL (.jsonl, .jsonl.gz, .jsonl.zst) or Parquet files, one record per eval item."""
+    """Eval sets: JSONL (.jsonl, .jsonl.gz, .jsonl.zst) or Parquet files, one record per eval item; a directory stands for its files."""
     eval_field: str | tuple[str, ...] = "question"
     """Field holding an item's text (the question: a few-word answer would match common phrases); several fields each add n-grams."""
     eval_id_field: str = "id"
@@ -101,9 +101,10 @@ class DecontaminateConfig:
     """How shards are executed; not hashed."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.input, str) or not self.input:
-            raise ValueError(f"input must be a document directory path, got {self.input!r}")
-        if not isinstance(self.eval_files, tuple) or not self.eval_files or not all(isinstance(f, str) and f for f in self.eval_files):
+        # Paths may still be executor references to other steps' outputs here; only empty strings are wrong.
+        if self.input == "":
+            raise ValueError("input is empty; give a document directory path")
+        if not isinstance(self.eval_files, tuple) or not self.eval_files or any(f == "" for f in self.eval_files):
             raise ValueError(f"eval_files must be a non-empty tuple of paths, got {self.eval_files!r}; e.g. eval_files=('gsm8k_test.jsonl',)")
         if not self.eval_fields or not all(isinstance(f, str) and f for f in self.eval_fields):
             raise ValueError(f"eval_field must be a field name or a tuple of them, got {self.eval_field!r}; e.g. eval_field='question'")
@@ -150,11 +151,22 @@ def _eval_records(path: Path, suffix: str) -> Iterator[tuple[int, Any]]:
                     raise TootsieError(f"{path}:{number} is not valid JSON ({error}); fix or drop that line of the eval file") from None
 
 
+def _eval_paths(names: tuple[str, ...]) -> list[Path]:
+    """Eval files as given, with a directory standing for its eval files (e.g. a held-out split)."""
+    paths: list[Path] = []
+    for name in names:
+        path = Path(name)
+        if path.is_dir():
+            paths += sorted(p for p in path.iterdir() if p.name.endswith(EVAL_SUFFIXES) and not p.name.startswith("."))
+        else:
+            paths.append(path)
+    return paths
+
+
 def read_eval_items(config: DecontaminateConfig) -> list[EvalItem]:
     """Read every eval file's records; a missing file, a missing field or a duplicate id is a TootsieError."""
     items: list[EvalItem] = []
-    for file_name in config.eval_files:
-        path = Path(file_name)
+    for path in _eval_paths(config.eval_files):
         if not path.is_file():
             raise TootsieError(f"eval file not found: {path}; pass an existing JSONL (.jsonl, .jsonl.gz, .jsonl.zst) or Parquet file")
         suffix = next((s for s in EVAL_SUFFIXES if path.name.endswith(s)), None)

@@ -10,7 +10,8 @@ more files out) and, for some, a small reduce. This module owns the map:
 - shards run in a pool of spawned worker processes (`workers`), so a shard that
   crashes its process (an OOM, a segfault in a native library) costs a retry of
   that shard, not the job; `workers=1` runs inline, for debugging;
-- a shard that still fails after `retries` retries is reported with its error;
+- a shard that still fails after `retries` retries (a `TootsieError`, which
+  means bad input, is not retried) is reported with its error;
   the job fails only when more than `max_failed_shards` shards failed, and only
   after every other shard was tried.
 
@@ -112,7 +113,7 @@ def map_shards(fn: ShardFn, config: C, tasks: Sequence[ShardTask], done_dir: str
             if isinstance(outcome, BaseException):
                 attempts[task.name] += 1
                 error = "".join(traceback.format_exception_only(type(outcome), outcome)).strip()
-                if attempts[task.name] <= engine.retries:
+                if attempts[task.name] <= engine.retries and not isinstance(outcome, TootsieError):  # bad input fails the same way twice
                     logger.warning("%s %s failed (attempt %d), retrying: %s", label, task.name, attempts[task.name], error)
                     return True
                 results.failed[task.name] = error
