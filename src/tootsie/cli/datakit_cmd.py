@@ -6,10 +6,9 @@ flags (`--workers`, `--max-failed-shards`) never change outputs.
 """
 
 import argparse
-import json
 from pathlib import Path
-from typing import TypeVar
 
+from tootsie.cli.output import build, emit
 from tootsie.datakit.consolidate import AttributeFilter, ConsolidateConfig, consolidate
 from tootsie.datakit.decontaminate import DecontaminateConfig, decontaminate
 from tootsie.datakit.dedup import DedupConfig, dedup
@@ -19,8 +18,6 @@ from tootsie.datakit.quality import QualityConfig, QualityRules, quality
 from tootsie.datakit.tokenize import TokenizeConfig, tokenize_documents
 from tootsie.datakit.tokenizer import TokenizerTrainConfig, save_tokenizer, train_bpe
 from tootsie.errors import TootsieError
-
-C = TypeVar("C")
 
 
 def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -78,29 +75,10 @@ def _stage(stages: "argparse._SubParsersAction[argparse.ArgumentParser]", name: 
     return parser
 
 
-def build(config_class: type[C], **fields: object) -> C:
-    """Construct a config from flags, turning its validation error into a one-line user error."""
-    try:
-        return config_class(**fields)
-    except ValueError as error:
-        raise TootsieError(f"{config_class.__name__}: {error}") from None
-
-
 def engine_of(args: argparse.Namespace) -> EngineConfig:
     """The engine settings given on the command line."""
     workers = {} if args.workers is None else {"workers": args.workers}
     return build(EngineConfig, max_failed_shards=args.max_failed_shards, progress=not args.json, **workers)
-
-
-def emit(result: dict[str, object], args: argparse.Namespace, headline: str) -> int:
-    """Print the result as JSON (last line) or as a headline plus indented counts."""
-    if args.json:
-        print(json.dumps(result))
-    else:
-        print(headline)
-        for key, value in result.items():
-            print(f"  {key}: {value}")
-    return 0
 
 
 def run_normalize(args: argparse.Namespace) -> int:

@@ -30,13 +30,12 @@ import numpy as np
 import xxhash
 
 from tootsie.data.batch_schedule import BatchSchedule
-from tootsie.data.permutation import cycle_walk, feistel_bits, make_permutation
+from tootsie.data.permutation import cycle_walk, feistel_bits, make_permutation, splitmix64
 from tootsie.data.sequences import PackedSequences, next_token_loss_mask
 from tootsie.datakit.token_cache import open_token_cache
 from tootsie.errors import TootsieError
 
 BLOCK_ROUNDS = 5
-SPLITMIX_GAMMA = 0x9E3779B97F4A7C15
 EXHAUSTION_POLICIES = ("restart", "stop")
 
 
@@ -126,14 +125,6 @@ def block_counts(weights: np.ndarray, size: int) -> np.ndarray:
     largest = int(np.lexsort((-np.arange(len(weights)), weights, counts))[-1])
     counts[largest] += size - counts.sum()
     return counts
-
-
-def splitmix64(values: np.ndarray) -> np.ndarray:
-    """The splitmix64 finalizer: a fast, well-mixed hash of uint64 values (at least 1-d, wrapping)."""
-    z = np.array(values, dtype=np.uint64, ndmin=1) + np.uint64(SPLITMIX_GAMMA)
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
 
 
 @dataclass(frozen=True)
