@@ -34,3 +34,21 @@ def test_bad_fields_are_named(tmp_path, edit, message: str) -> None:
     (tmp_path / "c.yaml").write_text(edit(dump_config(CONFIG)))
     with pytest.raises(TootsieError, match=message):
         load_config(tmp_path / "c.yaml", TrainConfig)
+
+
+def test_registered_unions_are_tagged_by_kind(tmp_path) -> None:
+    from dataclasses import dataclass
+
+    from tootsie.configfile import from_plain, to_plain
+    from tootsie.train.schedule import CosineConfig, WSDConfig, WSDSConfig
+
+    @dataclass(frozen=True)
+    class Holder:
+        schedule: WSDConfig | WSDSConfig | CosineConfig
+
+    holder = Holder(WSDSConfig(peak_lr=1e-3, warmup_steps=10, cycles=(100, 200)))
+    plain = to_plain(holder)
+    assert plain["schedule"]["kind"] == "wsd_s"
+    assert from_plain(Holder, plain, "config") == holder
+    with pytest.raises(TootsieError, match="unknown kind 'wsdx'"):
+        from_plain(Holder, {"schedule": {"kind": "wsdx"}}, "config")

@@ -6,6 +6,12 @@ an unknown field, a missing one, or a value of the wrong type is a
 `TootsieError` naming its full path (`train.model.num_heads`) and the fix.
 `to_plain` turns a config back into plain lists and dicts, so a config printed
 by `--example-config` reads back unchanged.
+
+A field typed as a union of registered configs (a schedule, an optimizer) is
+written with a `kind:` key naming the registry entry, e.g.
+`schedule: {kind: wsd_s, peak_lr: 0.001, cycles: [...]}`; registries call
+`register_kinds` so that the name picks the class, with no guessing among
+classes that share field names.
 """
 
 import dataclasses
@@ -20,6 +26,16 @@ import yaml
 from tootsie.errors import TootsieError
 
 T = TypeVar("T")
+KIND_KEY = "kind"
+_KIND_OF: dict[type, str] = {}
+_CLASS_OF: dict[str, list[type]] = {}
+
+
+def register_kinds(registry: dict[str, type]) -> None:
+    """Make a registry's names usable as `kind:` tags in config files."""
+    for kind, cls in registry.items():
+        _KIND_OF[cls] = kind
+        _CLASS_OF.setdefault(kind, []).append(cls)
 
 
 def _describe(hint: Any) -> str:
@@ -34,6 +50,8 @@ def from_plain(hint: Any, value: Any, where: str) -> Any:
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
             return None
+        if isinstance(value, dict) and KIND_KEY in value:
+            return _tagged_from_plain(args, value, where)
         errors = []
         for option in (a for a in args if a is not type(None)):
             try:
@@ -62,9 +80,23 @@ def from_plain(hint: Any, value: Any, where: str) -> Any:
     return value
 
 
+def _tagged_from_plain(options: tuple[Any, ...], value: dict[str, Any], where: str) -> Any:
+    """The union member whose registry name is `value["kind"]`, built from the other keys."""
+    kind = value[KIND_KEY]
+    matches = [cls for cls in _CLASS_OF.get(kind, []) if cls in options]
+    if not matches:
+        known = sorted(_KIND_OF[o] for o in options if o in _KIND_OF)
+        raise TootsieError(f"{where}.kind: unknown kind {kind!r}; choose one of {known}")
+    return _dataclass_from_plain(matches[0], {k: v for k, v in value.items() if k != KIND_KEY}, where)
+
+
 def _dataclass_from_plain(cls: type[T], value: Any, where: str) -> T:
     if not isinstance(value, dict):
         raise TootsieError(f"{where}: expected a mapping of {cls.__name__} fields, got {value!r}")
+    if KIND_KEY in value and cls in _KIND_OF:
+        if value[KIND_KEY] != _KIND_OF[cls]:
+            raise TootsieError(f"{where}.kind: {value[KIND_KEY]!r} does not fit here; this field takes kind {_KIND_OF[cls]!r}")
+        value = {k: v for k, v in value.items() if k != KIND_KEY}
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     unknown = sorted(set(value) - set(fields))
@@ -95,7 +127,8 @@ def load_config(path: str | Path, cls: type[T], root: str = "config") -> T:
 def to_plain(value: Any) -> Any:
     """A config as plain dicts, lists and scalars (tuples become lists)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_plain(getattr(value, f.name)) for f in dataclasses.fields(value) if f.init}
+        kind = {KIND_KEY: _KIND_OF[type(value)]} if type(value) in _KIND_OF else {}
+        return kind | {f.name: to_plain(getattr(value, f.name)) for f in dataclasses.fields(value) if f.init}
     if isinstance(value, (list, tuple)):
         return [to_plain(v) for v in value]
     if isinstance(value, dict):

@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
+from tootsie.configfile import register_kinds
 from tootsie.train.schedule_cycles import Cycle, check_decay_shape, cycle_segments, segment_learning_rate, segment_phase
 
 MAX_STEP = 2**31 - 1
@@ -308,3 +309,4 @@ SCHEDULES: dict[str, type[ScheduleConfig]] = {
     "inverse_sqrt": InverseSqrtConfig,
     "rewarm": RewarmConfig,
 }
+register_kinds(SCHEDULES)
