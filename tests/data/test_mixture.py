@@ -1,5 +1,7 @@
 """Block-stratified mixtures: exact counts, stages and interpolation, batch-size changes, workers, resume."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -179,3 +181,36 @@ def test_packed_reads_match_the_per_token_definition(make_cache, lengths: list[i
     positions = indices[:, None] * seq_len + np.arange(seq_len)[None, :]
     assert np.array_equal(tokens, np.asarray(cache.tokens)[positions])
     assert np.array_equal(segments, np.searchsorted(cache.offsets, positions, side="right") - 1)
+
+
+def test_document_packing_keeps_documents_whole(make_cache) -> None:
+    from tootsie.data.exposure import document_exposure
+
+    cache = make_cache("whole", [[1, 2, 3], [4, 5, 6, 7, 8, 9, 10, 11, 12, 13], [14]])
+    config = _config({"d": cache}, (MixtureStage(0, {"d": 1.0}),), BatchSchedule.constant(3), block_size=3, document_packed=("d",))
+    batch = MixtureDataset(config).batch(0)
+    rows = {tuple(row[row > 0]) for row in batch.tokens}
+    assert rows == {(1, 2, 3), (4, 5, 6, 7, 8, 9, 10, 11), (14,)}  # seq_len 8: the long one is truncated, never split
+    for tokens, segments, mask in zip(batch.tokens, batch.segment_ids, batch.loss_mask):
+        length = int((segments >= 0).sum())
+        assert mask.tolist() == [1.0] * (length - 1) + [0.0] * (8 - length + 1)
+    assert np.allclose(document_exposure(MixtureDataset(config), 0, 2)["d"], [2.0, 1.6, 2.0])
+
+
+def test_a_cache_in_object_storage_reads_by_byte_range(make_cache) -> None:
+    import fsspec
+
+    from tootsie.datakit.token_cache import open_token_cache
+
+    local = make_cache("remote", [[1, 2, 3, 4], [5, 6, 7, 8, 9, 10], [11, 12]])
+    fs = fsspec.filesystem("memory")
+    for name in ("tokens.bin", "offsets.bin", "ledger.json"):
+        fs.pipe(f"/bucket/cache/{name}", Path(local, name).read_bytes())
+    remote = open_token_cache("memory://bucket/cache")
+    assert remote.num_docs == 3 and remote.document(1).tolist() == [5, 6, 7, 8, 9, 10]
+    local_batch = MixtureDataset(_config({"d": local}, (MixtureStage(0, {"d": 1.0}),), BatchSchedule.constant(1), block_size=1)).batch(0)
+    remote_batch = MixtureDataset(_config({"d": "memory://bucket/cache"}, (MixtureStage(0, {"d": 1.0}),), BatchSchedule.constant(1), block_size=1)).batch(0)
+    assert np.array_equal(local_batch.tokens, remote_batch.tokens) and np.array_equal(local_batch.segment_ids, remote_batch.segment_ids)
+    fs.pipe("/bucket/cache/tokens.bin", b"\0\0")
+    with pytest.raises(TootsieError, match="tokens.bin has 2 bytes"):
+        open_token_cache("memory://bucket/cache")

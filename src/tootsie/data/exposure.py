@@ -7,6 +7,9 @@ mapped back to the documents they cut through. A sequence covering
 took from it; a document's exposure is tokens seen / its length, so 1.0 is
 "seen once in full" and 2.0 "twice", even when sequences split it.
 
+A document-packed component credits each drawn document with the tokens that
+fit in one sequence, so a document longer than seq_len never reaches 1.0.
+
 Example: a 4-step range over a component of 10 one-sequence documents drawn
 40 times gives every document an exposure of 4.0 (four epochs).
 """
@@ -14,6 +17,7 @@ Example: a 4-step range over a component of 10 one-sequence documents drawn
 import numpy as np
 
 from tootsie.data.mixture import MixtureDataset
+from tootsie.data.sequences import DocumentSequences
 
 CHUNK_SEQUENCES = 1 << 16
 
@@ -42,6 +46,11 @@ def document_exposure(dataset: MixtureDataset, start_step: int, end_step: int) -
         components, local = dataset.sequence_sources(np.arange(chunk_start, min(chunk_start + CHUNK_SEQUENCES, stop)))
         for c in np.unique(components):
             name = dataset.component_names[c]
+            source = dataset.sources[name]
+            if isinstance(source, DocumentSequences):
+                documents = local[components == c]
+                np.add.at(tokens_seen[name], documents, np.minimum(np.diff(source.cache.offsets)[documents], seq_len))
+                continue
             starts = local[components == c] * seq_len
-            _credit(dataset.sources[name].cache.offsets, starts, starts + seq_len, tokens_seen[name])
+            _credit(source.cache.offsets, starts, starts + seq_len, tokens_seen[name])
     return {name: seen / np.maximum(np.diff(dataset.sources[name].cache.offsets), 1) for name, seen in tokens_seen.items()}

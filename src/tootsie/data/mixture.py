@@ -31,7 +31,7 @@ import xxhash
 
 from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.permutation import cycle_walk, feistel_bits, make_permutation, splitmix64
-from tootsie.data.sequences import PackedSequences, next_token_loss_mask
+from tootsie.data.sequences import DocumentSequences, PackedSequences, next_token_loss_mask
 from tootsie.datakit.token_cache import open_token_cache
 from tootsie.errors import TootsieError
 
@@ -71,6 +71,8 @@ class MixtureConfig:
     """Sequences per stratified block in constant-weight stretches."""
     exhaustion: str = "restart"
     """When a component runs out: 'restart' (a new epoch, reshuffled) or 'stop' (error)."""
+    document_packed: tuple[str, ...] = ()
+    """Components whose sequences are whole documents (truncated, padded) instead of concatenate-and-chunk."""
 
     def __post_init__(self) -> None:
         if not self.stages or self.stages[0].start_step != 0:
@@ -93,6 +95,8 @@ class MixtureConfig:
         for name in ("seq_len", "block_size"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if set(self.document_packed) - set(self.caches):
+            raise ValueError(f"document_packed names components {sorted(set(self.document_packed) - set(self.caches))} that have no entry in caches")
         if self.exhaustion not in EXHAUSTION_POLICIES:
             raise ValueError(f"exhaustion must be one of {EXHAUSTION_POLICIES}, got {self.exhaustion!r}")
 
@@ -186,7 +190,11 @@ class MixtureDataset:
         self.config = config
         self.component_names = config.component_names
         used = {name for stage in config.stages for name, w in stage.weights.items() if w > 0}
-        self.sources = {name: PackedSequences(open_token_cache(config.caches[name]), config.seq_len) for name in self.component_names if name in used}
+        self.sources = {
+            name: (DocumentSequences if name in config.document_packed else PackedSequences)(open_token_cache(config.caches[name]), config.seq_len)
+            for name in self.component_names
+            if name in used
+        }
         self.segments = build_segments(config)
         self._segment_starts = np.array([s.start for s in self.segments], dtype=np.int64)
         self._name_keys = [xxhash.xxh64_intdigest(name.encode("utf-8")) for name in self.component_names]

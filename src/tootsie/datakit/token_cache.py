@@ -89,9 +89,9 @@ class TokenCacheWriter:
 class TokenCache:
     """A finished, validated token cache opened with memory maps."""
 
-    directory: Path
+    directory: Path | str
     ledger: dict[str, object]
-    tokens: np.ndarray
+    tokens: "np.ndarray | RangeReadTokens"
     offsets: np.ndarray
 
     @property
@@ -109,23 +109,74 @@ class TokenCache:
         return np.asarray(self.tokens[self.offsets[index] : self.offsets[index + 1]])
 
 
+class RangeReadTokens:
+    """A read-only token array in object storage: each slice is one byte-range read through fsspec."""
+
+    def __init__(self, fs: "fsspec.AbstractFileSystem", path: str, dtype: np.dtype, length: int) -> None:
+        self.fs, self.path, self.dtype, self.length = fs, path, dtype, length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, key: slice) -> np.ndarray:
+        if not isinstance(key, slice) or key.step not in (None, 1):
+            raise TypeError(f"remote token arrays support contiguous slices only, got {key!r}")
+        start, stop, _ = key.indices(self.length)
+        if stop <= start:
+            return np.zeros(0, self.dtype)
+        data = self.fs.cat_file(self.path, start=start * self.dtype.itemsize, end=stop * self.dtype.itemsize)
+        return np.frombuffer(data, dtype=self.dtype)
+
+
 def open_token_cache(directory: str | Path) -> TokenCache:
-    """Open a cache after checking its ledger against the files on disk."""
-    root = Path(directory)
+    """Open a cache after checking its ledger against its files: memory-mapped locally, byte-range reads for URLs."""
+    location = str(directory)
+    if "://" in location and not location.startswith("file://"):
+        return _open_remote(location)
+    root = Path(location.removeprefix("file://"))
     ledger_path = root / LEDGER_FILE
     if not ledger_path.is_file():
         raise TootsieError(f"{root} is not a finished token cache: {LEDGER_FILE} is missing (rerun the tokenize step)")
-    try:
-        ledger = json.loads(ledger_path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise TootsieError(f"{ledger_path} is not valid JSON ({error}); delete the cache and retokenize") from error
-    if ledger.get("format") != CACHE_FORMAT:
-        raise TootsieError(f"{ledger_path} has format {ledger.get('format')!r}, expected {CACHE_FORMAT!r}")
+    ledger = _parse_ledger(ledger_path.read_text(encoding="utf-8"), str(ledger_path))
     for name, expected in ledger["files"].items():
         actual = (root / name).stat().st_size if (root / name).is_file() else None
-        if actual != expected:
-            raise TootsieError(f"{root / name} has {actual} bytes but {ledger_path} says {expected}; the cache is damaged, retokenize it")
+        _check_size(f"{root / name}", actual, expected, str(ledger_path))
     dtype = np.dtype(ledger["dtype"]).newbyteorder("<")
     tokens = np.memmap(root / TOKENS_FILE, dtype=dtype, mode="r") if ledger["num_tokens"] else np.zeros(0, dtype)
     offsets = np.fromfile(root / OFFSETS_FILE, dtype="<i8")
     return TokenCache(directory=root, ledger=ledger, tokens=tokens, offsets=offsets)
+
+
+def _parse_ledger(text: str, where: str) -> dict[str, object]:
+    try:
+        ledger = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise TootsieError(f"{where} is not valid JSON ({error}); delete the cache and retokenize") from error
+    if ledger.get("format") != CACHE_FORMAT:
+        raise TootsieError(f"{where} has format {ledger.get('format')!r}, expected {CACHE_FORMAT!r}")
+    return ledger
+
+
+def _check_size(file: str, actual: int | None, expected: object, ledger: str) -> None:
+    if actual != expected:
+        raise TootsieError(f"{file} has {actual} bytes but {ledger} says {expected}; the cache is damaged, retokenize it")
+
+
+def _open_remote(url: str) -> TokenCache:
+    """A cache behind an fsspec URL (s3://, gs://, memory://...): ledger and offsets read whole, tokens by range."""
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(url)
+
+    def join(name: str) -> str:
+        return f"{root.rstrip('/')}/{name}"
+
+    if not fs.exists(join(LEDGER_FILE)):
+        raise TootsieError(f"{url} is not a finished token cache: {LEDGER_FILE} is missing (rerun the tokenize step)")
+    ledger = _parse_ledger(fs.cat_file(join(LEDGER_FILE)).decode("utf-8"), f"{url}/{LEDGER_FILE}")
+    for name, expected in ledger["files"].items():
+        _check_size(f"{url}/{name}", fs.size(join(name)) if fs.exists(join(name)) else None, expected, f"{url}/{LEDGER_FILE}")
+    dtype = np.dtype(ledger["dtype"]).newbyteorder("<")
+    offsets = np.frombuffer(fs.cat_file(join(OFFSETS_FILE)), dtype="<i8")
+    tokens = RangeReadTokens(fs, join(TOKENS_FILE), dtype, int(ledger["num_tokens"]))
+    return TokenCache(directory=url, ledger=ledger, tokens=tokens, offsets=offsets)
