@@ -36,7 +36,7 @@ from tootsie.eval.bpb_step import EvalBPBConfig, evaluate_bpb
 from tootsie.executor import Step
 from tootsie.models.llama import LlamaConfig
 from tootsie.monitor.run_summary import RunSummaryConfig, summarize_runs
-from tootsie.train.config import TrainConfig
+from tootsie.train.config import CheckpointConfig, TrainConfig, WarmStartConfig
 from tootsie.train.optimizer import AdamWConfig
 from tootsie.train.schedule import WSDConfig
 from tootsie.train.trainer import train
@@ -129,17 +129,17 @@ def build_steps(settings: DemoSettings) -> list[Step]:
     schedule = WSDConfig(peak_lr=settings.peak_lr, warmup_steps=settings.warmup_steps, decay_steps=settings.cooldown_steps, total_steps=total_steps)
     train_caches = {source: caches[source, "train"].ref() for source in SOURCES}
 
-    def train_config(mix: dict[str, float], num_steps: int, init_from: object = None) -> TrainConfig:
+    def train_config(mix: dict[str, float], num_steps: int, warm_start: WarmStartConfig | None = None) -> TrainConfig:
         data = MixtureConfig(
             caches=train_caches, stages=(MixtureStage(0, mix),), seq_len=settings.seq_len, batch_schedule=BatchSchedule.constant(settings.batch_size)
         )
         return TrainConfig(
             model=model, data=data, num_steps=num_steps, optimizer=AdamWConfig(weight_decay=0.1), schedule=schedule,
-            init_from=init_from, checkpoint_every=settings.checkpoint_every,
+            warm_start=warm_start, checkpoints=CheckpointConfig(every_steps=settings.checkpoint_every),
         )
 
     pretrain = Step("demo/train/pretrain", train, train_config(PRETRAIN_MIX, settings.pretrain_steps))
-    cooldown = Step("demo/train/cooldown", train, train_config(COOLDOWN_MIX, total_steps, init_from=pretrain.ref()))
+    cooldown = Step("demo/train/cooldown", train, train_config(COOLDOWN_MIX, total_steps, warm_start=WarmStartConfig(pretrain.ref())))
     bpb = Step(
         "demo/eval/bpb",
         evaluate_bpb,

@@ -12,7 +12,7 @@ from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.errors import TootsieError
 from tootsie.models.llama import LlamaConfig
 from tootsie.train.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint
-from tootsie.train.config import TrainConfig
+from tootsie.train.config import CheckpointConfig, TrainConfig, WarmStartConfig
 from tootsie.train.optimizer import decay_mask
 from tootsie.train.schedule import WSDConfig
 from tootsie.train.trainer import init_model, train
@@ -27,7 +27,7 @@ def config(make_cache) -> TrainConfig:
     noise = [rng.integers(2, 40, size=25).tolist() for _ in range(40)]
     caches = {"pattern": make_cache("p", pattern, 40), "noise": make_cache("n", noise, 40)}
     data = MixtureConfig(caches=caches, stages=(MixtureStage(0, {"pattern": 0.7, "noise": 0.3}),), seq_len=16, batch_schedule=BatchSchedule.constant(4))
-    return TrainConfig(model=MODEL, data=data, num_steps=8, schedule=WSDConfig(peak_lr=1e-2, warmup_steps=2, decay_steps=4, total_steps=12), checkpoint_every=3)
+    return TrainConfig(model=MODEL, data=data, num_steps=8, schedule=WSDConfig(peak_lr=1e-2, warmup_steps=2, decay_steps=4, total_steps=12), checkpoints=CheckpointConfig(every_steps=3))
 
 
 def _losses(directory) -> list[float]:
@@ -58,7 +58,7 @@ def test_training_lowers_the_loss_and_logs_every_step(config: TrainConfig, tmp_p
 
 def test_warm_start_continues_the_step_count(config: TrainConfig, tmp_path) -> None:
     train(config, str(tmp_path / "pre"))
-    cooldown = TrainConfig(**{**config.__dict__, "num_steps": 12, "init_from": str(tmp_path / "pre")})
+    cooldown = TrainConfig(**{**config.__dict__, "num_steps": 12, "warm_start": WarmStartConfig(str(tmp_path / "pre"))})
     train(cooldown, str(tmp_path / "cool"))
     steps = [json.loads(line)["step"] for line in (tmp_path / "cool" / "metrics.jsonl").read_text().splitlines()]
     assert steps == list(range(8, 12))
@@ -66,7 +66,7 @@ def test_warm_start_continues_the_step_count(config: TrainConfig, tmp_path) -> N
 
 def test_checkpoint_of_another_architecture_is_refused(config: TrainConfig, tmp_path) -> None:
     train(config, str(tmp_path / "pre"))
-    wider = TrainConfig(**{**config.__dict__, "model": LlamaConfig(**{**MODEL.__dict__, "hidden_dim": 32}), "init_from": str(tmp_path / "pre"), "num_steps": 10})
+    wider = TrainConfig(**{**config.__dict__, "model": LlamaConfig(**{**MODEL.__dict__, "hidden_dim": 32}), "warm_start": WarmStartConfig(str(tmp_path / "pre")), "num_steps": 10})
     with pytest.raises(TootsieError, match="shape"):
         train(wider, str(tmp_path / "other"))
 

@@ -108,9 +108,36 @@ def load_checkpoint(path: str | Path, templates: dict[str, Tree]) -> tuple[dict[
     return trees, state
 
 
-def prune_checkpoints(root: str | Path, keep_last: int, keep_steps: frozenset[int] = frozenset()) -> None:
-    """Delete all but the newest `keep_last` checkpoints, never those in `keep_steps`."""
+def prune_temporary(root: str | Path) -> None:
+    """Delete temporary checkpoints except the newest checkpoint; permanent ones are always kept."""
     found = list_checkpoints(root)
-    for step, path in found[: max(len(found) - keep_last, 0)]:
-        if step not in keep_steps:
+    for _, path in found[:-1]:
+        if json.loads((path / STATE_FILE).read_text(encoding="utf-8")).get("kind") == "temporary":
             shutil.rmtree(path)
+
+
+def fill_matching(template: Tree, tensors: dict[str, np.ndarray]) -> tuple[Tree, list[str], list[str]]:
+    """`template` with every leaf whose path and shape match a tensor replaced by it.
+
+    Returns the tree and the names of leaves kept fresh (absent or reshaped in
+    `tensors`) and of tensors left unused, so a warm start across a config
+    change (an optimizer gaining update clipping, say) says what it carried over.
+    """
+    leaves_with_paths, treedef = jax.tree_util.tree_flatten_with_path(template)
+    leaves, fresh, used = [], [], set()
+    for path, leaf in leaves_with_paths:
+        name = jax.tree_util.keystr(path)
+        value = tensors.get(name)
+        if value is not None and value.shape == np.shape(leaf):
+            leaves.append(jax.numpy.asarray(value, dtype=np.asarray(leaf).dtype))
+            used.add(name)
+        else:
+            leaves.append(leaf)
+            fresh.append(name)
+    return jax.tree_util.tree_unflatten(treedef, leaves), fresh, sorted(set(tensors) - used)
+
+
+def read_tensors(checkpoint: str | Path, name: str) -> dict[str, np.ndarray] | None:
+    """The tensors of `<checkpoint>/<name>.safetensors`, or None when the checkpoint has no such file."""
+    file = Path(checkpoint) / f"{name}.safetensors"
+    return load_file(str(file)) if file.is_file() else None

@@ -1,14 +1,54 @@
-"""The training configuration: model, data, optimizer, schedule, and run control."""
+"""The training configuration: model, data, optimizer, schedule, stability, checkpoints.
+
+Every field that can change the trained weights is hashed by the executor;
+checkpoint cadence is not (`unhashed`), since when a run saves does not change
+what it computes. Optimizer and schedule are registry unions, written in
+config files with a `kind:` tag.
+"""
 
 from dataclasses import dataclass, field
 
 from tootsie.data.mixture import MixtureConfig
 from tootsie.executor.step import unhashed
 from tootsie.models.llama import LlamaConfig
-from tootsie.train.optimizer import AdamWConfig
-from tootsie.train.schedule import WSDConfig
+from tootsie.train.ema import EMAConfig
+from tootsie.train.optimizer import AdamCConfig, AdamWConfig, MuonConfig, NAdamWConfig
+from tootsie.train.schedule import CosineConfig, InverseSqrtConfig, LinearConfig, RewarmConfig, WSDConfig, WSDSConfig
+from tootsie.train.stability import StabilityConfig
 
 COMPUTE_DTYPES = ("float32", "bfloat16")
+OptimizerChoice = AdamWConfig | AdamCConfig | NAdamWConfig | MuonConfig
+ScheduleChoice = WSDConfig | WSDSConfig | CosineConfig | LinearConfig | InverseSqrtConfig | RewarmConfig
+
+
+@dataclass(frozen=True)
+class CheckpointConfig:
+    """When checkpoints are written and which are kept; none of it changes the trained weights."""
+
+    every_steps: int = unhashed(1000)
+    """A permanent checkpoint every this many steps (kept forever, like Marin's released revisions)."""
+    every_minutes: float | None = unhashed(30.0)
+    """A temporary checkpoint when this much time passed since the last save (only the newest is kept)."""
+
+    def __post_init__(self) -> None:
+        if self.every_steps <= 0:
+            raise ValueError(f"every_steps must be positive, got {self.every_steps}")
+        if self.every_minutes is not None and self.every_minutes <= 0:
+            raise ValueError(f"every_minutes must be positive or None, got {self.every_minutes}")
+
+
+@dataclass(frozen=True)
+class WarmStartConfig:
+    """Start from another run's checkpoint instead of a fresh initialization."""
+
+    checkpoint: str
+    """A checkpoint directory, or a training output directory (its newest checkpoint)."""
+    load_optimizer: bool = True
+    """Load the optimizer state (parts that match by name and shape; the rest starts fresh)."""
+    reset_step: bool = False
+    """Start counting steps (and the data position) at 0 instead of at the checkpoint's step."""
+    add_qk_norm: bool = False
+    """Llama → QK-norm surgery: the new per-head norm scales start at one (Marin 32B phase 3)."""
 
 
 @dataclass(frozen=True)
@@ -18,25 +58,29 @@ class TrainConfig:
     model: LlamaConfig
     """Architecture of the model trained."""
     data: MixtureConfig
-    """Token caches, mixture weights, shapes and shuffles."""
+    """Token caches, mixture stages, batch schedule and shuffles."""
     num_steps: int
     """Global step at which training stops (a warm start continues counting from its checkpoint)."""
-    optimizer: AdamWConfig = field(default_factory=AdamWConfig)
-    """Optimizer and gradient clipping."""
-    schedule: WSDConfig = field(default_factory=WSDConfig)
-    """Learning-rate schedule over global steps."""
+    optimizer: OptimizerChoice = field(default_factory=AdamWConfig)
+    """Optimizer (a registry entry) with its gradient clipping."""
+    schedule: ScheduleChoice = field(default_factory=WSDConfig)
+    """Learning-rate schedule over global steps (a registry entry)."""
+    stability: StabilityConfig = field(default_factory=lambda: StabilityConfig(clip_update_window=None, skip_bad_steps=False))
+    """Update-norm clipping and bad-step skipping (off by default; the 32B recipe turns both on)."""
+    ema: EMAConfig | None = field(default_factory=EMAConfig)
+    """EMA of the weights, checkpointed and evaluable; None turns it off."""
     z_loss_weight: float = 0.0
     """Weight of the z-loss term (1e-4 in Marin's cooldowns)."""
     compute_dtype: str = "float32"
     """Dtype of the forward and backward pass; parameters and optimizer state stay float32."""
+    microbatches: int = 1
+    """Gradient accumulation: split every batch into this many sequential microbatches."""
     seed: int = 0
     """Seed of the parameter initialization."""
-    init_from: str | None = None
-    """A training output directory (or checkpoint) to warm-start from: params, optimizer state and step."""
-    checkpoint_every: int = unhashed(100)
-    """Steps between checkpoints; does not change the trained weights."""
-    keep_checkpoints: int = unhashed(2)
-    """Newest checkpoints kept besides the final one."""
+    warm_start: WarmStartConfig | None = None
+    """Start from another run's checkpoint (a cooldown, an architecture switch)."""
+    checkpoints: CheckpointConfig = field(default_factory=CheckpointConfig)
+    """Checkpoint cadence and retention (not hashed)."""
 
     def __post_init__(self) -> None:
         if self.num_steps <= 0:
@@ -45,8 +89,10 @@ class TrainConfig:
             raise ValueError(f"compute_dtype must be one of {COMPUTE_DTYPES}, got {self.compute_dtype!r}")
         if self.z_loss_weight < 0:
             raise ValueError(f"z_loss_weight must be >= 0, got {self.z_loss_weight}")
-        if self.checkpoint_every <= 0:
-            raise ValueError(f"checkpoint_every must be positive, got {self.checkpoint_every}")
+        if self.microbatches < 1:
+            raise ValueError(f"microbatches must be >= 1, got {self.microbatches}")
+        if self.warm_start is not None and self.warm_start.add_qk_norm and not self.model.qk_norm:
+            raise ValueError("warm_start.add_qk_norm is set but model.qk_norm is False; the surgery needs a QK-norm model")
 
     def tokens_before(self, step: int) -> int:
         """Tokens consumed by all steps before `step` (batch sizes may change by step)."""

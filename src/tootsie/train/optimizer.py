@@ -35,6 +35,8 @@ import jax.numpy as jnp
 import optax
 from jaxtyping import Array, Float, Int
 
+from tootsie.configfile import register_kinds
+
 NO_DECAY_NAMES = ("embed", "norm", "bias")
 """Parameter-path substrings that get no weight decay."""
 ADAM_ONLY_NAMES = (*NO_DECAY_NAMES, "lm_head")
@@ -278,3 +280,4 @@ class MuonConfig:
 OptimizerConfig = AdamWConfig | AdamCConfig | NAdamWConfig | MuonConfig
 
 OPTIMIZERS: dict[str, type[OptimizerConfig]] = {"adamw": AdamWConfig, "adamc": AdamCConfig, "nadamw": NAdamWConfig, "muon": MuonConfig}
+register_kinds(OPTIMIZERS)
