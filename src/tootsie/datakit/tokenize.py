@@ -9,6 +9,7 @@ written last. A SIGKILL at any point loses at most the shards in flight, and a
 rerun produces byte-identical files.
 """
 
+import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,6 +67,8 @@ def encode_texts(tokenizer: object, texts: list[str], bos: list[int], eos: list[
 
 def tokenize_shard(task: ShardTask, config: TokenizeConfig) -> dict[str, int]:
     """Map: encode one document shard into a shard cache at `task.output_dir`."""
+    if config.engine.workers > 1:  # one thread per worker process: Rayon threads on top would oversubscribe the cores
+        os.environ["TOKENIZERS_PARALLELISM"] = "false"
     tokenizer = load_tokenizer(config.tokenizer)
     bos = [special_token_id(tokenizer, BOS_TOKEN)] if config.add_bos else []
     eos = [special_token_id(tokenizer, EOS_TOKEN)] if config.add_eos else []
