@@ -77,8 +77,8 @@ TINY = DemoSettings(
 )
 
 
-def build_steps(settings: DemoSettings) -> list[Step]:
-    """All demo steps for `settings`, ending with the summary step."""
+def build_data_steps(settings: DemoSettings) -> tuple[Step, dict[tuple[str, str], Step]]:
+    """The datakit steps: the tokenizer step and the token-cache step of every (source, split)."""
     raw = Step("demo/raw/stdlib", build_stdlib_corpus, StdlibSourceConfig(max_code_bytes=settings.max_code_bytes))
     splits, train_docs = {}, {}
     for source in SOURCES:
@@ -117,6 +117,12 @@ def build_steps(settings: DemoSettings) -> list[Step]:
         for source in SOURCES
         for split in SPLITS
     }
+    return tokenizer, caches
+
+
+def build_steps(settings: DemoSettings) -> list[Step]:
+    """All demo steps for `settings`, ending with the summary step."""
+    tokenizer, caches = build_data_steps(settings)
     model = LlamaConfig(
         vocab_size=settings.vocab_size,
         hidden_dim=settings.hidden_dim,
