@@ -125,7 +125,7 @@ def initial_state(config: TrainConfig, optimizer: optax.GradientTransformation, 
     """Resume from this run's newest checkpoint, else warm-start, else initialize."""
     model = init_model(config)
     params, static = eqx.partition(model, eqx.is_array)
-    opt_state = optimizer.init(params)
+    opt_state = _copy(optimizer.init(params))  # init may reuse one zeros array in several leaves
     ema = _copy(params) if config.ema is not None else None
     own = latest_checkpoint(output / CHECKPOINTS)
     if own is not None:
@@ -160,7 +160,7 @@ def warm_started_state(config: TrainConfig, fresh_model: LlamaModel, fresh_opt_s
 
 
 def _copy(tree: Any) -> Any:
-    """Fresh buffers for a tree (the EMA must not alias the parameters: both are donated to the step)."""
+    """Fresh buffers for every leaf: a buffer donated to the step must not appear twice in its arguments."""
     return jax.tree_util.tree_map(jnp.copy, tree)
 
 
