@@ -81,3 +81,25 @@ def init_model_for_mask():
     from tootsie.models.llama import LlamaModel
 
     return LlamaModel(MODEL, key=jax.random.PRNGKey(0))
+
+
+def test_llama_to_qk_norm_warm_start_continues_and_recovers(config: TrainConfig, tmp_path) -> None:
+    """Marin 32B phase 3 at toy scale: QK-norm surgery, a 4-step rewarm, loss finite and back near its pre-switch level."""
+    from tootsie.train.schedule import RewarmConfig
+    from tootsie.train.stability import StabilityConfig
+
+    longer = TrainConfig(**{**config.__dict__, "num_steps": 16, "schedule": WSDConfig(peak_lr=1e-2, warmup_steps=2, decay_steps=0, total_steps=40)})
+    train(longer, str(tmp_path / "llama"))
+    qk_model = LlamaConfig(**{**MODEL.__dict__, "qk_norm": True})
+    rewarm = RewarmConfig(cycles=(16, 40), peak_lrs=(1e-2,), warmup_steps=2, rewarmup_steps=4, rewarm_from="zero", decay_steps=0)
+    switched = TrainConfig(
+        **{**longer.__dict__, "model": qk_model, "num_steps": 32, "schedule": rewarm, "warm_start": WarmStartConfig(str(tmp_path / "llama"), add_qk_norm=True),
+           "stability": StabilityConfig(clip_update_window=8, skip_bad_steps=True, skip_window=8)}
+    )
+    train(switched, str(tmp_path / "qk"))
+    before = [json.loads(line) for line in (tmp_path / "llama" / "metrics.jsonl").read_text().splitlines()]
+    after = [json.loads(line) for line in (tmp_path / "qk" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in after] == list(range(16, 32))
+    assert all(np.isfinite(r["loss"]) for r in after)
+    assert np.mean([r["loss"] for r in after[-4:]]) < np.mean([r["loss"] for r in before[-4:]]) + 0.05
+    assert {"clip_update/clipped", "skip/skipped", "adam/mu_norm", "lm_head_norm", "layer_update_norms", "mfu"} <= set(after[-1])
