@@ -194,22 +194,11 @@ class AdamCConfig:
 
 
 @dataclass(frozen=True)
-class NAdamWConfig:
-    """AdamW with Nesterov momentum (`optax.nadamw`), the 32B exp1388 restart."""
+class NAdamWConfig(AdamWConfig):
+    """AdamW with Nesterov momentum (`optax.nadamw`), the 32B exp1388 restart; fields as AdamW's."""
 
-    weight_decay: float = 0.1
-    """Decoupled weight decay on weight matrices."""
     beta1: float = 0.95
     """First-moment decay (0.95 — exp1388_nadamw32b)."""
-    beta2: float = 0.95
-    """Second-moment decay."""
-    epsilon: float = 1e-8
-    """Adam denominator epsilon."""
-    max_grad_norm: float | None = 1.0
-    """Clip the global gradient norm to this; None turns clipping off."""
-
-    def __post_init__(self) -> None:
-        _check_adam_fields(self)
 
     def build(self, learning_rate: LearningRate) -> optax.GradientTransformationExtraArgs:
         """The optimizer for a learning-rate schedule."""
