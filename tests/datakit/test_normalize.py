@@ -90,3 +90,15 @@ def test_exact_duplicates_across_input_files_keep_the_first(tmp_path) -> None:
     stats = normalize(NormalizeConfig(inputs=(str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")), engine=INLINE), str(tmp_path / "out"))
     texts = [pq.read_table(p).column("text").to_pylist() for p in sorted((tmp_path / "out").glob("part-*.parquet"))]
     assert texts == [["shared", "only a"], ["only b"]] and stats["exact_duplicates"] == 1
+
+
+def test_inputs_behind_fsspec_urls_and_globs(tmp_path) -> None:
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/raw/a.jsonl", b'{"text": "from memory a"}\n')
+    fs.pipe("/raw/sub/b.jsonl", b'{"text": "from memory b"}\n{"text": "from memory a"}\n')
+    (tmp_path / "c.txt").write_text("a local text file")
+    stats = normalize(NormalizeConfig(inputs=("memory://raw", str(tmp_path / "*.txt")), engine=INLINE), str(tmp_path / "out"))
+    texts = [t for part in sorted((tmp_path / "out").glob("part-*.parquet")) for t in pq.read_table(part).column("text").to_pylist()]
+    assert sorted(texts) == ["a local text file", "from memory a", "from memory b"] and stats["exact_duplicates"] == 1

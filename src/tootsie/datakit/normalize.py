@@ -88,7 +88,7 @@ def normalize_file(task: ShardTask, config: NormalizeConfig) -> dict[str, object
         write_table_atomic(pa.table({"id": ids, "text": texts, "source_id": sources}, schema=DOCUMENT_SCHEMA), out / f"chunk-{chunks:05d}.parquet")
         rows, chunk_bytes, chunks = [], 0, chunks + 1
 
-    for source_id, raw_text in read_records(Path(task.inputs[0]), config.text_field, config.id_field, stats.reject_input):
+    for source_id, raw_text in read_records(task.inputs[0], config.text_field, config.id_field, stats.reject_input):
         stats.input_docs += 1
         if raw_text is None:
             stats.reject("missing_text")
