@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import tootsie
+from tootsie.cli.executor_cmd import progress_lines
 from tootsie.errors import TootsieError
 from tootsie.executor import RunReport, failure_summary, load_experiment, run_experiment
 
@@ -42,7 +43,8 @@ def demo_command(args: argparse.Namespace) -> int:
     """Run the demo, print its summary, and return 0 when every step succeeded."""
     started = time.perf_counter()
     experiment = Path(args.experiment) if args.experiment else demo_experiment_path()
-    report = run_experiment(load_experiment(experiment), args.out, experiment_path=experiment)
+    with progress_lines(enabled=not args.json):
+        report = run_experiment(load_experiment(experiment), args.out, experiment_path=experiment)
     summary = demo_summary(report, wall_seconds=time.perf_counter() - started)
     if args.json:
         print(json.dumps(summary))

@@ -62,7 +62,7 @@ def prefix_of(args: argparse.Namespace) -> str:
 def run_command(args: argparse.Namespace) -> int:
     """`tootsie run`: run (or plan) the experiment, print the report, and return the exit code."""
     steps = load_experiment(args.experiment)
-    with _progress(enabled=not args.json):
+    with progress_lines(enabled=not args.json):
         report = run_experiment(
             steps, prefix_of(args), force=args.force, dry_run=args.dry_run, experiment_path=args.experiment
         )
@@ -81,7 +81,7 @@ def status_command(args: argparse.Namespace) -> int:
 
 
 @contextlib.contextmanager
-def _progress(*, enabled: bool) -> Iterator[None]:
+def progress_lines(*, enabled: bool) -> Iterator[None]:
     """Print the executor's progress log lines to stdout for the block."""
     if not enabled:
         yield
