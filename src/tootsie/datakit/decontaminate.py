@@ -43,7 +43,6 @@ April, and then..." give `contaminated=True, max_overlap=1.0,
 matched_eval_ids=["gsm:1"]`.
 """
 
-import gzip
 import hashlib
 import io
 import json
@@ -63,6 +62,7 @@ import pyarrow.parquet as pq
 from tootsie.datakit.engine import EngineConfig, ShardTask, map_shards, merge_counts
 from tootsie.datakit.ngrams import INDEX_ARRAYS, NgramIndex, word_hashes
 from tootsie.datakit.parquet_io import parquet_files, write_table_atomic
+from tootsie.datakit.readers import open_decompressed
 from tootsie.errors import TootsieError
 from tootsie.jsonfile import read_json, write_json_atomic
 
@@ -136,13 +136,7 @@ def _eval_records(path: Path, suffix: str) -> Iterator[tuple[int, Any]]:
     if suffix == ".parquet":
         yield from enumerate(pq.read_table(path).to_pylist(), start=1)
         return
-    if suffix.endswith(".zst"):
-        import zstandard
-
-        binary: io.BufferedIOBase = zstandard.ZstdDecompressor().stream_reader(open(path, "rb"))
-    else:
-        binary = gzip.open(path, "rb") if suffix.endswith(".gz") else open(path, "rb")
-    with io.TextIOWrapper(binary, encoding="utf-8-sig") as lines:
+    with open(path, "rb") as raw, io.TextIOWrapper(open_decompressed(raw, path.name), encoding="utf-8-sig") as lines:
         for number, line in enumerate(lines, start=1):
             if line.strip():
                 try:

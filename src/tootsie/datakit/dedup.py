@@ -42,7 +42,6 @@ give attribute rows `exact_duplicate` [F, F] / [T, F] and `fuzzy_duplicate`
 [F, F] / [F, T], with B' in `fuzzy_cluster` 1 (B's ordinal).
 """
 
-import os
 import re
 import shutil
 from collections.abc import Iterator
@@ -58,7 +57,7 @@ from jaxtyping import Bool, Int64
 
 from tootsie.datakit.engine import EngineConfig, ShardTask, map_shards, merge_counts
 from tootsie.datakit.minhash import MinHashConfig, is_empty, lsh_clusters
-from tootsie.datakit.parquet_io import parquet_files, write_table_atomic
+from tootsie.datakit.parquet_io import parquet_files, write_npy_atomic, write_table_atomic
 from tootsie.errors import TootsieError
 from tootsie.jsonfile import read_json, write_json_atomic
 
@@ -122,14 +121,6 @@ def _hash128(data: bytes) -> tuple[int, int]:
     return value >> 64, value & 0xFFFFFFFFFFFFFFFF
 
 
-def _save(path: Path, array: np.ndarray) -> None:
-    """Write a .npy file atomically (no pickled objects)."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as handle:
-        np.save(handle, array, allow_pickle=False)
-    os.replace(tmp, path)
-
-
 def _load(work: Path, shard: str, kind: str, mmap: bool = False) -> np.ndarray:
     return np.load(work / f"{shard}.{kind}.npy", mmap_mode="r" if mmap else None, allow_pickle=False)
 
@@ -154,12 +145,12 @@ def dedup_shard(task: ShardTask, config: DedupConfig) -> dict[str, int]:
             batch_docs["empty"] = is_empty(signatures[-1])
         docs.append(batch_docs)
         row += len(texts)
-    _save(work / f"{task.name}.docs.npy", np.concatenate(docs) if docs else np.zeros(0, DOC_DTYPE))
-    _save(work / f"{task.name}.paragraphs.npy", np.array(paragraphs, dtype=PARAGRAPH_DTYPE))
+    write_npy_atomic(np.concatenate(docs) if docs else np.zeros(0, DOC_DTYPE), work / f"{task.name}.docs.npy")
+    write_npy_atomic(np.array(paragraphs, dtype=PARAGRAPH_DTYPE), work / f"{task.name}.paragraphs.npy")
     if config.fuzzy:
         stacked = np.concatenate(signatures) if signatures else np.zeros((0, config.minhash.num_perms), np.uint32)
-        _save(work / f"{task.name}.signatures.npy", stacked)
-        _save(work / f"{task.name}.bands.npy", hasher.band_keys(stacked))
+        write_npy_atomic(stacked, work / f"{task.name}.signatures.npy")
+        write_npy_atomic(hasher.band_keys(stacked), work / f"{task.name}.bands.npy")
     return {"docs": row, "paragraphs": len(paragraphs)}
 
 

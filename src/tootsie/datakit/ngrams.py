@@ -41,6 +41,8 @@ import pyarrow.compute as pc
 import xxhash
 from jaxtyping import Bool, Float64, Int32, Int64, UInt64
 
+from tootsie.datakit.parquet_io import write_npy_atomic
+
 NON_ASCII_SEPARATOR = r"[^\x00-\x7f\p{L}\p{N}\p{M}]+"
 """RE2 pattern of non-ASCII characters that separate words: anything but letters, digits and combining marks."""
 _ASCII_SEPARATORS_TO_SPACE = bytes(32 if b < 128 and not chr(b).isalnum() else b for b in range(256))
@@ -168,10 +170,7 @@ class NgramIndex:
         """Write each array as `<name>.npy` (temporary name, then rename)."""
         directory.mkdir(parents=True, exist_ok=True)
         for name in INDEX_ARRAYS:
-            tmp = directory / f".{name}.npy.tmp"
-            with open(tmp, "wb") as handle:
-                np.save(handle, getattr(self, name), allow_pickle=False)
-            tmp.replace(directory / f"{name}.npy")
+            write_npy_atomic(getattr(self, name), directory / f"{name}.npy")
 
     @classmethod
     def load(cls, directory: Path) -> "NgramIndex":

@@ -1,4 +1,4 @@
-"""Reading and writing document Parquet files: atomic writes, streamed reads.
+"""Reading and writing document Parquet files (and .npy side arrays): atomic writes, streamed reads.
 
 Every datakit stage exchanges documents as Parquet files with at least the
 columns `id` (hex xxh3_128 of the text) and `text`. Writes go to a temporary
@@ -9,6 +9,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -20,6 +21,14 @@ def write_table_atomic(table: pa.Table, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     pq.write_table(table, tmp, compression="zstd")
+    os.replace(tmp, path)
+
+
+def write_npy_atomic(array: np.ndarray, path: Path) -> None:
+    """Write a .npy file (never pickled objects) via a temporary file and a rename."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "wb") as handle:
+        np.save(handle, array, allow_pickle=False)
     os.replace(tmp, path)
 
 

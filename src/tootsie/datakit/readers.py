@@ -52,7 +52,8 @@ def _is_supported(path: str) -> bool:
     return name.endswith(JSONL_SUFFIXES) or name.endswith(".parquet") or name.endswith(TEXT_SUFFIXES)
 
 
-def _open_binary(raw: io.BufferedIOBase, name: str) -> io.BufferedIOBase:
+def open_decompressed(raw: io.BufferedIOBase, name: str) -> io.BufferedIOBase:
+    """`raw` read through gzip or zstd when `name` says it is compressed."""
     if name.endswith(".gz"):
         return gzip.open(raw, "rb")
     if name.endswith(".zst"):
@@ -71,7 +72,7 @@ def read_records(path: str, text_field: str, id_field: str, reject: Reject) -> I
         elif name.endswith(TEXT_SUFFIXES):
             yield from _read_text_file(raw, name, reject)
         else:
-            yield from _read_jsonl(_open_binary(raw, name), name, text_field, id_field, reject)
+            yield from _read_jsonl(open_decompressed(raw, name), name, text_field, id_field, reject)
 
 
 def _read_jsonl(handle: io.BufferedIOBase, name: str, text_field: str, id_field: str, reject: Reject) -> Iterator[tuple[str, str]]:
