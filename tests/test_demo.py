@@ -29,6 +29,8 @@ def test_tiny_demo_trains_evaluates_and_skips_on_rerun(tmp_path) -> None:
     bpb = json.loads((outputs["demo/eval/bpb"] / "bpb.json").read_text())
     for source in ("code", "prose"):
         assert bpb["final"][source] < bpb["init"][source] - 0.1, bpb
+    assert set(bpb) == {"init", "pretrain", "pretrain_ema", "final", "final_ema"}
+    assert bpb["final_ema"]["macro_avg"] != bpb["final"]["macro_avg"]
     summary_dir = outputs["demo/summary"]
     records = [json.loads(line) for line in (summary_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == list(range(16))

@@ -18,7 +18,7 @@ from tootsie.errors import TootsieError
 from tootsie.executor import RunReport, failure_summary, load_experiment, run_experiment
 
 DEFAULT_OUT = "./tootsie-demo"
-BPB_LABEL_ORDER = {"init": 0, "pretrain": 1, "final": 2}
+BPB_LABEL_ORDER = {"init": 0, "pretrain": 1, "pretrain_ema": 2, "final": 3, "final_ema": 4}
 
 
 def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:

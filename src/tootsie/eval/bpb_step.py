@@ -1,21 +1,21 @@
 """The bits-per-byte evaluation step: several checkpoints × several held-out domains.
 
 A checkpoint label mapped to None means "the initialization", so the same step
-reports BPB before and after training from one config.
+reports BPB before and after training from one config; a checkpoint that saved
+EMA weights is also scored with them (`<label>_ema`), so the gap between raw
+and EMA weights is measured on the same held-out text.
 """
 
 from dataclasses import dataclass
 from pathlib import Path
 
-import equinox as eqx
 import jax
 
-from tootsie.jsonfile import write_json_atomic
 from tootsie.datakit.tokenizer import load_tokenizer, token_byte_lengths
 from tootsie.eval.bpb import domain_bpb, summarize
+from tootsie.jsonfile import write_json_atomic
 from tootsie.models.llama import LlamaConfig, LlamaModel
-from tootsie.train.checkpoint import load_checkpoint
-from tootsie.train.trainer import resolve_checkpoint
+from tootsie.train.trainer import load_model, resolve_checkpoint
 
 BPB_FILE = "bpb.json"
 
@@ -38,23 +38,28 @@ class EvalBPBConfig:
     """Sequences per domain (from the start of the cache); None for all."""
     seed: int = 0
     """Initialization seed, for the None checkpoints."""
+    ema: bool = True
+    """Also evaluate each checkpoint's EMA weights (label `<label>_ema`) when it saved them."""
 
 
-def _model(config: EvalBPBConfig, checkpoint: str | None) -> LlamaModel:
-    model = LlamaModel(config.model, key=jax.random.PRNGKey(config.seed))
-    if checkpoint is None:
-        return model
-    params, static = eqx.partition(model, eqx.is_array)
-    trees, _ = load_checkpoint(resolve_checkpoint(checkpoint), {"model": params})
-    return eqx.combine(trees["model"], static)
+def _models(config: EvalBPBConfig) -> dict[str, LlamaModel]:
+    """Every model to evaluate by label: the initialization for None, else the checkpoint's weights and, if saved, its EMA as `<label>_ema`."""
+    models = {}
+    for label, checkpoint in config.checkpoints.items():
+        if checkpoint is None:
+            models[label] = LlamaModel(config.model, key=jax.random.PRNGKey(config.seed))
+            continue
+        models[label] = load_model(config.model, checkpoint)
+        if config.ema and (resolve_checkpoint(checkpoint) / "ema.safetensors").is_file():
+            models[f"{label}_ema"] = load_model(config.model, checkpoint, weights="ema")
+    return models
 
 
 def evaluate_bpb(config: EvalBPBConfig, output_path: str) -> dict[str, dict[str, float]]:
     """Write `bpb.json`: for each checkpoint label, BPB per domain plus macro and micro averages."""
     byte_lengths = token_byte_lengths(load_tokenizer(config.tokenizer))
     results = {}
-    for label, checkpoint in config.checkpoints.items():
-        model = _model(config, checkpoint)
+    for label, model in _models(config).items():
         per_domain = {name: domain_bpb(model, cache, byte_lengths, config.seq_len, max_sequences=config.max_sequences) for name, cache in sorted(config.heldout.items())}
         results[label] = summarize(per_domain)
     write_json_atomic(Path(output_path) / BPB_FILE, results)

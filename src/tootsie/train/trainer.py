@@ -28,7 +28,7 @@ import optax
 
 from tootsie.data.mixture import MixtureDataset
 from tootsie.errors import TootsieError
-from tootsie.models.llama import LlamaModel
+from tootsie.models.llama import LlamaConfig, LlamaModel
 from tootsie.monitor.metrics_log import MetricsLog
 from tootsie.monitor.throughput import mfu
 from tootsie.train.checkpoint import fill_matching, latest_checkpoint, load_checkpoint, prune_temporary, read_tensors, save_checkpoint
@@ -68,9 +68,9 @@ def resolve_checkpoint(path: str) -> Path:
     return latest
 
 
-def load_model(config: TrainConfig, checkpoint: str, weights: str = "model") -> LlamaModel:
+def load_model(model_config: LlamaConfig, checkpoint: str, weights: str = "model") -> LlamaModel:
     """A model with weights from a checkpoint (or a training output directory's newest one); `weights="ema"` for the EMA."""
-    params, static = eqx.partition(init_model(config), eqx.is_array)
+    params, static = eqx.partition(LlamaModel(model_config, key=jax.random.PRNGKey(0)), eqx.is_array)
     trees, _ = load_checkpoint(resolve_checkpoint(checkpoint), {weights: params})
     return eqx.combine(trees[weights], static)
 
