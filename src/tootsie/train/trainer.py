@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from tootsie.configfile import to_plain
 from tootsie.data.mixture import MixtureDataset
 from tootsie.errors import TootsieError
 from tootsie.models.llama import LlamaConfig, LlamaModel
@@ -165,9 +166,10 @@ def _copy(tree: Any) -> Any:
 
 
 def save_state(output: Path, state: TrainState, config: TrainConfig, kind: str) -> Path:
-    """Checkpoint params, optimizer state, EMA and step under `output/checkpoints`."""
+    """Checkpoint params, optimizer state, EMA, step and the model config under `output/checkpoints`."""
     trees = {"model": eqx.filter(state.model, eqx.is_array), "opt_state": state.opt_state} | ({"ema": state.ema} if state.ema is not None else {})
-    return save_checkpoint(output / CHECKPOINTS, state.step, trees, {"tokens": config.tokens_before(state.step), "kind": kind})
+    record = {"tokens": config.tokens_before(state.step), "kind": kind, "model": to_plain(config.model)}
+    return save_checkpoint(output / CHECKPOINTS, state.step, trees, record)
 
 
 def _scalars(metrics: dict[str, jax.Array]) -> dict[str, object]:
