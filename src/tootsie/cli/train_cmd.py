@@ -15,11 +15,12 @@ from tootsie.configfile import dump_config, load_config
 from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.errors import TootsieError
+from tootsie.eval.in_loop import train_with_eval
 from tootsie.executor import failure_summary, run_experiment
 from tootsie.models.llama import LlamaConfig
 from tootsie.train.config import CheckpointConfig, TrainConfig
 from tootsie.train.schedule import WSDConfig
-from tootsie.train.trainer import METRICS_FILE, train
+from tootsie.train.trainer import METRICS_FILE
 
 EXAMPLE_STEPS = 60
 
@@ -43,7 +44,7 @@ def train_command(args: argparse.Namespace) -> int:
     if not args.config or not args.out:
         raise TootsieError("tootsie train needs --config FILE and --out DIR (or --example-config to get a config)")
     config = load_config(args.config, TrainConfig, root="train")
-    state = train(config, args.out)
+    state = train_with_eval(config, args.out)
     lines = (Path(args.out) / METRICS_FILE).read_text(encoding="utf-8").splitlines()
     final = json.loads(lines[-1]) if lines else {}
     result = {"step": state.step, "loss": final.get("loss"), "out": str(Path(args.out).resolve())}

@@ -52,6 +52,26 @@ class WarmStartConfig:
 
 
 @dataclass(frozen=True)
+class InLoopEvalConfig:
+    """Held-out bits-per-byte during training, for the raw and the EMA weights; logged, it never changes the weights."""
+
+    heldout: dict[str, str]
+    """Domain name → held-out token cache."""
+    tokenizer: str
+    """The tokenizer.json the caches were made with (for byte counts)."""
+    every_steps: int = 100
+    """Evaluate after every this many steps (and after the last one)."""
+    max_sequences: int | None = 32
+    """Sequences per domain; None for all."""
+
+    def __post_init__(self) -> None:
+        if not self.heldout:
+            raise ValueError("heldout is empty; name at least one held-out cache")
+        if self.every_steps <= 0:
+            raise ValueError(f"every_steps must be positive, got {self.every_steps}")
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     """Everything that determines a training run's outputs (plus unhashed run control)."""
 
@@ -81,6 +101,8 @@ class TrainConfig:
     """Start from another run's checkpoint (a cooldown, an architecture switch)."""
     checkpoints: CheckpointConfig = field(default_factory=CheckpointConfig)
     """Checkpoint cadence and retention (not hashed)."""
+    eval: InLoopEvalConfig | None = None
+    """In-loop held-out evaluation, run by `tootsie.eval.in_loop.train_with_eval` (hashed: its caches are inputs of the step)."""
 
     def __post_init__(self) -> None:
         if self.num_steps <= 0:

@@ -16,6 +16,7 @@ Example: a pretrain run to step 300, then a cooldown config with
 
 import logging
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -180,7 +181,11 @@ def _scalars(metrics: dict[str, jax.Array]) -> dict[str, object]:
     return values
 
 
-def train(config: TrainConfig, output_path: str) -> TrainState:
+StepHook = Callable[[TrainState], dict[str, float]]
+"""Called with the state after every step; the metrics it returns join that step's record (in-loop eval, say)."""
+
+
+def train(config: TrainConfig, output_path: str, hooks: Sequence[StepHook] = ()) -> TrainState:
     """Train to `config.num_steps`, resuming if `output_path` has checkpoints; write metrics and checkpoints."""
     output = Path(output_path)
     data = MixtureDataset(config.data)
@@ -201,9 +206,11 @@ def train(config: TrainConfig, output_path: str) -> TrainState:
             values = _scalars(metrics)
             elapsed = time.perf_counter() - started
             tokens_per_s = batch.tokens.size / elapsed
+            extra = {name: value for hook in hooks for name, value in hook(TrainState(model, opt_state, ema, state.step + 1)).items()}
             metrics_log.write(
                 {
                     "step": state.step,
+                    **extra,
                     **values,
                     "lr": float(schedule.learning_rate(state.step)),
                     "phase": schedule.phase(state.step),
