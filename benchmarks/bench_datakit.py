@@ -14,11 +14,9 @@ tokenize / raw-encode throughput ratio. Last line: one JSON object.
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))

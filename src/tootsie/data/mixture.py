@@ -30,7 +30,7 @@ import numpy as np
 import xxhash
 
 from tootsie.data.batch_schedule import BatchSchedule
-from tootsie.data.permutation import cycle_walk, feistel_bits, make_permutation, splitmix64
+from tootsie.data.permutation import Permutation, cycle_walk, feistel_bits, make_permutation, splitmix64
 from tootsie.data.sequences import DocumentSequences, PackedSequences, next_token_loss_mask
 from tootsie.datakit.token_cache import open_token_cache
 from tootsie.errors import TootsieError
@@ -198,6 +198,7 @@ class MixtureDataset:
         self.segments = build_segments(config)
         self._segment_starts = np.array([s.start for s in self.segments], dtype=np.int64)
         self._name_keys = [xxhash.xxh64_intdigest(name.encode("utf-8")) for name in self.component_names]
+        self._permutations: dict[tuple[int, int], Permutation] = {}
 
     def _slots(self, segment_index: int, blocks: np.ndarray, slots: np.ndarray, length: int) -> np.ndarray:
         """Position of each slot in its block's sorted item list, by a keyed Feistel permutation."""
@@ -246,11 +247,19 @@ class MixtureDataset:
             result = np.empty_like(within)
             for epoch in np.unique(epochs):
                 in_epoch = epochs == epoch
-                mixed = splitmix64(np.uint64(self._name_keys[c]) ^ splitmix64([self.config.seed, int(epoch)]).sum(dtype=np.uint64))
-                seed = int(mixed[0] >> np.uint64(1))
-                result[in_epoch] = make_permutation(self.config.permutation, n, seed)(within[in_epoch])
+                result[in_epoch] = self._epoch_permutation(int(c), int(epoch))(within[in_epoch])
             local[picked] = result
         return components, local
+
+    def _epoch_permutation(self, component: int, epoch: int) -> Permutation:
+        """The shuffle of one component's sequences in one epoch (built once, reused by every batch)."""
+        if (component, epoch) in self._permutations:
+            return self._permutations[component, epoch]
+        mixed = splitmix64(np.uint64(self._name_keys[component]) ^ splitmix64([self.config.seed, epoch]).sum(dtype=np.uint64))
+        length = self.sources[self.component_names[component]].num_sequences
+        permutation = make_permutation(self.config.permutation, length, int(mixed[0] >> np.uint64(1)))
+        self._permutations[component, epoch] = permutation
+        return permutation
 
     def sequence_range(self, step: int, worker: int = 0, num_workers: int = 1) -> np.ndarray:
         """Global sequence indices of `step` (this worker's contiguous slice of the global batch)."""

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from fsspec import AbstractFileSystem
 
 from tootsie.errors import TootsieError
 from tootsie.jsonfile import write_json_atomic
@@ -112,7 +113,7 @@ class TokenCache:
 class RangeReadTokens:
     """A read-only token array in object storage: each slice is one byte-range read through fsspec."""
 
-    def __init__(self, fs: "fsspec.AbstractFileSystem", path: str, dtype: np.dtype, length: int) -> None:
+    def __init__(self, fs: AbstractFileSystem, path: str, dtype: np.dtype, length: int) -> None:
         self.fs, self.path, self.dtype, self.length = fs, path, dtype, length
 
     def __len__(self) -> int:
