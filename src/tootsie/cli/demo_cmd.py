@@ -2,7 +2,8 @@
 
 Runs `experiments/demo.py` through the executor (so a second run skips every
 finished step), then prints per-step times, held-out bits-per-byte before and
-after training, peak memory, and where every artifact is.
+after training, peak memory, and where every artifact is. `--backend ray` runs
+the steps as Ray tasks (docs/scale-out.md).
 """
 
 import argparse
@@ -13,7 +14,7 @@ import time
 from pathlib import Path
 
 import tootsie
-from tootsie.cli.executor_cmd import progress_lines
+from tootsie.cli.executor_cmd import add_backend_arguments, progress_lines
 from tootsie.errors import TootsieError
 from tootsie.executor import RunReport, failure_summary, load_experiment, run_experiment
 
@@ -27,6 +28,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     parser.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=f"output prefix (default {DEFAULT_OUT})")
     parser.add_argument("--experiment", metavar="FILE", help="demo experiment file (default: experiments/demo.py of this checkout)")
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line of stdout")
+    add_backend_arguments(parser)
     parser.set_defaults(handler=demo_command)
 
 
@@ -44,7 +46,9 @@ def demo_command(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     experiment = Path(args.experiment) if args.experiment else demo_experiment_path()
     with progress_lines(enabled=not args.json):
-        report = run_experiment(load_experiment(experiment), args.out, experiment_path=experiment)
+        report = run_experiment(
+            load_experiment(experiment), args.out, experiment_path=experiment, backend=args.backend, ray_address=args.ray_address
+        )
     summary = demo_summary(report, wall_seconds=time.perf_counter() - started)
     if args.json:
         print(json.dumps(summary))

@@ -3,10 +3,12 @@
 Both print a compact table (status, seconds, hash, step, output path, and a
 note: the plan reason on a dry run, why a step is FAILED otherwise). With
 `--json` the last line of stdout is one JSON object,
-`{"steps": [{"name", "hash", "status", "output_path", ...}, ...], ...}`.
+`{"steps": [{"name", "hash", "status", "output_path", ...}, ...], ...}`, plus
+the keys of the experiment's `PLAN` when it defines one (a recipe's phases).
 `run` exits 0 iff every step is SUCCESS (a dry run: iff the plan was made);
 when a step fails it also prints one line to stderr naming the step, its
-error and its log file.
+error and its log file. `run --backend ray` runs the steps as Ray tasks on the
+cluster at `--ray-address` (default: $RAY_ADDRESS, else a new local Ray).
 """
 
 import argparse
@@ -17,7 +19,9 @@ import os
 import sys
 from collections.abc import Iterator
 
-from tootsie.executor import RunReport, experiment_status, failure_summary, load_experiment, run_experiment
+from tootsie.executor import RunReport, experiment_status, failure_summary, run_experiment
+from tootsie.executor.experiment import load_experiment_with_plan, merge_plan
+from tootsie.executor.runner import BACKENDS
 
 DEFAULT_PREFIX = "./out"
 
@@ -34,6 +38,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     run.add_argument(
         "--force", metavar="REGEX", help="rerun steps whose name matches REGEX (re.search) even if SUCCESS"
     )
+    add_backend_arguments(run)
     run.set_defaults(handler=run_command)
     status = subparsers.add_parser(
         "status",
@@ -54,6 +59,21 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line of stdout")
 
 
+def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add --backend and --ray-address (shared by `run` and `demo`)."""
+    parser.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default="local",
+        help="local: steps one at a time in this process (default); ray: steps as Ray tasks, independent ones at once",
+    )
+    parser.add_argument(
+        "--ray-address",
+        metavar="ADDR",
+        help="Ray cluster for --backend ray, e.g. auto or ray://head:10001 (default: $RAY_ADDRESS, else a local Ray)",
+    )
+
+
 def prefix_of(args: argparse.Namespace) -> str:
     """--prefix, else $TOOTSIE_PREFIX, else ./out."""
     return args.prefix or os.environ.get("TOOTSIE_PREFIX") or DEFAULT_PREFIX
@@ -61,12 +81,18 @@ def prefix_of(args: argparse.Namespace) -> str:
 
 def run_command(args: argparse.Namespace) -> int:
     """`tootsie run`: run (or plan) the experiment, print the report, and return the exit code."""
-    steps = load_experiment(args.experiment)
+    steps, plan = load_experiment_with_plan(args.experiment)
     with progress_lines(enabled=not args.json):
         report = run_experiment(
-            steps, prefix_of(args), force=args.force, dry_run=args.dry_run, experiment_path=args.experiment
+            steps,
+            prefix_of(args),
+            force=args.force,
+            dry_run=args.dry_run,
+            experiment_path=args.experiment,
+            backend=args.backend,
+            ray_address=args.ray_address,
         )
-    _print_report(report, as_json=args.json)
+    _print_report(report, as_json=args.json, experiment_plan=plan, experiment=args.experiment)
     summary = failure_summary(report)
     if summary is not None:
         print(f"tootsie: {summary}", file=sys.stderr)
@@ -75,8 +101,9 @@ def run_command(args: argparse.Namespace) -> int:
 
 def status_command(args: argparse.Namespace) -> int:
     """`tootsie status`: print every step's reported status; reads files only."""
-    report = experiment_status(load_experiment(args.experiment), prefix_of(args))
-    _print_report(report, as_json=args.json, show_plan=False)
+    steps, plan = load_experiment_with_plan(args.experiment)
+    report = experiment_status(steps, prefix_of(args))
+    _print_report(report, as_json=args.json, show_plan=False, experiment_plan=plan, experiment=args.experiment)
     return 0
 
 
@@ -99,9 +126,11 @@ def progress_lines(*, enabled: bool) -> Iterator[None]:
         logger.setLevel(previous_level)
 
 
-def _print_report(report: RunReport, *, as_json: bool, show_plan: bool = True) -> None:
+def _print_report(
+    report: RunReport, *, as_json: bool, show_plan: bool = True, experiment_plan: dict | None = None, experiment: str = ""
+) -> None:
     if as_json:
-        print(json.dumps(report.to_json()))
+        print(json.dumps(merge_plan(report.to_json(), experiment_plan, experiment)))
         return
     header = "dry run (nothing was run or written)" if report.dry_run and show_plan else "prefix"
     print(f"{header}: {report.prefix}")
@@ -117,3 +146,6 @@ def _print_report(report: RunReport, *, as_json: bool, show_plan: bool = True) -
             for column, (cell, width) in enumerate(zip(row[:-1], widths, strict=True))
         ]
         print("  ".join(cells + [row[-1]]).rstrip())
+    for key, value in (experiment_plan or {}).items():
+        if not isinstance(value, (dict, list)):
+            print(f"{key}: {value}")

@@ -15,8 +15,13 @@ more files out) and, for some, a small reduce. This module owns the map:
   the job fails only when more than `max_failed_shards` shards failed, and only
   after every other shard was tried.
 
-The interface is one function, `map_shards`, so a Ray backend can implement the
-same contract with tasks instead of processes.
+The interface is one function, `map_shards`; where the attempts run is the
+engine's `backend`: "local" (inline or the process pool above) or "ray" (one
+Ray task per attempt, `ray_engine`). Either way `map_shards` itself decides
+what is pending, counts attempts, retries and writes the done markers, so the
+failure budget means the same thing on both. The default (None) follows the
+process: inside a Ray task, such as a step that the executor's Ray backend
+runs, shards become Ray tasks on the same cluster; elsewhere they run locally.
 
 Example: `map_shards(normalize_shard, config, tasks, done_dir)` with 3 tasks
 whose second raises twice then succeeds returns 3 stats dicts and no failures.
@@ -24,6 +29,7 @@ whose second raises twice then succeeds returns 3 stats dicts and no failures.
 
 import logging
 import os
+import sys
 import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -40,6 +46,7 @@ from tootsie.jsonfile import read_json, write_json_atomic
 logger = logging.getLogger(__name__)
 C = TypeVar("C")
 ShardFn = Callable[["ShardTask", C], dict[str, Any]]
+BACKENDS = (None, "local", "ray")
 
 
 @dataclass(frozen=True)
@@ -47,17 +54,32 @@ class EngineConfig:
     """How shards are executed; none of it changes a stage's output, so none of it is hashed."""
 
     workers: int = unhashed(default_factory=lambda: max(os.cpu_count() or 1, 1))
-    """Worker processes; 1 runs shards inline in this process."""
+    """Worker processes of the local backend; 1 runs shards inline in this process (Ray schedules by CPUs)."""
     retries: int = unhashed(2)
     """Extra attempts for a shard that raised or crashed its worker."""
     max_failed_shards: int = unhashed(0)
     """Shards allowed to fail (after retries) before the stage fails."""
     progress: bool = unhashed(True)
     """Show a progress bar on a terminal."""
+    backend: str | None = unhashed(None)
+    """"local" (`workers`), "ray" (a Ray task per shard), or None: Ray inside a Ray task, else local."""
+    ray_address: str | None = unhashed(None)
+    """Ray cluster for "ray" when this process is not connected yet; None: $RAY_ADDRESS, else a new local Ray."""
 
     def __post_init__(self) -> None:
         if self.workers < 1 or self.retries < 0 or self.max_failed_shards < 0:
             raise ValueError(f"need workers >= 1, retries >= 0, max_failed_shards >= 0; got {self.workers=}, {self.retries=}, {self.max_failed_shards=}")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend=}; use 'local', 'ray' or None (follow the process)")
+
+
+def shard_backend(engine: EngineConfig) -> str:
+    """Where `engine` runs shards in this process: its `backend`, or for None "ray" inside a Ray task, else "local"."""
+    if engine.backend is not None:
+        return engine.backend
+    ray = sys.modules.get("ray")  # a process that never imported Ray is not a Ray worker
+    in_ray_task = ray is not None and ray.is_initialized() and ray.get_runtime_context().worker.mode == ray.WORKER_MODE
+    return "ray" if in_ray_task else "local"
 
 
 @dataclass(frozen=True)
@@ -124,16 +146,12 @@ def map_shards(fn: ShardFn, config: C, tasks: Sequence[ShardTask], done_dir: str
             progress.advance()
             return False
 
-        if engine.workers == 1:
-            queue = list(pending)
-            while queue:
-                task = queue.pop(0)
-                try:
-                    outcome: dict[str, Any] | BaseException = _run_one(fn, task, config)
-                except Exception as error:  # a shard's failure is data, counted against the budget
-                    outcome = error
-                if record(task, outcome):
-                    queue.append(task)
+        if shard_backend(engine) == "ray":
+            from tootsie.datakit.ray_engine import run_on_ray  # Ray is an optional extra
+
+            run_on_ray(fn, config, pending, record, address=engine.ray_address)
+        elif engine.workers == 1:
+            _run_inline(fn, config, pending, record)
         else:
             _run_pool(fn, config, pending, engine.workers, record)
     if len(results.failed) > engine.max_failed_shards:
@@ -144,6 +162,19 @@ def map_shards(fn: ShardFn, config: C, tasks: Sequence[ShardTask], done_dir: str
         )
     results.stats = {name: results.stats[name] for name in names if name in results.stats}
     return results
+
+
+def _run_inline(fn: ShardFn, config: Any, pending: list[ShardTask], record: Callable[[ShardTask, Any], bool]) -> None:
+    """Run tasks one by one in this process, retries at the back of the queue."""
+    queue = list(pending)
+    while queue:
+        task = queue.pop(0)
+        try:
+            outcome: dict[str, Any] | BaseException = _run_one(fn, task, config)
+        except Exception as error:  # a shard's failure is data, counted against the budget
+            outcome = error
+        if record(task, outcome):
+            queue.append(task)
 
 
 def _run_pool(fn: ShardFn, config: Any, pending: list[ShardTask], workers: int, record: Callable[[ShardTask, Any], bool]) -> None:

@@ -64,7 +64,7 @@ from tootsie.executor.lease import FileLease, Lease, LeaseRecord, LeaseSettings
 from tootsie.executor.report import RunReport, StepReport, failure_summary
 from tootsie.executor.runner import experiment_status, run_experiment
 from tootsie.executor.status import Status
-from tootsie.executor.step import Step, StepRef, output_of, unhashed
+from tootsie.executor.step import Resources, Step, StepRef, output_of, unhashed
 
 __all__ = [
     "FileLease",
@@ -73,6 +73,7 @@ __all__ = [
     "LeaseRecord",
     "LeaseSettings",
     "Node",
+    "Resources",
     "RunReport",
     "Status",
     "Step",

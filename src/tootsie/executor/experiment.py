@@ -5,10 +5,14 @@ with the same stem never collide, and with its directory on `sys.path` while it
 is imported, so it can import sibling helper modules. Every way this can go
 wrong (missing file, syntax error, an exception while importing, no STEPS, a
 non-Step inside STEPS) becomes a one-line TootsieError that names the file.
+An experiment may also define `PLAN` (a JSON-able dict, or a function
+returning one), which `tootsie run --json` and `tootsie status --json` add to
+their JSON line; the recipes print their phase plan this way.
 """
 
 import importlib.util
 import itertools
+import json
 import os
 import sys
 from pathlib import Path
@@ -23,6 +27,17 @@ _counter = itertools.count()
 
 def load_experiment(path: str | os.PathLike[str]) -> list[Step[Any]]:
     """Import the experiment file at `path` and return its module-level `STEPS` as a list of Steps."""
+    return _steps_of(_import_experiment(path), os.fspath(path))
+
+
+def load_experiment_with_plan(path: str | os.PathLike[str]) -> tuple[list[Step[Any]], dict[str, Any] | None]:
+    """STEPS and the optional module-level PLAN: a JSON-able dict, or a zero-argument function returning one."""
+    module = _import_experiment(path)
+    return _steps_of(module, os.fspath(path)), _plan_of(module, os.fspath(path))
+
+
+def _import_experiment(path: str | os.PathLike[str]) -> Any:
+    """The experiment file imported as a fresh module; every failure is a TootsieError naming the file."""
     file = Path(path)
     if not file.exists():
         raise TootsieError(
@@ -51,7 +66,7 @@ def load_experiment(path: str | os.PathLike[str]) -> list[Step[Any]]:
         raise TootsieError(f"importing experiment file {os.fspath(path)!r} raised {describe_error(error)}") from error
     finally:
         sys.path.remove(str(file.parent))
-    return _steps_of(module, os.fspath(path))
+    return module
 
 
 def _steps_of(module: Any, path: str) -> list[Step[Any]]:
@@ -73,3 +88,32 @@ def _steps_of(module: Any, path: str) -> list[Step[Any]]:
                 "build it with Step(name=..., fn=..., config=...)"
             )
     return list(steps)
+
+
+def _plan_of(module: Any, path: str) -> dict[str, Any] | None:
+    """The module's PLAN (called when it is a function), checked to be a JSON-able dict; None without one."""
+    plan = getattr(module, "PLAN", None)
+    if plan is None:
+        return None
+    if callable(plan):
+        try:
+            plan = plan()
+        except Exception as error:
+            raise TootsieError(f"PLAN() in {path!r} raised {describe_error(error)}") from error
+    if not isinstance(plan, dict):
+        raise TootsieError(f"PLAN in {path!r} is a {type(plan).__name__}; define PLAN as a dict of JSON values, or a function returning one")
+    try:
+        json.dumps(plan, allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise TootsieError(f"PLAN in {path!r} is not JSON-able ({error}); use dicts, lists, strings, finite numbers, booleans and None") from None
+    return plan
+
+
+def merge_plan(report: dict[str, Any], plan: dict[str, Any] | None, path: str) -> dict[str, Any]:
+    """The report's JSON object with the experiment's PLAN keys added; a key both have is an error."""
+    if plan is None:
+        return report
+    clash = sorted(set(plan) & set(report))
+    if clash:
+        raise TootsieError(f"PLAN in {path!r} uses keys {clash} that the run report already has; rename them")
+    return {**report, **plan}

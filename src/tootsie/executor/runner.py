@@ -1,4 +1,4 @@
-"""Run an experiment's steps in dependency order, in this process, each at most once across processes.
+"""Run an experiment's steps in dependency order, each at most once across processes.
 
 For each step, inputs first: skip it if its status is SUCCESS; otherwise take
 its lease (waiting while a live process holds it, then skipping if that process
@@ -8,6 +8,11 @@ SUCCESS last. If `fn` raises, the step is FAILED with the traceback in its log,
 every step that still had to run and reads it (directly or not) is DEP_FAILED,
 and the steps that do not depend on it still run. Outputs are never deleted:
 a rerun calls `fn` on the same directory, and steps resume themselves.
+
+Two backends share that bookkeeping through `RunContext`: "local" (here) runs
+the steps one at a time in this process; "ray" (`ray_backend`) keeps the
+bookkeeping in this process and runs each step's `fn` as a Ray task, starting
+a step as soon as its inputs are done.
 """
 
 import dataclasses
@@ -16,22 +21,23 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
 from tootsie.errors import TootsieError
 from tootsie.executor.graph import Graph, Node, build_graph
 from tootsie.executor.hashing import hash_json
-from tootsie.jsonfile import write_json_atomic
-from tootsie.executor.lease import FileLease, Heartbeat, LeaseSettings
+from tootsie.executor.lease import FileLease, Heartbeat, Lease, LeaseSettings
 from tootsie.executor.metadata import Environment, recorded, write_info
 from tootsie.executor.plan import decide, plan
 from tootsie.executor.report import RunReport, StepReport, describe_error
 from tootsie.executor.status import Status, observe, write_status
 from tootsie.executor.step import Step
 from tootsie.executor.steplog import capture_logs, log_current_exception
+from tootsie.jsonfile import write_json_atomic
 
+BACKENDS = ("local", "ray")
 POLL_SECONDS = 0.25
 RECORD_DIR = "experiments"
 
@@ -39,10 +45,72 @@ logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
-class _Outcome:
-    status: Status
-    seconds: float
-    error: str | None
+class RunContext:
+    """What every step of one run shares; both backends decide, start and finish steps through it."""
+
+    graph: Graph
+    """Every step of the experiment, inputs first."""
+    forced: Callable[[str], bool]
+    """Whether a step name matches --force."""
+    since: float
+    """When the run began (a forced step counts as done only if it succeeded after this)."""
+    settings: LeaseSettings
+    """Lease lifetime and heartbeat interval."""
+    environment: Environment
+    """Code and machine facts stamped into every metadata file."""
+
+    def report(
+        self, node: Node, status: Status, reason: str, seconds: float | None = None, error: str | None = None
+    ) -> StepReport:
+        """The report of `node`."""
+        return StepReport(node.step.name, node.hash, status, node.output_path, reason, seconds=seconds, error=error)
+
+    def settle(self, node: Node, failed: Collection[str]) -> StepReport | str:
+        """The report of a step that will not run (SUCCESS: skipped; DEP_FAILED: an input failed), else why it runs."""
+        name, directory = node.step.name, node.output_path
+        decision = decide(observe(directory, self.settings), forced=self.forced(name), since=self.since)
+        if decision.action == "skip":
+            logger.info("step %s: %s", name, decision.reason)
+            return self.report(node, Status.SUCCESS, decision.reason, recorded(directory).seconds)
+        failed_inputs = [self.graph.by_id[dep].step.name for dep in node.dependencies if dep in failed]
+        os.makedirs(directory, exist_ok=True)
+        if failed_inputs:
+            write_status(directory, Status.DEP_FAILED)
+            reason = f"not run: input failed: {', '.join(failed_inputs)}"
+            logger.error("step %s: %s", name, reason)
+            return self.report(node, Status.DEP_FAILED, reason)
+        return decision.reason
+
+    def claim(self, node: Node, lease: Lease) -> StepReport | None:
+        """With `lease` just taken: None if the step must run, else release it and report who finished the step."""
+        decision = decide(observe(node.output_path, self.settings), forced=self.forced(node.step.name), since=self.since)
+        if decision.action != "skip":
+            return None
+        lease.release()
+        logger.info("step %s: %s", node.step.name, decision.reason)
+        return self.report(node, Status.SUCCESS, decision.reason, recorded(node.output_path).seconds)
+
+    def begin(self, node: Node, reason: str) -> float:
+        """Write RUNNING and the metadata file of a step about to run; return its start time."""
+        started = time.time()
+        write_status(node.output_path, Status.RUNNING)
+        write_info(node, self.environment, status=Status.RUNNING, started=started)
+        log_to_step(node.output_path, logging.INFO, "step %s: %s -> %s", node.step.name, reason, node.output_path)
+        return started
+
+    def finish(self, node: Node, reason: str, started: float, error: str | None) -> StepReport:
+        """Write the metadata and then the final status (SUCCESS last) of a step that ran; return its report."""
+        ended = time.time()
+        name, directory = node.step.name, node.output_path
+        if error is None:
+            log_to_step(directory, logging.INFO, "step %s: SUCCESS in %.1f s", name, ended - started)
+            write_info(node, self.environment, status=Status.SUCCESS, started=started, ended=ended)
+            write_status(directory, Status.SUCCESS)
+            return self.report(node, Status.SUCCESS, reason, ended - started)
+        log_to_step(directory, logging.ERROR, "step %s: FAILED after %.1f s: %s", name, ended - started, error)
+        write_info(node, self.environment, status=Status.FAILED, started=started, ended=ended, error=error)
+        write_status(directory, Status.FAILED)
+        return self.report(node, Status.FAILED, reason, ended - started, error)
 
 
 def run_experiment(
@@ -52,6 +120,8 @@ def run_experiment(
     force: str | None = None,
     dry_run: bool = False,
     experiment_path: str | os.PathLike[str] | None = None,
+    backend: str = "local",
+    ray_address: str | None = None,
 ) -> RunReport:
     """Run `steps` and every step they reference, with outputs under `prefix`.
 
@@ -59,7 +129,14 @@ def run_experiment(
     SUCCESS. A dry run reads the output directories and reports what a run
     would do, writing nothing. `experiment_path` is recorded in the metadata
     and names the run record `<prefix>/experiments/<stem>-<hash>.json`.
+    `backend` "local" runs steps one at a time in this process; "ray" runs them
+    as Ray tasks (independent steps at once) on the cluster at `ray_address`
+    (None: $RAY_ADDRESS, else a new local Ray); see `ray_backend`.
     """
+    if backend not in BACKENDS:
+        raise TootsieError(f"backend {backend!r} is not one of {', '.join(BACKENDS)}; use --backend local or --backend ray")
+    if ray_address is not None and backend != "ray":
+        raise TootsieError(f"a Ray address ({ray_address!r}) needs backend 'ray'; add --backend ray or drop --ray-address")
     pattern = _compile_force(force)
     settings = LeaseSettings.from_env()
     graph = build_graph(steps, prefix)
@@ -71,22 +148,13 @@ def run_experiment(
         return plan(graph, forced=forced, settings=settings)
     ensure_writable(graph.prefix)
     environment = Environment.collect(experiment_path)
-    since = time.time()
-    failed: set[str] = set()
-    reports = []
-    for node in graph.nodes:
-        report = _run_node(
-            graph,
-            node,
-            forced=forced(node.step.name),
-            since=since,
-            failed=failed,
-            settings=settings,
-            environment=environment,
-        )
-        if report.status in (Status.FAILED, Status.DEP_FAILED):
-            failed.add(node.id)
-        reports.append(report)
+    context = RunContext(graph, forced, time.time(), settings, environment)
+    if backend == "ray":
+        from tootsie.executor.ray_backend import run_on_ray  # Ray is an optional extra
+
+        reports = run_on_ray(context, address=ray_address)
+    else:
+        reports = _run_local(context)
     record = write_run_record(graph, reports, experiment_path)
     return RunReport(prefix=graph.prefix, steps=tuple(reports), record_path=record)
 
@@ -125,90 +193,79 @@ def ensure_writable(prefix: str) -> None:
         ) from None
 
 
-def _run_node(
-    graph: Graph,
-    node: Node,
-    *,
-    forced: bool,
-    since: float,
-    failed: set[str],
-    settings: LeaseSettings,
-    environment: Environment,
-) -> StepReport:
-    """Skip, mark DEP_FAILED, or run one step, and report what happened."""
-    name, directory = node.step.name, node.output_path
+def _run_local(context: RunContext) -> list[StepReport]:
+    """Settle or run every step in order, in this process."""
+    failed: set[str] = set()
+    reports = []
+    for node in context.graph.nodes:
+        report = _run_node(context, node, failed)
+        if report.status in (Status.FAILED, Status.DEP_FAILED):
+            failed.add(node.id)
+        reports.append(report)
+    return reports
 
-    def report(status: Status, reason: str, seconds: float | None = None, error: str | None = None) -> StepReport:
-        return StepReport(name, node.hash, status, directory, reason, seconds=seconds, error=error)
 
-    decision = decide(observe(directory, settings), forced=forced, since=since)
-    if decision.action == "skip":
-        logger.info("step %s: %s", name, decision.reason)
-        return report(Status.SUCCESS, decision.reason, recorded(directory).seconds)
-    failed_inputs = [graph.by_id[dep].step.name for dep in node.dependencies if dep in failed]
-    os.makedirs(directory, exist_ok=True)
-    if failed_inputs:
-        write_status(directory, Status.DEP_FAILED)
-        reason = f"not run: input failed: {', '.join(failed_inputs)}"
-        logger.error("step %s: %s", name, reason)
-        return report(Status.DEP_FAILED, reason)
-    lease = FileLease(directory, settings)
-    done_elsewhere = _acquire(lease, name, directory, forced=forced, since=since, settings=settings)
+def _run_node(context: RunContext, node: Node, failed: Collection[str]) -> StepReport:
+    """Skip, mark DEP_FAILED, or run one step in this process, and report what happened."""
+    settled = context.settle(node, failed)
+    if isinstance(settled, StepReport):
+        return settled
+    lease = FileLease(node.output_path, context.settings)
+    _wait_for(lease, node.step.name)
+    done_elsewhere = context.claim(node, lease)
     if done_elsewhere is not None:
-        logger.info("step %s: %s", name, done_elsewhere)
-        return report(Status.SUCCESS, done_elsewhere, recorded(directory).seconds)
+        return done_elsewhere
     try:
-        with Heartbeat(lease, settings.heartbeat_seconds, name):
-            outcome = _execute(graph, node, environment, reason=decision.reason)
+        with Heartbeat(lease, context.settings.heartbeat_seconds, node.step.name):
+            started = context.begin(node, settled)
+            try:
+                error = call_step(node.step.fn, context.graph.resolved_config(node), node.output_path, node.step.name)
+            except BaseException as interrupt:  # Ctrl-C or SystemExit: recorded as FAILED, then passed on
+                context.finish(node, settled, started, describe_error(interrupt))
+                raise
+            return context.finish(node, settled, started, error)
     finally:
         lease.release()
-    return report(outcome.status, decision.reason, outcome.seconds, outcome.error)
 
 
-def _acquire(
-    lease: FileLease, name: str, directory: str, *, forced: bool, since: float, settings: LeaseSettings
-) -> str | None:
-    """Take the step's lease, waiting while a live process holds it; the skip reason if that process finished it."""
+def _wait_for(lease: Lease, name: str) -> None:
+    """Take the step's lease, waiting (and saying so once) while a live process holds it."""
     waiting = False
     while not lease.acquire():
         if not waiting:
-            holder = lease.read()
-            where = "another process" if holder is None else f"pid {holder.pid} on host {holder.host}"
-            logger.info("step %s: waiting while %s runs it", name, where)
+            logger.info("step %s: waiting while %s runs it", name, holder_of(lease))
             waiting = True
         time.sleep(POLL_SECONDS)
-    decision = decide(observe(directory, settings), forced=forced, since=since)
-    if decision.action == "skip":
-        lease.release()
-        return decision.reason
+
+
+def holder_of(lease: Lease) -> str:
+    """ "pid P on host H" of whoever holds `lease`, for log lines."""
+    holder = lease.read()
+    return "another process" if holder is None else f"pid {holder.pid} on host {holder.host}"
+
+
+def call_step(fn: Callable[[Any, str], None], config: Any, directory: str, name: str) -> str | None:
+    """Call `fn(config, directory)` with its log captured; None on success, else "<Type>: <message>".
+
+    The traceback of a failure goes to the step's log only. A BaseException that
+    is not an Exception (Ctrl-C, SystemExit) is logged and raised again. The Ray
+    backend runs this function in a worker, so it touches no status file.
+    """
+    with capture_logs(directory) as log:
+        try:
+            fn(config, directory)
+        except BaseException as error:
+            log_current_exception(log, name)
+            if not isinstance(error, Exception):
+                raise
+            return describe_error(error)
     return None
 
 
-def _execute(graph: Graph, node: Node, environment: Environment, *, reason: str) -> _Outcome:
-    """Call the step's fn with its log captured; write FAILED, or the metadata and then SUCCESS."""
-    directory = node.output_path
-    started = time.time()
-    write_status(directory, Status.RUNNING)
-    write_info(node, environment, status=Status.RUNNING, started=started)
-    with capture_logs(directory) as log:
-        logger.info("step %s: %s -> %s", node.step.name, reason, directory)
-        try:
-            node.step.fn(graph.resolved_config(node), directory)
-        except BaseException as error:
-            ended = time.time()
-            log_current_exception(log, node.step.name)
-            message = describe_error(error)
-            write_info(node, environment, status=Status.FAILED, started=started, ended=ended, error=message)
-            write_status(directory, Status.FAILED)
-            logger.error("step %s: FAILED after %.1f s: %s", node.step.name, ended - started, message)
-            if not isinstance(error, Exception):
-                raise
-            return _Outcome(Status.FAILED, ended - started, message)
-        ended = time.time()
-        logger.info("step %s: SUCCESS in %.1f s", node.step.name, ended - started)
-    write_info(node, environment, status=Status.SUCCESS, started=started, ended=ended)
-    write_status(directory, Status.SUCCESS)
-    return _Outcome(Status.SUCCESS, ended - started, None)
+def log_to_step(directory: str, level: int, message: str, *args: object) -> None:
+    """Log one executor line to the console handlers and to the step's `.executor.log`."""
+    with capture_logs(directory):
+        logger.log(level, message, *args)
 
 
 def write_run_record(

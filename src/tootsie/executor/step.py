@@ -11,9 +11,14 @@ Every config field is part of the step's version unless declared with
 counts, logging, progress bars). Forgetting to mark such a field only costs a
 recomputation; forgetting to hash a field that matters would silently reuse a
 stale output, which is why hashing is the default.
+
+A step may also declare the `Resources` it needs (CPUs, GPUs, memory). They
+are scheduling hints for the Ray backend, never part of the version: the same
+config on a bigger machine gives the same output.
 """
 
 import dataclasses
+import math
 import re
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
@@ -34,6 +39,30 @@ def _path_problem(path: str) -> str | None:
     return None
 
 
+@dataclasses.dataclass(frozen=True)
+class Resources:
+    """What one run of a step needs from a Ray node; the local backend runs steps in-process and ignores it."""
+
+    cpus: float = 1.0
+    """CPU cores Ray reserves for the step (Ray's `num_cpus`); 0 lets it share a node freely."""
+    gpus: float = 0.0
+    """GPUs Ray reserves (Ray's `num_gpus`; it sets CUDA_VISIBLE_DEVICES for the step)."""
+    memory_gb: float | None = None
+    """Memory Ray reserves, in GiB (Ray's `memory`); None reserves none."""
+
+    def __post_init__(self) -> None:
+        for name in ("cpus", "gpus"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+                raise ValueError(f"Resources.{name} must be a finite number >= 0, got {value!r}; e.g. Resources(cpus=2)")
+        if self.memory_gb is not None and not (
+            isinstance(self.memory_gb, (int, float)) and math.isfinite(self.memory_gb) and self.memory_gb > 0
+        ):
+            raise ValueError(
+                f"Resources.memory_gb must be None or a finite number > 0, got {self.memory_gb!r}; e.g. memory_gb=8"
+            )
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class Step(Generic[C]):
     """A unit of work: `fn(resolved_config, output_path)` writes the step's output directory.
@@ -50,6 +79,8 @@ class Step(Generic[C]):
     """A frozen dataclass instance; every field is hashed unless declared with `unhashed()`."""
     description: str = ""
     """One line shown in plans and metadata; not part of the version."""
+    resources: Resources = Resources()
+    """CPUs, GPUs and memory a Ray worker reserves for the step; not part of the version."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -62,6 +93,11 @@ class Step(Generic[C]):
             problem = f"segment {bad[0]!r} has characters outside [A-Za-z0-9_.-]"
         if problem is not None:
             raise ValueError(f"Step name {self.name!r} is not valid: {problem}; use a path like 'demo/tokenize'")
+        if not isinstance(self.resources, Resources):
+            raise ValueError(
+                f"Step {self.name!r}: resources must be a tootsie.executor.step.Resources, got {self.resources!r}; "
+                "e.g. resources=Resources(cpus=4, gpus=1)"
+            )
         if not callable(self.fn):
             raise ValueError(f"Step {self.name!r}: fn must be callable as fn(config, output_path), got {self.fn!r}")
         config_type = type(self.config)
