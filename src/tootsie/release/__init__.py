@@ -1,0 +1,1 @@
+"""Releases: Hugging Face export and import, model cards, mixture manifests, run histories."""

@@ -1,0 +1,139 @@
+"""The Hugging Face `config.json` of a tootsie model, and back.
+
+tootsie's decoder is Llama's (RMSNorm, half-rotation RoPE with optional Llama 3
+scaling, grouped-query attention, SwiGLU, no biases); with `qk_norm` it is
+Qwen3's. A checkpoint therefore exports as `LlamaForCausalLM` or
+`Qwen3ForCausalLM` with the field renames of `FIELD_NAMES`, and anything the
+chosen class cannot express is refused with the feature named, instead of being
+exported into a model that computes something else.
+
+Example: `LlamaConfig(hidden_dim=128, num_heads=4, qk_norm=True)` exports as
+`{"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 128, "head_dim": 32, ...}`.
+"""
+
+import dataclasses
+
+from tootsie.configfile import to_plain
+from tootsie.errors import TootsieError
+from tootsie.models.llama import Llama3RopeScaling, LlamaConfig
+
+ARCHITECTURES = {"llama": ("LlamaForCausalLM", "llama"), "qwen3": ("Qwen3ForCausalLM", "qwen3")}
+"""Export name → (HF architecture class, HF model_type)."""
+FIELD_NAMES = {
+    "vocab_size": "vocab_size",
+    "hidden_dim": "hidden_size",
+    "intermediate_dim": "intermediate_size",
+    "num_layers": "num_hidden_layers",
+    "num_heads": "num_attention_heads",
+    "num_kv_heads": "num_key_value_heads",
+    "norm_eps": "rms_norm_eps",
+    "tie_embeddings": "tie_word_embeddings",
+    "initializer_std": "initializer_range",
+    "rope_theta": "rope_theta",
+}
+"""tootsie `LlamaConfig` field → HF config key, for fields that are a plain rename."""
+HANDLED_FIELDS = frozenset(FIELD_NAMES) | {"head_dim", "rope_scaling", "qk_norm"}
+FIXED_HF_VALUES = {"hidden_act": "silu", "attention_bias": False, "mlp_bias": False, "use_sliding_window": False}
+"""HF settings tootsie's decoder always has; an import with another value is refused."""
+
+
+def check_expressible(model: dict[str, object], where: str) -> None:
+    """Refuse a recorded model config with a feature (a field at a non-default value) that the HF export does not map."""
+    defaults = {f.name: to_plain(f.default) for f in dataclasses.fields(LlamaConfig) if f.default is not dataclasses.MISSING}
+    for name, value in model.items():
+        if name in HANDLED_FIELDS or (name in defaults and value == defaults[name]):
+            continue
+        raise TootsieError(
+            f"{where}: the model feature {name}={value!r} has no equivalent in Hugging Face LlamaForCausalLM or Qwen3ForCausalLM; "
+            f"only {', '.join(sorted(HANDLED_FIELDS))} can be exported (train without {name} to release in HF format)"
+        )
+
+
+def choose_architecture(config: LlamaConfig, requested: str | None) -> str:
+    """The export architecture ("llama" or "qwen3"): Qwen3 exactly when QK-norm is on; a request that cannot express the model is an error."""
+    if requested is not None and requested not in ARCHITECTURES:
+        raise TootsieError(f"unknown architecture {requested!r}; choose one of {sorted(ARCHITECTURES)}")
+    architecture = requested or ("qwen3" if config.qk_norm else "llama")
+    if architecture == "llama" and config.qk_norm:
+        raise TootsieError("qk_norm: LlamaForCausalLM has no per-head query/key RMSNorm, so this QK-norm model cannot be exported as llama; export it as qwen3")
+    if architecture == "qwen3" and not config.qk_norm:
+        raise TootsieError("qk_norm: Qwen3ForCausalLM always normalizes queries and keys per head and this model does not (qk_norm is off); export it as llama")
+    if architecture == "llama" and config.hidden_dim % config.num_heads:
+        raise TootsieError(
+            f"head_dim: transformers' LlamaConfig requires hidden_size divisible by num_attention_heads, but this model has "
+            f"hidden_dim={config.hidden_dim}, num_heads={config.num_heads}, head_dim={config.head_dim}; LlamaForCausalLM cannot express it"
+        )
+    return architecture
+
+
+def hf_config(config: LlamaConfig, architecture: str, bos_id: int, eos_id: int, max_position_embeddings: int) -> dict[str, object]:
+    """The `config.json` contents for `config` exported as `architecture`."""
+    class_name, model_type = ARCHITECTURES[architecture]
+    payload: dict[str, object] = {"architectures": [class_name], "model_type": model_type}
+    payload |= {hf_key: getattr(config, field) for field, hf_key in FIELD_NAMES.items()}
+    payload |= {"hidden_act": "silu", "attention_bias": False} | ({"use_sliding_window": False} if architecture == "qwen3" else {"mlp_bias": False})
+    payload |= {
+        "head_dim": config.resolved_head_dim,
+        "max_position_embeddings": max_position_embeddings,
+        "attention_dropout": 0.0,
+        "bos_token_id": bos_id,
+        "eos_token_id": eos_id,
+        "use_cache": True,
+    }
+    if config.rope_scaling is not None:
+        scaling = config.rope_scaling
+        payload["rope_scaling"] = {
+            "rope_type": "llama3",
+            "factor": scaling.factor,
+            "low_freq_factor": scaling.low_freq_factor,
+            "high_freq_factor": scaling.high_freq_factor,
+            "original_max_position_embeddings": scaling.original_max_position,
+        }
+    return payload
+
+
+def _rope(hf: dict[str, object], where: str) -> tuple[float, Llama3RopeScaling | None]:
+    """RoPE theta and scaling from either the transformers 4 (`rope_theta`, `rope_scaling`) or 5 (`rope_parameters`) keys."""
+    params = hf.get("rope_parameters") or hf.get("rope_scaling") or {}
+    if not isinstance(params, dict):
+        raise TootsieError(f"{where}: rope_parameters {params!r} is not one mapping (per-layer RoPE has no tootsie equivalent)")
+    theta = float(params.get("rope_theta", hf.get("rope_theta", 10_000.0)))
+    if float(params.get("partial_rotary_factor", 1.0)) != 1.0:
+        raise TootsieError(f"{where}: partial_rotary_factor={params['partial_rotary_factor']} (partial RoPE) has no tootsie equivalent")
+    rope_type = params.get("rope_type", params.get("type", "default"))
+    if rope_type == "default":
+        return theta, None
+    if rope_type != "llama3":
+        raise TootsieError(f"{where}: rope_type {rope_type!r} has no tootsie equivalent; tootsie supports default and llama3 RoPE")
+    scaling = Llama3RopeScaling(
+        factor=float(params["factor"]),
+        low_freq_factor=float(params["low_freq_factor"]),
+        high_freq_factor=float(params["high_freq_factor"]),
+        original_max_position=int(params["original_max_position_embeddings"]),
+    )
+    return theta, scaling
+
+
+def llama_config_from_hf(hf: dict[str, object], where: str) -> tuple[LlamaConfig, str]:
+    """The tootsie config and architecture name of an HF `config.json`; other architectures or settings are refused by name."""
+    classes = {class_name: name for name, (class_name, _) in ARCHITECTURES.items()}
+    found = hf.get("architectures") or []
+    if not isinstance(found, list) or len(found) != 1 or found[0] not in classes:
+        raise TootsieError(f"{where}: architectures {found!r} cannot be imported; tootsie reads {sorted(classes)}")
+    architecture = classes[found[0]]
+    for key, expected in FIXED_HF_VALUES.items():
+        if hf.get(key, expected) != expected:
+            raise TootsieError(f"{where}: {key}={hf[key]!r} has no tootsie equivalent (tootsie's decoder has {key}={expected!r})")
+    theta, scaling = _rope(hf, where)
+    fields = {field: hf[hf_key] for field, hf_key in FIELD_NAMES.items() if hf_key in hf and hf_key != "rope_theta"}
+    try:
+        fields["num_kv_heads"] = hf.get("num_key_value_heads") or hf["num_attention_heads"]
+        head_dim = hf.get("head_dim")
+        if head_dim is not None and head_dim * hf["num_attention_heads"] == hf["hidden_size"]:
+            head_dim = None  # the default width: keep the config identical to the one exported
+        config = LlamaConfig(**fields, head_dim=head_dim, rope_theta=theta, rope_scaling=scaling, qk_norm=architecture == "qwen3")
+    except KeyError as error:
+        raise TootsieError(f"{where}: required key {error} is missing") from None
+    except (TypeError, ValueError) as error:
+        raise TootsieError(f"{where}: {error}") from None
+    return config, architecture

@@ -1,0 +1,173 @@
+"""`tootsie export hf`: a checkpoint as a Hugging Face model folder that `transformers` loads.
+
+The folder holds `config.json` (LlamaForCausalLM, or Qwen3ForCausalLM for
+QK-norm models), `model.safetensors` (or shards plus an index past
+`max_shard_bytes`), `generation_config.json`, the tokenizer files and
+`tootsie_export.json` (which checkpoint, step, tokens and weights it came from,
+so `tootsie import hf` restores the step). Any checkpoint exports, raw or EMA
+weights, and the export is named like Marin's revisions: `step-N-tokens-T`.
+
+The folder is written under a temporary sibling name and renamed into place,
+so a crash never leaves half an export where a complete one is expected; an
+existing `--out` is replaced only if it is itself a tootsie export.
+"""
+
+import contextlib
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+import tootsie
+from tootsie.configfile import from_plain
+from tootsie.datakit.tokenizer import file_sha256
+from tootsie.errors import TootsieError
+from tootsie.jsonfile import write_json_atomic
+from tootsie.models.llama import LlamaConfig
+from tootsie.release.hf_config import check_expressible, choose_architecture, hf_config
+from tootsie.release.hf_tokenizer import training_tokenizer, write_tokenizer_files
+from tootsie.release.hf_weights import model_layout, to_hf_tensors, write_safetensors
+from tootsie.release.step_info import StepInfo, load_json, read_step
+from tootsie.train.checkpoint import STATE_FILE, read_tensors
+from tootsie.train.trainer import CHECKPOINTS, resolve_checkpoint
+
+DEFAULT_MAX_SHARD_BYTES = 5 * 10**9
+"""transformers' own `save_pretrained` default shard size ("5GB")."""
+DEFAULT_CONTEXT_LENGTH = 2048
+"""`max_position_embeddings` when neither RoPE scaling nor the training run gives one (Llama 1's context)."""
+EXPORT_RECORD = "tootsie_export.json"
+
+
+def revision_name(step: int, tokens: int) -> str:
+    """Marin's revision name of a checkpoint: `step-N-tokens-T`."""
+    return f"step-{step}-tokens-{tokens}"
+
+
+def read_state(checkpoint: Path) -> dict[str, object]:
+    """A checkpoint's state.json, which must record the model config."""
+    state = load_json(checkpoint / STATE_FILE)
+    if not isinstance(state.get("model"), dict):
+        raise TootsieError(f"{checkpoint / STATE_FILE} records no model config (written by an older tootsie); resave the checkpoint with a current trainer")
+    return state
+
+
+def run_directory(checkpoint: Path) -> Path:
+    """The training output directory of a checkpoint `<run>/checkpoints/step-N` (the path itself otherwise)."""
+    return checkpoint.parent.parent if checkpoint.parent.name == CHECKPOINTS else checkpoint
+
+
+def training_step(checkpoint: Path) -> StepInfo | None:
+    """The executor training step a checkpoint belongs to, if any."""
+    step = read_step(run_directory(checkpoint))
+    return step if step is not None and step.type == "TrainConfig" else None
+
+
+def checkpoint_tensors(checkpoint: Path, config: LlamaConfig, weights: str) -> dict[str, np.ndarray]:
+    """The `weights` tensors of a checkpoint, checked by name and shape against `config` (read as saved, no model built)."""
+    names, shapes, _ = model_layout(config)
+    tensors = read_tensors(checkpoint, weights)
+    if tensors is None:
+        raise TootsieError(f"checkpoint {checkpoint} has no {weights}.safetensors" + (" (the run trained without EMA); export without --ema" if weights == "ema" else ""))
+    missing, unexpected = sorted(set(names) - set(tensors)), sorted(set(tensors) - set(names))
+    if missing or unexpected:
+        raise TootsieError(f"{checkpoint}/{weights}.safetensors does not match its state.json model config: missing {missing[:3]}, unexpected {unexpected[:3]}")
+    for name, shape in zip(names, shapes):
+        if tensors[name].shape != shape.shape:
+            raise TootsieError(f"{checkpoint}/{weights}.safetensors: {name} has shape {tensors[name].shape}, the model config implies {shape.shape}")
+    return tensors
+
+
+def context_length(config: LlamaConfig, run: StepInfo | None) -> int:
+    """`max_position_embeddings`: the scaled RoPE context, else the training sequence length, else the default."""
+    if config.rope_scaling is not None:
+        return int(config.rope_scaling.original_max_position * config.rope_scaling.factor)
+    seq_len = run.config.get("data", {}).get("seq_len") if run is not None else None
+    return int(seq_len) if isinstance(seq_len, int) else DEFAULT_CONTEXT_LENGTH
+
+
+@contextlib.contextmanager
+def staged_directory(out: Path) -> Iterator[Path]:
+    """A fresh temporary sibling of `out` to write into; on success it replaces `out` (which must be new, empty or a tootsie export)."""
+    out = out.resolve()
+    if out.is_file() or (out.is_dir() and any(out.iterdir()) and not (out / EXPORT_RECORD).is_file()):
+        raise TootsieError(f"{out} exists and is not a tootsie export; choose a new or empty --out directory")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp, old = out.with_name(f".{out.name}.tmp-{os.getpid()}"), out.with_name(f".{out.name}.old-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        yield tmp
+        if out.exists():
+            os.replace(out, old)
+        os.replace(tmp, out)
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def write_hf_folder(
+    checkpoint: Path,
+    directory: Path,
+    tokenizer: Path,
+    *,
+    ema: bool = False,
+    architecture: str | None = None,
+    max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES,
+) -> dict[str, object]:
+    """Write the HF files of one checkpoint into an existing `directory`; return what was written."""
+    state = read_state(checkpoint)
+    check_expressible(state["model"], f"{checkpoint / STATE_FILE}")
+    config = from_plain(LlamaConfig, state["model"], f"{checkpoint / STATE_FILE}:model")
+    chosen = choose_architecture(config, architecture)
+    weights = "ema" if ema else "model"
+    length = context_length(config, training_step(checkpoint))
+    special = write_tokenizer_files(tokenizer, directory, length, config.vocab_size)
+    files = write_safetensors(to_hf_tensors(checkpoint_tensors(checkpoint, config, weights), config.num_layers), directory, max_shard_bytes)
+    hf = hf_config(config, chosen, special["bos_token_id"], special["eos_token_id"], length)
+    write_json_atomic(directory / "config.json", hf)
+    write_json_atomic(directory / "generation_config.json", special)
+    step, tokens = int(state["step"]), int(state.get("tokens", 0))
+    record = {
+        "checkpoint": str(checkpoint),
+        "step": step,
+        "tokens": tokens,
+        "revision": revision_name(step, tokens),
+        "weights": weights,
+        "architecture": hf["architectures"][0],
+        "model": state["model"],
+        "tokenizer_sha256": file_sha256(tokenizer),
+        "tootsie_version": tootsie.__version__,
+    }
+    write_json_atomic(directory / EXPORT_RECORD, record)
+    size = sum(f.stat().st_size for f in directory.iterdir() if f.name.endswith(".safetensors"))
+    return {**record, "files": sorted(f.name for f in directory.iterdir()), "weight_files": files, "safetensors_bytes": size, **special}
+
+
+def find_tokenizer(checkpoint: Path, tokenizer: str | Path | None) -> Path:
+    """The tokenizer to export: the one given, else the one that made the training run's token caches."""
+    if tokenizer is not None:
+        return Path(tokenizer)
+    run = training_step(checkpoint)
+    found = training_tokenizer(run) if run is not None else None
+    if found is None:
+        raise TootsieError(f"cannot tell which tokenizer trained {checkpoint} (no executor record of its token caches); pass --tokenizer FILE")
+    return found
+
+
+def export_hf(
+    checkpoint: str | Path,
+    out: str | Path,
+    *,
+    ema: bool = False,
+    tokenizer: str | Path | None = None,
+    architecture: str | None = None,
+    max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES,
+) -> dict[str, object]:
+    """Export a checkpoint (or a run directory's newest one) as an HF folder at `out`, atomically."""
+    source = resolve_checkpoint(str(checkpoint))
+    tokenizer_path = find_tokenizer(source, tokenizer)
+    with staged_directory(Path(out)) as tmp:
+        summary = write_hf_folder(source, tmp, tokenizer_path, ema=ema, architecture=architecture, max_shard_bytes=max_shard_bytes)
+    return {"out": str(Path(out).resolve()), **summary}

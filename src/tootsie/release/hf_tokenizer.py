@@ -1,0 +1,72 @@
+"""The tokenizer files of a Hugging Face export, with BOS/EOS ids read from the tokenizer itself.
+
+tootsie's token caches put `<|bos|>` before and `<|eos|>` after every
+document, so the exported `tokenizer.json` gains a post-processor that
+prepends BOS (as Llama 3's does): `AutoTokenizer(text)` then yields the ids the
+model was trained on. Every id written to `tokenizer_config.json`,
+`generation_config.json` and `config.json` comes from `token_to_id` on the
+tokenizer that is exported, never from a constant: Marin's first export wrote
+a wrong `eos_token_id`, and a test checks ours against the tokenizer.
+"""
+
+from pathlib import Path
+
+from tokenizers import Tokenizer, processors
+
+from tootsie.datakit.tokenizer import BOS_TOKEN, EOS_TOKEN, TOKENIZER_FILE, load_tokenizer, special_token_id
+from tootsie.errors import TootsieError
+from tootsie.jsonfile import write_json_atomic
+from tootsie.release.step_info import StepInfo, read_step
+
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+SPECIAL_TOKENS_FILE = "special_tokens_map.json"
+
+
+def special_ids(tokenizer: Tokenizer) -> tuple[int, int]:
+    """(BOS id, EOS id) of a tootsie tokenizer."""
+    return special_token_id(tokenizer, BOS_TOKEN), special_token_id(tokenizer, EOS_TOKEN)
+
+
+def training_tokenizer(run: StepInfo) -> Path | None:
+    """The tokenizer.json that made a training step's token caches, found through the caches' tokenize steps."""
+    found = set()
+    for ref in run.config.get("data", {}).get("caches", {}).values():
+        cache = run.resolve(ref)
+        cache_step = read_step(cache) if cache is not None else None
+        if cache_step is not None and cache_step.type == "TokenizeConfig":
+            found.add(cache_step.resolve(cache_step.config.get("tokenizer")))
+    found.discard(None)
+    if len(found) > 1:
+        raise TootsieError(f"the caches of {run.directory} were made with different tokenizers {sorted(map(str, found))}; pass --tokenizer")
+    return found.pop() if found else None
+
+
+def write_tokenizer_files(source: Path, directory: Path, model_max_length: int, vocab_size: int) -> dict[str, int]:
+    """Write tokenizer.json (BOS prepended), tokenizer_config.json and special_tokens_map.json; return the special ids."""
+    tokenizer = load_tokenizer(source)
+    bos_id, eos_id = special_ids(tokenizer)
+    if tokenizer.get_vocab_size() > vocab_size:
+        raise TootsieError(f"tokenizer {source} has {tokenizer.get_vocab_size()} tokens but the model only {vocab_size} embeddings; export with the run's own tokenizer")
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single=f"{BOS_TOKEN} $A:0", pair=f"{BOS_TOKEN} $A:0 {BOS_TOKEN}:1 $B:1", special_tokens=[(BOS_TOKEN, bos_id)]
+    )
+    tmp = directory / f".{TOKENIZER_FILE}.tmp"
+    tokenizer.save(str(tmp))
+    tmp.replace(directory / TOKENIZER_FILE)
+    added = {str(token_id): {"content": token.content, "special": True, "lstrip": False, "rstrip": False, "normalized": False, "single_word": False}
+             for token_id, token in sorted(tokenizer.get_added_tokens_decoder().items())}
+    write_json_atomic(
+        directory / TOKENIZER_CONFIG_FILE,
+        {
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "bos_token": BOS_TOKEN,
+            "eos_token": EOS_TOKEN,
+            "add_bos_token": True,
+            "add_eos_token": False,
+            "model_max_length": model_max_length,
+            "clean_up_tokenization_spaces": False,
+            "added_tokens_decoder": added,
+        },
+    )
+    write_json_atomic(directory / SPECIAL_TOKENS_FILE, {"bos_token": BOS_TOKEN, "eos_token": EOS_TOKEN})
+    return {"bos_token_id": bos_id, "eos_token_id": eos_id}
