@@ -12,7 +12,7 @@ Flow (each line is a step; its output path hashes its config and inputs):
     → train/pretrain                       small Llama, WSD warmup + stable, mix 50/50
     → train/cooldown                       warm start, WSD decay, mix 30 code / 70 prose
     → eval/bpb                             held-out bits-per-byte: init, pretrain, final
-    → summary                              merged metrics.jsonl, loss.png, summary.json
+    → summary                              merged metrics.jsonl, loss.png, summary.json, report.html
 
 Run it with `tootsie demo` (or `tootsie run experiments/demo.py`); a second run
 skips every finished step. Tests build a smaller copy with `build_steps(tiny)`.

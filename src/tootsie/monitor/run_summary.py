@@ -1,8 +1,9 @@
-"""Summarize training runs: one merged `metrics.jsonl`, a loss-curve PNG, and `summary.json`.
+"""Summarize training runs: one merged `metrics.jsonl`, a loss-curve PNG, `summary.json` and `report.html`.
 
 The demo's last step: it gathers the per-run metrics of every phase (pretrain,
-cooldown) into one file in step order, plots them, and records the held-out
-bits-per-byte next to them so one directory holds the run's story.
+cooldown) into one file in step order, plots them, records the held-out
+bits-per-byte and each run's directory next to them, and writes the HTML run
+report, so one directory holds the run's story.
 """
 
 import json
@@ -12,6 +13,7 @@ from pathlib import Path
 from tootsie.jsonfile import write_json_atomic
 from tootsie.monitor.metrics_log import read_metrics
 from tootsie.monitor.plots import plot_loss_curves
+from tootsie.monitor.report import write_report
 
 METRICS_FILE = "metrics.jsonl"
 
@@ -27,7 +29,7 @@ class RunSummaryConfig:
 
 
 def summarize_runs(config: RunSummaryConfig, output_path: str) -> dict[str, object]:
-    """Write merged metrics, `loss.png` and `summary.json` under `output_path`."""
+    """Write merged metrics, `loss.png`, `summary.json` and `report.html` under `output_path`."""
     out = Path(output_path)
     runs, skipped = {}, {}
     for label, directory in config.runs.items():
@@ -41,12 +43,14 @@ def summarize_runs(config: RunSummaryConfig, output_path: str) -> dict[str, obje
     plot_loss_curves(runs, out / "loss.png")
     summary = {
         "steps": len(merged),
+        "runs": dict(config.runs),
         "final_loss": {label: records[-1]["loss"] for label, records in runs.items() if records},
         "mean_tokens_per_s": {label: _mean_throughput(records) for label, records in runs.items()},
         "skipped_metric_lines": skipped,
         "bpb": json.loads(Path(config.bpb).read_text(encoding="utf-8")) if config.bpb else None,
     }
     write_json_atomic(out / "summary.json", summary)
+    write_report(out)
     return summary
 
 
