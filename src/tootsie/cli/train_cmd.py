@@ -1,5 +1,8 @@
 """`tootsie train`: train from a YAML/JSON config; rerun on the same `--out` to resume.
 
+`--profile A:B` traces steps [A, B) with the JAX profiler and `--tracker
+tensorboard` / `--tracker wandb` adds a tracker; neither changes the weights.
+
 `--example-config` prints a complete config for a tiny model on the demo
 corpus (a minute or two on 2 CPU cores, checkpoints every few steps), building
 the demo's token caches through the executor first if they are not there.
@@ -8,16 +11,19 @@ the demo's token caches through the executor first if they are not there.
 import argparse
 import importlib.util
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from tootsie.cli.demo_cmd import DEFAULT_OUT, demo_experiment_path
-from tootsie.configfile import dump_config, load_config
+from tootsie.configfile import dump_config, load_config, to_plain
 from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.errors import TootsieError
 from tootsie.eval.in_loop import train_with_eval
 from tootsie.executor import failure_summary, run_experiment
+from tootsie.jsonfile import write_json_atomic
 from tootsie.models.llama import LlamaConfig
+from tootsie.monitor.trackers import TRACKERS
 from tootsie.train.config import CheckpointConfig, TrainConfig
 from tootsie.train.schedule import WSDConfig
 from tootsie.train.trainer import METRICS_FILE
@@ -32,8 +38,22 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     parser.add_argument("--out", metavar="DIR", help="output directory (checkpoints/, metrics.jsonl); resumed if it has checkpoints")
     parser.add_argument("--example-config", action="store_true", help="print a complete config for a tiny model on the demo corpus")
     parser.add_argument("--prefix", default=DEFAULT_OUT, metavar="DIR", help=f"with --example-config: where the demo corpus lives or is built (default {DEFAULT_OUT})")
+    parser.add_argument("--profile", type=profile_window, metavar="A:B", help="capture a JAX profiler trace of steps [A, B) into OUT/profile/ (open in ui.perfetto.dev)")
+    parser.add_argument("--tracker", action="append", default=[], choices=sorted(TRACKERS), help="also log to this tracker with its default settings (repeatable)")
     parser.add_argument("--json", action="store_true", help="print one JSON object (final step and loss) as the last line")
     parser.set_defaults(handler=train_command)
+
+
+def profile_window(text: str) -> tuple[int, int]:
+    """Parse `A:B` (0 <= A < B) into the step window of `--profile`."""
+    start, _, end = text.partition(":")
+    try:
+        window = (int(start), int(end))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected A:B with integer steps, got {text!r}") from None
+    if not 0 <= window[0] < window[1]:
+        raise argparse.ArgumentTypeError(f"expected 0 <= A < B, got {text!r}")
+    return window
 
 
 def train_command(args: argparse.Namespace) -> int:
@@ -44,6 +64,9 @@ def train_command(args: argparse.Namespace) -> int:
     if not args.config or not args.out:
         raise TootsieError("tootsie train needs --config FILE and --out DIR (or --example-config to get a config)")
     config = load_config(args.config, TrainConfig, root="train")
+    added = tuple(TRACKERS[kind]() for kind in dict.fromkeys(args.tracker) if not any(isinstance(t, TRACKERS[kind]) for t in config.trackers))
+    config = replace(config, trackers=config.trackers + added, profile_steps=args.profile or config.profile_steps)
+    write_json_atomic(Path(args.out) / "config.json", to_plain(config))  # the resolved config, read by `tootsie report`
     state = train_with_eval(config, args.out)
     lines = (Path(args.out) / METRICS_FILE).read_text(encoding="utf-8").splitlines()
     final = json.loads(lines[-1]) if lines else {}

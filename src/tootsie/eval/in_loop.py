@@ -1,12 +1,18 @@
-"""In-loop evaluation: held-out bits-per-byte while training, for the raw and the EMA weights.
+"""In-loop evaluation: held-out bits-per-byte (raw and EMA weights) and lm-eval tasks while training.
 
 The trainer knows no evaluation; it calls step hooks. `train_with_eval` is the
-training entry point that turns `TrainConfig.eval` into a hook, so every
+training entry point that turns `TrainConfig.eval` into hooks, so every
 `eval.every_steps` steps (and after the last) the step's metrics record gains
 `eval/bpb/<domain>`, `eval/bpb/macro_avg`, `eval/bpb/micro_avg` and the same
 keys with an `_ema` suffix — the pairs `tootsie monitor spikes` reads as the
-EMA gap.
+EMA gap — and, for `eval.lm_eval_tasks`, `eval/lm/<task>/<metric>` (raw
+weights only: a task costs far more than a held-out batch) with the time it
+took as `eval/lm/seconds`. The lm-eval task files are written once under
+`<run>/lm_eval_tasks/`.
 """
+
+import time
+from pathlib import Path
 
 import equinox as eqx
 
@@ -16,13 +22,21 @@ from tootsie.train.config import TrainConfig
 from tootsie.train.trainer import StepHook, TrainState, train
 
 
+LM_EVAL_TASKS_DIR = "lm_eval_tasks"
+
+
+def _due(config: TrainConfig, step: int) -> bool:
+    """Whether the in-loop evaluation runs after `step` steps: every `every_steps`, and after the last."""
+    return step % config.eval.every_steps == 0 or step == config.num_steps
+
+
 def bpb_hook(config: TrainConfig) -> StepHook:
     """A step hook that scores `config.eval.heldout` every `config.eval.every_steps` steps and at the end."""
     evaluation = config.eval
     byte_lengths = token_byte_lengths(load_tokenizer(evaluation.tokenizer))
 
     def hook(state: TrainState) -> dict[str, float]:
-        if state.step % evaluation.every_steps and state.step != config.num_steps:
+        if not _due(config, state.step):
             return {}
         weights = {"": state.model}
         if state.ema is not None:
@@ -36,6 +50,31 @@ def bpb_hook(config: TrainConfig) -> StepHook:
     return hook
 
 
+def lm_eval_hook(config: TrainConfig, output_path: str) -> StepHook:
+    """A step hook that runs `config.eval.lm_eval_tasks` on the raw weights on the bpb schedule, at `config.data.seq_len` tokens."""
+    from tootsie.eval.lm_eval_step import load_lm_eval  # lm-eval is an optional extra, imported only when tasks are asked for
+
+    evaluation = config.eval
+    TaskSuite, TootsieLM = load_lm_eval()
+    suite = TaskSuite(evaluation.lm_eval_tasks, Path(output_path) / LM_EVAL_TASKS_DIR, include_paths=evaluation.lm_eval_include_paths)
+    tokenizer = load_tokenizer(evaluation.tokenizer)
+
+    def hook(state: TrainState) -> dict[str, float]:
+        if not _due(config, state.step):
+            return {}
+        started = time.perf_counter()
+        metrics = suite.evaluate(TootsieLM(state.model, tokenizer, max_length=config.data.seq_len), limit=evaluation.lm_eval_limit, stderr=False)
+        logged = {f"eval/lm/{task}/{name}": value for task, values in metrics.items() for name, value in values.items() if name != "samples"}
+        return logged | {"eval/lm/seconds": time.perf_counter() - started}
+
+    return hook
+
+
 def train_with_eval(config: TrainConfig, output_path: str) -> TrainState:
-    """`train`, plus the in-loop held-out evaluation that `config.eval` asks for (none when it is None)."""
-    return train(config, output_path, hooks=[bpb_hook(config)] if config.eval is not None else [])
+    """`train`, plus the in-loop evaluation that `config.eval` asks for (none when it is None)."""
+    hooks = []
+    if config.eval is not None and config.eval.heldout:
+        hooks.append(bpb_hook(config))
+    if config.eval is not None and config.eval.lm_eval_tasks:
+        hooks.append(lm_eval_hook(config, output_path))
+    return train(config, output_path, hooks=hooks)

@@ -1,8 +1,9 @@
 """The training configuration: model, data, optimizer, schedule, stability, checkpoints.
 
 Every field that can change the trained weights is hashed by the executor;
-checkpoint cadence is not (`unhashed`), since when a run saves does not change
-what it computes. Optimizer and schedule are registry unions, written in
+checkpoint cadence, trackers and profiling are not (`unhashed`), since when a
+run saves or where it logs does not change what it computes (rewinding does,
+so `rewind` is hashed). Optimizer and schedule are registry unions, written in
 config files with a `kind:` tag.
 """
 
@@ -11,8 +12,10 @@ from dataclasses import dataclass, field
 from tootsie.data.mixture import MixtureConfig
 from tootsie.executor.step import unhashed
 from tootsie.models.llama import LlamaConfig
+from tootsie.monitor.trackers import TrackerChoice
 from tootsie.train.ema import EMAConfig
 from tootsie.train.optimizer import AdamCConfig, AdamWConfig, MuonConfig, NAdamWConfig
+from tootsie.train.rewind import DataSkips, RewindConfig
 from tootsie.train.schedule import CosineConfig, InverseSqrtConfig, LinearConfig, RewarmConfig, WSDConfig, WSDSConfig
 from tootsie.train.stability import StabilityConfig
 
@@ -53,22 +56,30 @@ class WarmStartConfig:
 
 @dataclass(frozen=True)
 class InLoopEvalConfig:
-    """Held-out bits-per-byte during training, for the raw and the EMA weights; logged, it never changes the weights."""
+    """Held-out bits-per-byte (raw and EMA weights) and lm-eval tasks (raw weights) during training; logged, it never changes the weights."""
 
     heldout: dict[str, str]
-    """Domain name → held-out token cache."""
+    """Domain name → held-out token cache ({} to run only lm-eval tasks)."""
     tokenizer: str
     """The tokenizer.json the caches were made with (for byte counts)."""
     every_steps: int = 100
     """Evaluate after every this many steps (and after the last one)."""
     max_sequences: int | None = 32
     """Sequences per domain; None for all."""
+    lm_eval_tasks: tuple[str, ...] = ()
+    """lm-eval tasks from local files (built-in `tootsie_*` or under lm_eval_include_paths), logged as `eval/lm/<task>/<metric>`; needs `tootsie[lmeval]`."""
+    lm_eval_include_paths: tuple[str, ...] = ()
+    """Directories of lm-eval task YAMLs with local data_files."""
+    lm_eval_limit: int | None = None
+    """Documents per lm-eval task (the first ones); None for all."""
 
     def __post_init__(self) -> None:
-        if not self.heldout:
-            raise ValueError("heldout is empty; name at least one held-out cache")
+        if not self.heldout and not self.lm_eval_tasks:
+            raise ValueError("heldout and lm_eval_tasks are both empty; name at least one held-out cache or lm-eval task")
         if self.every_steps <= 0:
             raise ValueError(f"every_steps must be positive, got {self.every_steps}")
+        if self.lm_eval_limit is not None and self.lm_eval_limit <= 0:
+            raise ValueError(f"lm_eval_limit must be positive or None, got {self.lm_eval_limit}")
 
 
 @dataclass(frozen=True)
@@ -103,6 +114,12 @@ class TrainConfig:
     """Checkpoint cadence and retention (not hashed)."""
     eval: InLoopEvalConfig | None = None
     """In-loop held-out evaluation, run by `tootsie.eval.in_loop.train_with_eval` (hashed: its caches are inputs of the step)."""
+    rewind: RewindConfig | None = None
+    """Rewind to the last good checkpoint and skip the data window when a loss spike becomes a plateau (off: None)."""
+    trackers: tuple[TrackerChoice, ...] = unhashed(())
+    """Trackers besides the always-on metrics.jsonl: `{kind: wandb, ...}`, `{kind: tensorboard}` (not hashed)."""
+    profile_steps: tuple[int, int] | None = unhashed(None)
+    """Capture a JAX profiler trace of steps [a, b) into `<out>/profile/` (not hashed)."""
 
     def __post_init__(self) -> None:
         if self.num_steps <= 0:
@@ -115,7 +132,12 @@ class TrainConfig:
             raise ValueError(f"microbatches must be >= 1, got {self.microbatches}")
         if self.warm_start is not None and self.warm_start.add_qk_norm and not self.model.qk_norm:
             raise ValueError("warm_start.add_qk_norm is set but model.qk_norm is False; the surgery needs a QK-norm model")
+        kinds = [type(tracker).__name__ for tracker in self.trackers]
+        if len(set(kinds)) != len(kinds):
+            raise ValueError(f"trackers lists a kind twice ({kinds}); give each tracker once")
+        if self.profile_steps is not None and not 0 <= self.profile_steps[0] < self.profile_steps[1]:
+            raise ValueError(f"profile_steps must be (a, b) with 0 <= a < b, got {self.profile_steps}")
 
-    def tokens_before(self, step: int) -> int:
-        """Tokens consumed by all steps before `step` (batch sizes may change by step)."""
-        return int(self.data.batch_schedule.offset(step)) * self.data.seq_len
+    def tokens_before(self, step: int, skips: DataSkips = DataSkips()) -> int:
+        """Tokens trained on by all steps before `step` (batch sizes may change by step; rewinds skip data)."""
+        return skips.sequences_before(step, self.data.batch_schedule) * self.data.seq_len

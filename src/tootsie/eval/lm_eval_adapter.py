@@ -1,0 +1,228 @@
+"""A tootsie model as an lm-eval-harness language model (`pip install 'tootsie[lmeval]'`).
+
+`TootsieLM` implements lm-eval's three request types on a `LlamaModel` and a
+tootsie tokenizer, with the scoring and decoding of `tootsie.eval.lm_scoring`:
+
+- `loglikelihood(context, continuation)`: the pair is encoded as lm-eval's
+  `TemplateLM` does (trailing context spaces move to the continuation; an empty
+  context becomes the BOS token), except that a token BPE merges across the
+  boundary belongs to the continuation; the continuation's summed
+  log-probability and "is it the greedy continuation" come back.
+- `loglikelihood_rolling(text)`: the text's tokens are cut into disjoint
+  windows of `max_length` predicted tokens (lm-eval's
+  `get_rolling_token_windows` with `context_len=1`), the first conditioned on
+  BOS, and the windows' log-likelihoods add up.
+- `generate_until(context, {until, max_gen_toks})`: argmax decoding until EOS,
+  `max_gen_toks` tokens or a stop string; the text is cut before the first stop
+  string. Sampling is refused: tootsie's evaluations are deterministic.
+
+Every encoded context starts with BOS, as every training document does
+(`TokenizeConfig.add_bos`). Importing this module sets `HF_DATASETS_OFFLINE`
+and `HF_HUB_OFFLINE` (unless already set) before lm-eval imports `datasets`,
+so tasks load local data files only and a task that names a hub dataset fails
+instead of downloading.
+"""
+
+import json
+import os
+import random
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")  # before lm_eval imports `datasets`, which reads it once
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import numpy as np  # noqa: E402
+from lm_eval.api.model import TemplateLM  # noqa: E402
+from lm_eval.evaluator import evaluate  # noqa: E402
+from lm_eval.tasks import TaskManager  # noqa: E402
+from lm_eval.utils import get_rolling_token_windows, make_disjoint_window  # noqa: E402
+from tokenizers import Tokenizer  # noqa: E402
+
+from tootsie.configfile import from_plain  # noqa: E402
+from tootsie.datakit.tokenizer import BOS_TOKEN, EOS_TOKEN, load_tokenizer, special_token_id  # noqa: E402
+from tootsie.errors import TootsieError  # noqa: E402
+from tootsie.eval.lm_eval_tasks import builtin_tasks, write_tasks  # noqa: E402
+from tootsie.eval.lm_scoring import Scorer  # noqa: E402
+from tootsie.models.llama import LlamaConfig, LlamaModel  # noqa: E402
+from tootsie.train.trainer import load_model, resolve_checkpoint  # noqa: E402
+
+DEFAULT_MAX_GEN_TOKS = 256
+"""lm-eval's default generation budget (HFLM's `max_gen_toks`)."""
+
+
+class TootsieLM(TemplateLM):
+    """lm-eval `LM` over a tootsie `LlamaModel` and its byte-level BPE tokenizer."""
+
+    def __init__(self, model: LlamaModel, tokenizer: Tokenizer | str | Path, max_length: int, batch_size: int = 8, max_gen_toks: int = DEFAULT_MAX_GEN_TOKS) -> None:
+        super().__init__()
+        self.tootsie_tokenizer = tokenizer if isinstance(tokenizer, Tokenizer) else load_tokenizer(tokenizer)
+        if self.tootsie_tokenizer.get_vocab_size() > model.config.vocab_size:
+            raise TootsieError(f"the tokenizer has {self.tootsie_tokenizer.get_vocab_size()} tokens but the model only {model.config.vocab_size}; pass the tokenizer the model was trained with")
+        self.scorer = Scorer(model, max_length=max_length, batch_size=batch_size)
+        self.max_gen_toks = max_gen_toks
+        self.bos_id = special_token_id(self.tootsie_tokenizer, BOS_TOKEN)
+        self.eos_id = special_token_id(self.tootsie_tokenizer, EOS_TOKEN)
+
+    @classmethod
+    def from_checkpoint(cls, checkpoint: str, tokenizer: str, weights: str = "model", max_length: int = 128, batch_size: int = 8) -> "TootsieLM":
+        """Load a checkpoint (or a training output directory's newest one) with the model config its state.json records."""
+        path = resolve_checkpoint(checkpoint)
+        state = json.loads((path / "state.json").read_text(encoding="utf-8"))
+        if "model" not in state:
+            raise TootsieError(f"{path}/state.json records no model config (written by an older tootsie); retrain or resave the checkpoint")
+        if weights == "ema" and not (path / "ema.safetensors").is_file():
+            raise TootsieError(f"{path} has no EMA weights (ema.safetensors); evaluate weights='model' or train with ema enabled")
+        model = load_model(from_plain(LlamaConfig, state["model"], "state.json:model"), str(path), weights=weights)
+        return cls(model, tokenizer, max_length=max_length, batch_size=batch_size)
+
+    @property
+    def max_length(self) -> int:
+        """Longest input the model sees; longer inputs are left-truncated."""
+        return self.scorer.max_length
+
+    @property
+    def eot_token_id(self) -> int:
+        """End of text: the EOS token every training document ends with."""
+        return self.eos_id
+
+    @property
+    def prefix_token_id(self) -> int:
+        """What an empty context (and the first rolling window) is conditioned on: BOS, as at every document start."""
+        return self.bos_id
+
+    def tok_encode(self, string: str, add_special_tokens: bool | None = None, **kwargs: Any) -> list[int]:
+        """Token ids of `string`, after a BOS unless `add_special_tokens=False` or the text already starts with it."""
+        ids = self.tootsie_tokenizer.encode(string, add_special_tokens=False).ids
+        if add_special_tokens is False or (ids and ids[0] == self.bos_id):
+            return ids
+        return [self.bos_id, *ids]
+
+    def tok_decode(self, tokens: list[int], skip_special_tokens: bool = True) -> str:
+        """Text of token ids."""
+        return self.tootsie_tokenizer.decode(tokens, skip_special_tokens=skip_special_tokens)
+
+    def _encode_pair(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
+        """Split the encoding of context + continuation where it stops agreeing with the context's own encoding.
+
+        lm-eval's split (`whole[len(context_ids):]`) loses tokens when BPE merges
+        across the boundary (`")" + ":"` → `"):"`), and can leave the continuation
+        empty; here the merged token goes to the continuation, so it is scored.
+        """
+        spaces = len(context) - len(context.rstrip())
+        if spaces:
+            context, continuation = context[:-spaces], context[-spaces:] + continuation
+        whole, context_ids = self.tok_encode(context + continuation), self.tok_encode(context)
+        shared = next((i for i, (a, b) in enumerate(zip(whole, context_ids)) if a != b), min(len(whole), len(context_ids)))
+        return whole[:shared], whole[shared:]
+
+    def _loglikelihood_tokens(self, requests: list[tuple[tuple[str, str], list[int], list[int]]], disable_tqdm: bool = False, **kwargs: Any) -> list[tuple[float, bool]]:
+        """Score encoded (context, continuation) pairs."""
+        results = self.scorer.continuation_logprobs([(context, continuation) for _, context, continuation in requests])
+        for (pair, _, _), result in zip(requests, results):
+            self.cache_hook.add_partial("loglikelihood", pair, result)
+        return results
+
+    def loglikelihood_rolling(self, requests: list[Any], disable_tqdm: bool = False) -> list[float]:
+        """Log-likelihood of whole texts, over disjoint windows of at most `max_length` predicted tokens."""
+        pairs, owners = [], []
+        for index, request in enumerate(requests):
+            (text,) = request.args
+            windows = get_rolling_token_windows(self.tok_encode(text, add_special_tokens=False), prefix_token=self.prefix_token_id, max_seq_len=self.max_length, context_len=1)
+            for context, continuation in map(make_disjoint_window, windows):
+                pairs.append((context, continuation))
+                owners.append(index)
+        totals = [0.0] * len(requests)
+        for owner, (logprob, _) in zip(owners, self.scorer.continuation_logprobs(pairs)):
+            totals[owner] += logprob
+        for request, total in zip(requests, totals):
+            self.cache_hook.add_partial("loglikelihood_rolling", request.args, total)
+        return totals
+
+    def generate_until(self, requests: list[Any], disable_tqdm: bool = False) -> list[str]:
+        """Greedy continuations of each context, cut before the first stop string."""
+        contexts, budgets, stops = [], [], []
+        for request in requests:
+            context, options = request.args
+            if options.get("do_sample") or float(options.get("temperature", 0.0) or 0.0) > 0:
+                raise TootsieError(f"generation options {options} ask for sampling; TootsieLM decodes greedily only (set do_sample: false, temperature: 0)")
+            until = options.get("until") or []
+            stops.append([until] if isinstance(until, str) else [s for s in until if s])
+            budgets.append(int(options.get("max_gen_toks", self.max_gen_toks)))
+            contexts.append(self.tok_encode(context))
+
+        def finished(index: int, generated: list[int]) -> bool:
+            return generated[-1] == self.eos_id or any(s in self.tok_decode(generated) for s in stops[index])
+
+        texts = []
+        for request, generated, request_stops in zip(requests, self.scorer.greedy_generate(contexts, budgets, finished), stops):
+            text = self.tok_decode(generated)
+            for stop in request_stops:
+                text = text.split(stop)[0]
+            self.cache_hook.add_partial("generate_until", request.args, text)
+            texts.append(text)
+        return texts
+
+
+def flatten_results(results: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """lm-eval's per-task results as `{task: {metric: value}}`: `acc,none` → `acc`, `exact_match,strict` → `exact_match/strict`; non-numbers dropped."""
+    flat = {}
+    for task, values in sorted(results.items()):
+        metrics = {}
+        for key, value in values.items():
+            if "," not in key or isinstance(value, bool) or not isinstance(value, int | float):
+                continue
+            metric, _, filter_name = key.partition(",")
+            metrics[metric if filter_name == "none" else f"{metric}/{filter_name}"] = float(value)
+        flat[task] = metrics
+    return flat
+
+
+class TaskSuite:
+    """lm-eval tasks resolved once (tootsie's built-in local tasks plus include paths), run on any number of models.
+
+    The built-in tasks are written under `work_dir`. lm-eval's own catalogue is
+    not indexed (some 15k tasks, about a minute on 2 cores, and their data sit
+    on the Hub); to run one of its tasks, point a copy of its YAML at local
+    data files and pass the directory as an include path.
+    """
+
+    def __init__(self, tasks: Sequence[str], work_dir: str | Path, include_paths: Sequence[str] = ()) -> None:
+        if not tasks:
+            raise TootsieError("no lm-eval tasks given; name at least one (built-in: " + ", ".join(t.name for t in builtin_tasks()) + ")")
+        for path in include_paths:
+            if not Path(path).is_dir():
+                raise TootsieError(f"lm-eval include path {path} is not a directory; pass a directory of task YAML files")
+        builtin_dir = write_tasks(builtin_tasks(), Path(work_dir) / "builtin")
+        self.manager = TaskManager(include_path=[str(builtin_dir), *map(str, include_paths)], include_defaults=False)
+        unknown = [name for name in tasks if name not in self.manager.all_tasks and not Path(name).is_file()]
+        if unknown:
+            raise TootsieError(f"unknown lm-eval tasks {unknown}; known: {sorted(self.manager.all_tasks)} (add --include-path DIR for your own task YAMLs)")
+        self.tasks = list(tasks)
+
+    def evaluate(self, lm: TemplateLM, limit: int | None = None, num_fewshot: int | None = None, stderr: bool = True, seed: int = 1234) -> dict[str, dict[str, float]]:
+        """Every task's metrics for `lm` (`{task: {metric: value, "samples": n}}`); the first `limit` documents per task when given.
+
+        Calls `lm_eval.evaluator.evaluate` with the task setup `simple_evaluate`
+        does (zero-shot unless the task or `num_fewshot` says otherwise, a fixed
+        few-shot seed), without its environment report, which shells out to git.
+        """
+        try:
+            loaded = self.manager.load(self.tasks)
+        except ConnectionError as error:
+            raise TootsieError(f"an lm-eval task needs data from the Hugging Face Hub, and tootsie runs offline: {error}; give the task local data_files") from error
+        for task in loaded["tasks"].values():
+            if num_fewshot is not None and task.get_config("num_fewshot") != 0:
+                task.set_config(key="num_fewshot", value=num_fewshot)
+            elif task.get_config("num_fewshot") is None:
+                task.set_config(key="num_fewshot", value=0)
+            task.set_fewshot_seed(seed=seed)
+        random.seed(seed)
+        np.random.seed(seed)  # lm-eval's bootstrap and sampling draw from the global NumPy generator
+        output = evaluate(lm=lm, task_dict=loaded, limit=limit, bootstrap_iters=100_000 if stderr else 0, log_samples=False)
+        metrics = flatten_results(output["results"])
+        for task, counts in output.get("n-samples", {}).items():
+            if task in metrics:
+                metrics[task]["samples"] = float(counts["effective"])
+        return metrics
