@@ -1,0 +1,85 @@
+"""Figures of a scaling fit, drawn from the fit file alone: isoflop curves, and the laws in compute.
+
+`plot_isoflops`: loss against parameters per budget, the runs as points, each
+budget's parabola in log N and its minimum. `plot_laws`: the isoflop minima
+against compute with the free- and fixed-E laws and their bootstrap bands
+(extended one decade past the last budget, where predictions live), and
+`N_opt(C)`, `D_opt(C)` on log-log axes.
+"""
+
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
+
+COLORS = plt.get_cmap("viridis")
+
+
+def _save(figure: plt.Figure, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
+    figure.tight_layout()
+    figure.savefig(tmp)
+    plt.close(figure)
+    tmp.replace(path)
+    return path
+
+
+def plot_isoflops(fit: dict[str, object], path: Path) -> Path:
+    """Loss against N per budget with its parabola and minimum."""
+    figure, axis = plt.subplots(figsize=(7, 4.5), dpi=110)
+    budgets = fit["budgets"]
+    for index, budget in enumerate(budgets):
+        color = COLORS(index / max(len(budgets) - 1, 1))
+        params = np.array([run["params"] for run in budget["runs"]])
+        losses = np.array([run["loss"] for run in budget["runs"]])
+        x = np.log(params)
+        coefficients = np.polyfit(x - x.mean(), losses, 2)
+        grid = np.linspace(x.min() - 0.2, x.max() + 0.2, 100)
+        axis.plot(np.exp(grid), np.polyval(coefficients, grid - x.mean()), color=color, linewidth=1)
+        axis.scatter(params, losses, color=color, s=18, label=f"C = {budget['compute']:.3g}")
+        axis.scatter([budget["params_opt"]], [budget["loss_opt"]], color=color, marker="*", s=120, edgecolor="black", linewidth=0.5)
+    axis.set_xscale("log")
+    axis.set_xlabel("parameters N")
+    axis.set_ylabel("final loss")
+    axis.set_title("isoflop curves (star: minimum of the parabola in log N)")
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=8)
+    return _save(figure, path)
+
+
+def plot_laws(fit: dict[str, object], path: Path) -> Path:
+    """L_opt(C) with both laws and bands, and N_opt(C), D_opt(C)."""
+    budgets = fit["budgets"]
+    compute = np.array([b["compute"] for b in budgets])
+    grid = np.geomspace(compute.min() / 2, compute.max() * 10, 200)
+    level = fit["config"]["level"]
+    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5), dpi=110)
+    low, high = np.array([b["intervals"]["loss_opt"] for b in budgets]).T
+    left.errorbar(compute, [b["loss_opt"] for b in budgets], yerr=[[b["loss_opt"] for b in budgets] - low, high - [b["loss_opt"] for b in budgets]], fmt="o", color="black", label="isoflop minima")
+    for (kind, law), color in zip(fit["laws"].items(), ("tab:blue", "tab:orange")):
+        samples = {name: np.asarray(law["samples"][name])[:, None] for name in ("E", "A", "alpha")}
+        curves = samples["E"] + samples["A"] * grid[None, :] ** -samples["alpha"]
+        band = np.quantile(curves, [(1 - level) / 2, (1 + level) / 2], axis=0)
+        left.fill_between(grid, band[0], band[1], color=color, alpha=0.2)
+        left.plot(grid, law["E"] + law["A"] * grid ** -law["alpha"], color=color, label=f"{kind} E: {law['E']:.3g} + {law['A']:.4g}·C^-{law['alpha']:.3g}")
+    left.set_xscale("log")
+    left.set_xlabel("compute C (FLOPs)")
+    left.set_ylabel("loss at the isoflop minimum")
+    left.set_title(f"L(C), {level:.0%} bootstrap bands")
+    left.grid(alpha=0.3)
+    left.legend(fontsize=8)
+    for key, color, label in (("params_opt", "tab:green", "N_opt"), ("tokens_opt", "tab:red", "D_opt")):
+        law = fit[key]
+        right.scatter(compute, [b[key] for b in budgets], color=color)
+        right.plot(grid, law["coefficient"] * grid ** law["exponent"], color=color, label=f"{label} = {law['coefficient']:.3g}·C^{law['exponent']:.3f}")
+    right.set_xscale("log")
+    right.set_yscale("log")
+    right.set_xlabel("compute C (FLOPs)")
+    right.set_title("compute-optimal parameters and tokens")
+    right.grid(alpha=0.3)
+    right.legend(fontsize=8)
+    return _save(figure, path)

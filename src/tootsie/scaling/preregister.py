@@ -1,0 +1,126 @@
+"""Preregistered predictions: a timestamped, hashed record written before a run, scored against its outcome after.
+
+Marin preregisters the loss of a big run from its isoflop fit before launching
+it (the 1e22 and 1e23 MoE runs in the seeds' weekly update), so the run tests
+the law instead of tuning it. A record holds the prediction with its interval,
+the UTC time, and the sha256 of the fit file it came from (and that file's
+own input hashes); its `sha256` field hashes the canonical JSON of everything
+else, so an edit after the fact is detected when it is scored. Records are
+never overwritten.
+
+Scoring takes the outcome as a number, or from runs: one run at the record's
+budget gives its loss; three or more sizes give their isoflop minimum. When
+the runs say when their training started (`train_started_at`, written by the
+sweep's eval step), the score also says whether the record predates them.
+
+Example: `tootsie scaling preregister --fit fit.json --compute 1e12 --name
+tiny-1e12 --out prereg.json`, then after the runs `tootsie scaling score
+prereg.json --runs runs.jsonl` gives the prediction, the measured isoflop
+minimum at 1e12, the error and whether the interval held.
+"""
+
+import hashlib
+import json
+import math
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+
+from tootsie import __version__
+from tootsie.errors import TootsieError
+from tootsie.jsonfile import read_json, write_json_atomic
+from tootsie.scaling.isoflop import budget_key, group_runs, vertices
+from tootsie.scaling.predict import default_law, load_fit, predict
+from tootsie.scaling.runs import load_runs
+
+RECORD_FORMAT = "tootsie-preregistration/1"
+
+
+def canonical_hash(payload: dict[str, object]) -> str:
+    """sha256 of the canonical JSON (sorted keys, no spaces) of `payload` without its `sha256` field."""
+    body = {key: value for key, value in payload.items() if key != "sha256"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()).hexdigest()
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def preregister(fit_path: str | Path, compute: float, name: str, out: str | Path, law: str | None = None, note: str = "") -> dict[str, object]:
+    """Write a new prediction record for a run at `compute` to `out` (never over an existing file) and return it."""
+    target = Path(out)
+    if target.exists():
+        raise TootsieError(f"{target} already exists; a preregistration is never overwritten: choose another --out")
+    if not name.strip():
+        raise TootsieError("--name must not be empty; name the run the prediction is for")
+    fit = load_fit(fit_path)
+    kind = law or default_law(fit)
+    record: dict[str, object] = {
+        "format": RECORD_FORMAT,
+        "name": name,
+        "created_at": _now(),
+        "compute": compute,
+        "law": kind,
+        "level": fit["config"]["level"],
+        "prediction": predict(fit, compute, kind),
+        "fit": {"path": str(Path(fit_path).resolve()), "sha256": hashlib.sha256(Path(fit_path).read_bytes()).hexdigest(), "inputs": fit["inputs"]},
+        "note": note,
+        "tootsie_version": __version__,
+    }
+    record["sha256"] = canonical_hash(record)
+    write_json_atomic(target, record)
+    return record
+
+
+def load_record(path: str | Path) -> dict[str, object]:
+    """A preregistration record, with its hash verified."""
+    record = read_json(path)
+    if record is None:
+        raise TootsieError(f"preregistration record not found: {path}")
+    if record.get("format") != RECORD_FORMAT:
+        raise TootsieError(f"{path} is not a preregistration record (format {record.get('format')!r}); write one with `tootsie scaling preregister`")
+    if record.get("sha256") != canonical_hash(record):
+        raise TootsieError(f"{path} was modified after it was written: its content no longer matches its sha256 {record.get('sha256')!r}; a changed preregistration cannot be scored")
+    return record
+
+
+def outcome_from_runs(paths: Sequence[str | Path], compute: float) -> tuple[float, str, str | None]:
+    """(loss, how it was measured, earliest training start) of the runs at `compute`: one run's loss, or the isoflop minimum of 3+ sizes."""
+    loaded = load_runs(paths)
+    matching = [run for run in loaded.runs if budget_key(run["compute"]) == budget_key(compute)]
+    if not matching:
+        budgets = sorted({budget_key(run["compute"]) for run in loaded.runs})
+        raise TootsieError(f"no run at the preregistered budget {compute:.4g} FLOPs among {', '.join(map(str, paths))} (budgets: {budgets})")
+    starts = [str(run.extra["train_started_at"]) for run in matching if run.extra.get("train_started_at")]
+    started = min(starts, key=datetime.fromisoformat) if len(starts) == len(matching) else None
+    if len(matching) == 1:
+        return matching[0]["loss"], f"run {matching[0].label()}", started
+    group = group_runs(matching)[0]
+    minimum = vertices(group, group.losses[None, :])
+    method = "isoflop minimum" if minimum.quadratic[0] else "lowest run (the parabola opens downwards)"
+    return float(minimum.loss[0]), f"{method} of {len(matching)} runs", started
+
+
+def score(record: dict[str, object], actual: float, source: str, started: str | None = None) -> dict[str, object]:
+    """Compare a verified record's prediction with the measured `actual` loss."""
+    if not math.isfinite(actual):
+        raise TootsieError(f"the actual loss is {actual}; score a finished run with a finite loss")
+    prediction = record["prediction"]
+    before = None if started is None else datetime.fromisoformat(str(record["created_at"])) <= datetime.fromisoformat(started)
+    return {
+        "name": record["name"],
+        "compute": record["compute"],
+        "predicted": prediction["loss"],
+        "low": prediction["low"],
+        "high": prediction["high"],
+        "actual": actual,
+        "error": actual - prediction["loss"],
+        "relative_error": abs(actual - prediction["loss"]) / actual,
+        "within_interval": prediction["low"] <= actual <= prediction["high"],
+        "actual_source": source,
+        "preregistered_at": record["created_at"],
+        "run_started_at": started,
+        "preregistered_before_run": before,
+        "scored_at": _now(),
+        "record_sha256": record["sha256"],
+    }

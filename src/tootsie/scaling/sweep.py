@@ -1,0 +1,224 @@
+"""Isoflop sweep plans: for each compute budget, model shapes and the tokens that spend exactly that budget.
+
+A plan is pure arithmetic (no training): every (budget, width) pair gets the
+width rule's shape, its parameter count, a learning rate, and the number of
+steps at a fixed batch whose training FLOPs match the budget, either the
+exact count (`flops_rule="exact"`: `LlamaConfig.flops_per_token`, with the LM
+head and attention) or Chinchilla's `6·N·D` (`"6nd"`). Both counts are written
+for every run, so either can be checked. Pairs that would train for fewer than
+`min_steps` steps are listed under `skipped` with the reason, never dropped.
+
+Example: budget 1e12, width 64 with `WidthRule.tiny()` and vocab 4096 is 2
+layers, 655,680 parameters (embeddings included), 2.46 MFLOP per token at seq
+128, so 199 steps of 16 × 128 = 407,552 tokens.
+
+`sweep_steps.py` turns a plan into executor steps; `tootsie scaling sweep`
+prints or writes it as JSON, which `load_plan` reads back.
+"""
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tootsie.configfile import from_plain, to_plain
+from tootsie.errors import TootsieError
+from tootsie.jsonfile import read_json
+from tootsie.models.llama import LlamaConfig
+from tootsie.scaling.shapes import WidthRule, count_params, flops_per_token
+
+FLOPS_RULES = ("exact", "6nd")
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """Budgets, widths and the training recipe of an isoflop sweep."""
+
+    budgets: tuple[float, ...]
+    """Training compute budgets in FLOPs, e.g. (1e12, 2e12, 4e12)."""
+    widths: tuple[int, ...]
+    """Hidden widths to try at every budget (or the candidates `window` picks from)."""
+    window: int | None = None
+    """Per budget, only this many consecutive widths, centred where tokens/params is closest to `tokens_per_param`; None: all widths."""
+    tokens_per_param: float = 20.0
+    """Centre of the `window` (Chinchilla's ~20 tokens per parameter)."""
+    vocab_size: int = 4096
+    """Vocabulary of the tokenizer the runs train with."""
+    seq_len: int = 128
+    """Tokens per sequence."""
+    batch_size: int = 16
+    """Sequences per step (constant across the sweep)."""
+    rule: WidthRule = field(default_factory=WidthRule)
+    """Depth, heads and MLP width from the width."""
+    flops_rule: str = "exact"
+    """How tokens are sized to the budget: 'exact' (flops_per_token) or '6nd' (6 × params × tokens)."""
+    include_embeddings: bool = True
+    """Count embedding parameters in `params` (Chinchilla/Marin) or not (Kaplan)."""
+    min_steps: int = 50
+    """Pairs that would train fewer steps than this are skipped (and listed)."""
+    lr_constant: float = 0.33
+    """lr = lr_constant · sqrt(batch_size) / width (Marin's scaling recipe)."""
+    max_lr: float = 0.01
+    """Cap on the learning rate (Marin's recipe: 0.01)."""
+    warmup_fraction: float = 0.1
+    """Warmup steps as a fraction of the run (Marin: 0.1)."""
+    decay_fraction: float = 0.2
+    """Linear decay steps at the end as a fraction of the run (Marin: 0.2)."""
+    weight_decay: float = 0.1
+    """AdamW weight decay (Marin: 0.1)."""
+    seeds: tuple[int, ...] = (0,)
+    """Initialization and data-order seeds: every pair is trained once per seed (repeats measure the run-to-run noise)."""
+
+    def __post_init__(self) -> None:
+        if not self.budgets or any(not (b > 0 and math.isfinite(b)) for b in self.budgets):
+            raise ValueError(f"budgets must be positive finite FLOP counts, got {self.budgets}")
+        if len(set(self.budgets)) != len(self.budgets):
+            raise ValueError(f"budgets has duplicates: {self.budgets}")
+        if not self.widths or len(set(self.widths)) != len(self.widths):
+            raise ValueError(f"widths must be non-empty and distinct, got {self.widths}")
+        for width in self.widths:
+            self.rule.model(width, self.vocab_size)
+        if self.window is not None and not 1 <= self.window <= len(self.widths):
+            raise ValueError(f"window={self.window} must be between 1 and the number of widths ({len(self.widths)})")
+        if self.flops_rule not in FLOPS_RULES:
+            raise ValueError(f"flops_rule={self.flops_rule!r} must be one of {FLOPS_RULES}")
+        for name in ("tokens_per_param", "lr_constant", "max_lr"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        for name in ("vocab_size", "seq_len", "batch_size", "min_steps"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"seeds must be non-empty and distinct, got {self.seeds}")
+        if not (0 <= self.warmup_fraction and 0 <= self.decay_fraction and self.warmup_fraction + self.decay_fraction <= 1):
+            raise ValueError(f"need warmup_fraction, decay_fraction >= 0 with a sum <= 1, got {self.warmup_fraction=}, {self.decay_fraction=}")
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One training run of the sweep."""
+
+    name: str
+    """`<budget>-d<width>`, e.g. '1e12-d64', with `-s<seed>` for seeds other than 0."""
+    budget: float
+    """The compute budget this run belongs to (its `compute` in the fit)."""
+    width: int
+    """Hidden width."""
+    model: LlamaConfig
+    """The full shape."""
+    params: int
+    """Parameters, counted as the sweep's `include_embeddings` says."""
+    params_non_embedding: int
+    """Parameters without the input and output embeddings."""
+    tokens: int
+    """Training tokens (steps × batch_size × seq_len)."""
+    steps: int
+    """Training steps."""
+    flops: float
+    """Exact training FLOPs of these tokens (flops_per_token × tokens)."""
+    flops_6nd: float
+    """6 × params × tokens."""
+    learning_rate: float
+    """Peak learning rate."""
+    warmup_steps: int
+    """Steps of linear warmup."""
+    decay_steps: int
+    """Steps of linear decay to zero at the end."""
+    seed: int = 0
+    """Seed of the initialization and of the data order."""
+
+
+@dataclass(frozen=True)
+class SkippedRun:
+    """A (budget, width) pair the plan leaves out, and why."""
+
+    budget: float
+    width: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """Every run of a sweep, and every pair left out."""
+
+    config: SweepConfig
+    runs: tuple[PlannedRun, ...]
+    skipped: tuple[SkippedRun, ...]
+
+
+def budget_label(budget: float) -> str:
+    """A compact step-name-safe label: 1e12 → '1e12', 2.5e11 → '2.5e11'."""
+    mantissa, exponent = f"{budget:.3e}".split("e")
+    return f"{float(mantissa):g}e{int(exponent)}"
+
+
+def _windowed(config: SweepConfig, budget: float) -> tuple[int, ...]:
+    """The widths used at `budget`: all, or the `window` consecutive ones around tokens/params = tokens_per_param."""
+    widths = tuple(sorted(config.widths))
+    if config.window is None:
+        return widths
+    ratios = []
+    for width in widths:
+        model = config.rule.model(width, config.vocab_size)
+        params = count_params(model, config.include_embeddings)
+        ratios.append(abs(math.log(_tokens_for(config, model, budget) / params / config.tokens_per_param)))
+    centre = min(range(len(widths)), key=ratios.__getitem__)
+    start = min(max(0, centre - config.window // 2), len(widths) - config.window)
+    return widths[start : start + config.window]
+
+
+def _tokens_for(config: SweepConfig, model: LlamaConfig, budget: float) -> float:
+    per_token = flops_per_token(model, config.seq_len) if config.flops_rule == "exact" else 6 * count_params(model, config.include_embeddings)
+    return budget / per_token
+
+
+def plan_sweep(config: SweepConfig) -> SweepPlan:
+    """The runs of an isoflop sweep: shapes, steps and learning rates for every budget and width."""
+    runs, skipped = [], []
+    tokens_per_step = config.batch_size * config.seq_len
+    for budget in sorted(config.budgets):
+        for width in _windowed(config, budget):
+            model = config.rule.model(width, config.vocab_size)
+            steps = round(_tokens_for(config, model, budget) / tokens_per_step)
+            if steps < config.min_steps:
+                skipped.append(SkippedRun(budget, width, f"{steps} steps < min_steps={config.min_steps}; a larger budget or a smaller width or batch"))
+                continue
+            tokens = steps * tokens_per_step
+            params = count_params(model, config.include_embeddings)
+            warmup = round(config.warmup_fraction * steps)
+            decay = min(round(config.decay_fraction * steps), steps - warmup)
+            runs.extend(
+                PlannedRun(
+                    name=f"{budget_label(budget)}-d{width}" + (f"-s{seed}" if seed else ""),
+                    budget=budget,
+                    width=width,
+                    model=model,
+                    params=params,
+                    params_non_embedding=count_params(model, include_embeddings=False),
+                    tokens=tokens,
+                    steps=steps,
+                    flops=flops_per_token(model, config.seq_len) * tokens,
+                    flops_6nd=6.0 * params * tokens,
+                    learning_rate=min(config.max_lr, config.lr_constant * math.sqrt(config.batch_size) / width),
+                    warmup_steps=warmup,
+                    decay_steps=decay,
+                    seed=seed,
+                )
+                for seed in config.seeds
+            )
+    return SweepPlan(config, tuple(runs), tuple(skipped))
+
+
+def plan_to_json(plan: SweepPlan) -> dict[str, object]:
+    """The plan as plain JSON data: its config, its runs and its skipped pairs."""
+    return {"config": to_plain(plan.config), "runs": [to_plain(run) for run in plan.runs], "skipped": [to_plain(s) for s in plan.skipped]}
+
+
+def load_plan(path: str | Path) -> SweepPlan:
+    """Read a plan written by `tootsie scaling sweep --out`, re-planned from its config and checked against its runs."""
+    payload = read_json(path)
+    if payload is None or "config" not in payload:
+        raise TootsieError(f"{path} is not a sweep plan (no 'config' key); write one with `tootsie scaling sweep --out PLAN.json`")
+    plan = plan_sweep(from_plain(SweepConfig, payload["config"], f"{Path(path).name}:config"))
+    if plan_to_json(plan)["runs"] != payload.get("runs"):
+        raise TootsieError(f"{path}: its runs differ from what its config plans (edited by hand, or written by another tootsie version); rewrite it with `tootsie scaling sweep`")
+    return plan

@@ -1,0 +1,143 @@
+"""A sweep plan as executor steps: train each run, score it on held-out data, collect the runs for the fit.
+
+Per planned run there are two steps, `<prefix>/train/<run>` (the trainer, one
+final checkpoint, no EMA) and `<prefix>/eval/<run>`, which writes `run.json`
+with the run's `compute`, `params`, `tokens` and final held-out `loss`: the
+macro average over held-out domains of the next-token loss in nats per token
+(Marin's "macro loss"), with bits-per-byte alongside. `<prefix>/runs` gathers
+every `run.json` into `runs.jsonl`, the input of `tootsie scaling fit`.
+Because every step is content-addressed, adding a budget to a plan reruns only
+the new runs.
+"""
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from tootsie.data.batch_schedule import BatchSchedule
+from tootsie.data.mixture import MixtureConfig, MixtureStage
+from tootsie.datakit.tokenizer import load_tokenizer, token_byte_lengths
+from tootsie.eval.bpb import domain_bpb
+from tootsie.executor import Step
+from tootsie.executor.metadata import INFO_FILE
+from tootsie.executor.step import StepRef
+from tootsie.jsonfile import read_json, write_json_atomic
+from tootsie.models.llama import LlamaConfig
+from tootsie.scaling.runs import RUN_FILE, RUNS_FILE
+from tootsie.scaling.sweep import PlannedRun, SweepPlan
+from tootsie.train.config import CheckpointConfig, TrainConfig
+from tootsie.train.optimizer import AdamWConfig
+from tootsie.train.schedule import WSDConfig
+from tootsie.train.trainer import load_model, train
+
+
+@dataclass(frozen=True)
+class RunEvalConfig:
+    """Score one trained sweep run on held-out caches and record it for the fit."""
+
+    name: str
+    """The planned run's name."""
+    compute: float
+    """Its budget in FLOPs."""
+    params: int
+    """Its parameter count (as the plan counts them)."""
+    tokens: int
+    """Its training tokens."""
+    flops: float
+    """Its exact training FLOPs."""
+    model: LlamaConfig
+    """Its shape."""
+    checkpoint: str | StepRef
+    """Its training output directory."""
+    heldout: dict[str, str | StepRef]
+    """Domain → held-out token cache."""
+    tokenizer: str | StepRef
+    """The caches' tokenizer.json (for bytes per token)."""
+    seq_len: int = 128
+    """Tokens per evaluated sequence."""
+    max_sequences: int | None = None
+    """Sequences per domain; None for the whole held-out cache."""
+
+
+@dataclass(frozen=True)
+class CollectRunsConfig:
+    """Gather run records into one JSONL file."""
+
+    runs: tuple[str | StepRef, ...]
+    """`run.json` files."""
+
+
+def evaluate_run(config: RunEvalConfig, output_path: str) -> dict[str, object]:
+    """Write `run.json`: compute, params, tokens and the final held-out macro loss (nats/token), plus BPB per domain and when training started."""
+    model = load_model(config.model, str(config.checkpoint))
+    byte_lengths = token_byte_lengths(load_tokenizer(str(config.tokenizer)))
+    results = {name: domain_bpb(model, str(cache), byte_lengths, config.seq_len, max_sequences=config.max_sequences) for name, cache in sorted(config.heldout.items())}
+    loss_by_domain = {name: r.nats / max(r.tokens, 1) for name, r in results.items()}
+    record = {
+        "name": config.name,
+        "compute": config.compute,
+        "params": config.params,
+        "tokens": config.tokens,
+        "flops": config.flops,
+        "loss": sum(loss_by_domain.values()) / len(loss_by_domain),
+        "loss_by_domain": loss_by_domain,
+        "bpb_by_domain": {name: r.bpb for name, r in results.items()},
+        "width": config.model.hidden_dim,
+        "num_layers": config.model.num_layers,
+        "checkpoint": str(config.checkpoint),
+        "train_started_at": (read_json(Path(str(config.checkpoint)) / INFO_FILE) or {}).get("start_time"),
+    }
+    if not math.isfinite(record["loss"]):
+        record["loss"] = None
+    write_json_atomic(Path(output_path) / RUN_FILE, record)
+    return record
+
+
+def collect_runs(config: CollectRunsConfig, output_path: str) -> int:
+    """Write every run record as one line of `runs.jsonl`; return how many."""
+    lines = [json.dumps(read_json(path), sort_keys=True) for path in map(str, config.runs)]
+    out = Path(output_path)
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / f".{RUNS_FILE}.tmp"
+    tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    tmp.replace(out / RUNS_FILE)
+    return len(lines)
+
+
+def train_config(run: PlannedRun, plan: SweepPlan, caches: dict[str, str | StepRef], mix: dict[str, float]) -> TrainConfig:
+    """The training config of one planned run: WSD with linear warmup and decay to zero, AdamW, one final checkpoint."""
+    config = plan.config
+    data = MixtureConfig(
+        caches=caches, stages=(MixtureStage(0, mix),), seq_len=config.seq_len, batch_schedule=BatchSchedule.constant(config.batch_size), seed=run.seed
+    )
+    schedule = WSDConfig(peak_lr=run.learning_rate, warmup_steps=run.warmup_steps, decay_steps=run.decay_steps, total_steps=run.steps, min_lr_ratio=0.0)
+    return TrainConfig(
+        model=run.model, data=data, num_steps=run.steps, optimizer=AdamWConfig(weight_decay=config.weight_decay), schedule=schedule, ema=None,
+        seed=run.seed, checkpoints=CheckpointConfig(every_steps=run.steps, every_minutes=None),
+    )
+
+
+def sweep_steps(
+    plan: SweepPlan,
+    prefix: str,
+    caches: dict[str, str | StepRef],
+    mix: dict[str, float],
+    heldout: dict[str, str | StepRef],
+    tokenizer: str | StepRef,
+    max_eval_sequences: int | None = None,
+) -> Step:
+    """The collect step of the whole sweep (its train and eval steps are its inputs)."""
+    records = []
+    for run in plan.runs:
+        trained = Step(f"{prefix}/train/{run.name}", train, train_config(run, plan, caches, mix), description=f"isoflop run {run.name}")
+        scored = Step(
+            f"{prefix}/eval/{run.name}",
+            evaluate_run,
+            RunEvalConfig(
+                name=run.name, compute=run.budget, params=run.params, tokens=run.tokens, flops=run.flops, model=run.model, checkpoint=trained.ref(),
+                heldout=heldout, tokenizer=tokenizer, seq_len=plan.config.seq_len, max_sequences=max_eval_sequences,
+            ),
+        )
+        records.append(scored.ref(RUN_FILE))
+    return Step(f"{prefix}/runs", collect_runs, CollectRunsConfig(runs=tuple(records)))
