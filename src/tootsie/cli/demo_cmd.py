@@ -3,7 +3,8 @@
 Runs `experiments/demo.py` through the executor (so a second run skips every
 finished step), then prints per-step times, held-out bits-per-byte before and
 after training, peak memory, and where every artifact is. `--backend ray` runs
-the steps as Ray tasks (docs/scale-out.md).
+the steps as Ray tasks, and `--out s3://bucket/demo` (or `--prefix`) keeps every
+output in object storage (docs/scale-out.md).
 """
 
 import argparse
@@ -16,7 +17,7 @@ from pathlib import Path
 import tootsie
 from tootsie.cli.executor_cmd import add_backend_arguments, progress_lines
 from tootsie.errors import TootsieError
-from tootsie.executor import RunReport, failure_summary, load_experiment, run_experiment
+from tootsie.executor import RunReport, failure_summary, load_experiment, run_experiment, storage
 
 DEFAULT_OUT = "./tootsie-demo"
 BPB_LABEL_ORDER = {"init": 0, "pretrain": 1, "pretrain_ema": 2, "final": 3, "final_ema": 4}
@@ -25,7 +26,14 @@ BPB_LABEL_ORDER = {"init": 0, "pretrain": 1, "pretrain_ema": 2, "final": 3, "fin
 def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     """Add the `demo` command."""
     parser = subparsers.add_parser("demo", help="run the end-to-end demo (no network, a few minutes on 2 CPU cores)")
-    parser.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=f"output prefix (default {DEFAULT_OUT})")
+    parser.add_argument(
+        "--out",
+        "--prefix",
+        dest="out",
+        default=DEFAULT_OUT,
+        metavar="DIR_OR_URL",
+        help=f"output prefix: a directory or a URL like s3://bucket/demo (default {DEFAULT_OUT})",
+    )
     parser.add_argument("--experiment", metavar="FILE", help="demo experiment file (default: experiments/demo.py of this checkout)")
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line of stdout")
     add_backend_arguments(parser)
@@ -60,17 +68,22 @@ def demo_command(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
-def _output_of(report: RunReport, name: str) -> Path | None:
-    matches = [Path(step.output_path) for step in report.steps if step.name == name]
+def _output_of(report: RunReport, name: str) -> str | None:
+    """The output directory (path or URL) of the step `name`, None when the report has no such step."""
+    matches = [step.output_path for step in report.steps if step.name == name]
     return matches[0] if matches else None
 
 
+def _artifact(directory: str | None, name: str) -> str | None:
+    """`directory`/`name` (joined for a path or a URL), None without a directory."""
+    return storage.join(directory, name) if directory else None
+
+
 def demo_summary(report: RunReport, wall_seconds: float) -> dict[str, object]:
-    """Times, BPB, memory and artifact paths of a demo run, JSON-ready."""
+    """Times, BPB, memory and artifact paths (local paths or URLs) of a demo run, JSON-ready."""
     summary_dir = _output_of(report, "demo/summary")
-    bpb_dir = _output_of(report, "demo/eval/bpb")
-    bpb_file = bpb_dir / "bpb.json" if bpb_dir else None
-    bpb = json.loads(bpb_file.read_text()) if bpb_file and bpb_file.is_file() else None
+    bpb_file = _artifact(_output_of(report, "demo/eval/bpb"), "bpb.json")
+    bpb = storage.read_json(bpb_file) if bpb_file else None
     return {
         "ok": report.ok,
         "prefix": report.prefix,
@@ -79,12 +92,12 @@ def demo_summary(report: RunReport, wall_seconds: float) -> dict[str, object]:
         "steps": [{"name": s.name, "status": str(s.status), "seconds": s.seconds, "ran": s.reason.startswith("run")} for s in report.steps],
         "bpb": bpb,
         "artifacts": {
-            "metrics": str(summary_dir / "metrics.jsonl") if summary_dir else None,
-            "loss_plot": str(summary_dir / "loss.png") if summary_dir else None,
-            "summary": str(summary_dir / "summary.json") if summary_dir else None,
-            "bpb": str(bpb_file) if bpb_file else None,
-            "final_checkpoints": str(_output_of(report, "demo/train/cooldown") or ""),
-            "tokenizer": str(_output_of(report, "demo/tokenizer") or ""),
+            "metrics": _artifact(summary_dir, "metrics.jsonl"),
+            "loss_plot": _artifact(summary_dir, "loss.png"),
+            "summary": _artifact(summary_dir, "summary.json"),
+            "bpb": bpb_file,
+            "final_checkpoints": _output_of(report, "demo/train/cooldown") or "",
+            "tokenizer": _output_of(report, "demo/tokenizer") or "",
         },
     }
 

@@ -9,6 +9,8 @@ the keys of the experiment's `PLAN` when it defines one (a recipe's phases).
 when a step fails it also prints one line to stderr naming the step, its
 error and its log file. `run --backend ray` runs the steps as Ray tasks on the
 cluster at `--ray-address` (default: $RAY_ADDRESS, else a new local Ray).
+`--prefix` may be an fsspec URL (`s3://bucket/runs`): outputs and the
+executor's files then live in object storage (docs/scale-out.md).
 """
 
 import argparse
@@ -22,6 +24,7 @@ from collections.abc import Iterator
 from tootsie.executor import RunReport, experiment_status, failure_summary, run_experiment
 from tootsie.executor.experiment import load_experiment_with_plan, merge_plan
 from tootsie.executor.runner import BACKENDS
+from tootsie.recipes.tiny import SCALE_ENV
 
 DEFAULT_PREFIX = "./out"
 
@@ -54,9 +57,21 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
         "experiment", metavar="EXPERIMENT.py", help="experiment file defining a module-level STEPS list"
     )
     parser.add_argument(
-        "--prefix", metavar="DIR", help=f"root of all outputs (default: $TOOTSIE_PREFIX, else {DEFAULT_PREFIX})"
+        "--prefix",
+        metavar="DIR_OR_URL",
+        help=f"root of all outputs: a directory or a URL like s3://bucket/runs (default: $TOOTSIE_PREFIX, else {DEFAULT_PREFIX})",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line of stdout")
+    parser.add_argument(
+        "--scale", metavar="NAME", help=f"the scale a recipe experiment builds, e.g. tiny (sets ${SCALE_ENV}; default: full, the runs as they were)"
+    )
+
+
+def _load(args: argparse.Namespace) -> tuple[list, dict | None]:
+    """The experiment's STEPS and PLAN, built at --scale when given."""
+    if args.scale:
+        os.environ[SCALE_ENV] = args.scale
+    return load_experiment_with_plan(args.experiment)
 
 
 def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
@@ -81,7 +96,7 @@ def prefix_of(args: argparse.Namespace) -> str:
 
 def run_command(args: argparse.Namespace) -> int:
     """`tootsie run`: run (or plan) the experiment, print the report, and return the exit code."""
-    steps, plan = load_experiment_with_plan(args.experiment)
+    steps, plan = _load(args)
     with progress_lines(enabled=not args.json):
         report = run_experiment(
             steps,
@@ -101,7 +116,7 @@ def run_command(args: argparse.Namespace) -> int:
 
 def status_command(args: argparse.Namespace) -> int:
     """`tootsie status`: print every step's reported status; reads files only."""
-    steps, plan = load_experiment_with_plan(args.experiment)
+    steps, plan = _load(args)
     report = experiment_status(steps, prefix_of(args))
     _print_report(report, as_json=args.json, show_plan=False, experiment_plan=plan, experiment=args.experiment)
     return 0

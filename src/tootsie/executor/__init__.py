@@ -50,11 +50,18 @@ hash `3ca46efc75aa`, which appears inside `demo/tokenize`'s version, so it moves
 too (`demo/tokenize-10b7c0507051`): both run again, and the old outputs stay
 where they were. (tests/executor/test_hashing.py pins these values.)
 
+The prefix may also be an fsspec URL (`s3://bucket/runs`): the executor's
+files then live in object storage, leases become conditional writes, and step
+functions still read and write local directories that the executor copies
+down and uploads (see `staging`). Hashes do not depend on the prefix.
+
 Modules: `step` (Step, StepRef, unhashed), `hashing` (canonical form, hash),
 `graph` (discovery, order, output paths), `lease` (locks with heartbeat),
 `status` (status files, reported status), `metadata` (`.executor_info.json`),
 `steplog` (`.executor.log`), `plan` (what a run would do, and why), `runner`
-(run_experiment), `report` (RunReport), `experiment` (load_experiment).
+(run_experiment), `report` (RunReport), `experiment` (load_experiment),
+`storage` (local paths and fsspec URLs), `remote_lease` (leases in object
+storage), `staging` (local copies of remote inputs and outputs).
 """
 
 from tootsie.executor.experiment import load_experiment

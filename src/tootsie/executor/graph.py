@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tootsie.errors import TootsieError
+from tootsie.executor import storage
 from tootsie.executor.hashing import canonical, hash_json, step_id, version
 from tootsie.executor.step import Step, StepRef, find_refs, map_refs
 
@@ -32,7 +33,7 @@ class Node:
     full_config: dict[str, Any]
     """Canonical config including `unhashed()` fields, for the metadata file."""
     output_path: str
-    """Absolute `<prefix>/<name>-<hash>`."""
+    """`<prefix>/<name>-<hash>`: an absolute local path, or a URL when the prefix is one."""
     dependencies: tuple[str, ...]
     """Ids of the direct inputs, without repeats, in the order the config mentions them."""
 
@@ -47,7 +48,7 @@ class Graph:
     """All steps of an experiment, inputs before readers, with their output paths under `prefix`."""
 
     prefix: str
-    """Absolute directory that holds every output."""
+    """Absolute directory, or URL without a trailing slash (s3://bucket/runs), that holds every output."""
     nodes: tuple[Node, ...]
     """Topological order: every node comes after the nodes it reads."""
     ids: Mapping[Step[Any], str]
@@ -74,7 +75,7 @@ class Graph:
 
 def build_graph(steps: Sequence[Step[Any]], prefix: str | os.PathLike[str]) -> Graph:
     """Discover, hash and order every step reachable from `steps`, with outputs under `prefix`."""
-    root = os.path.abspath(os.fspath(prefix))
+    root = storage.normalize_prefix(prefix)
     hashes: dict[Step[Any], str] = {}
     nodes: dict[str, Node] = {}
     visiting: list[Step[Any]] = []
@@ -103,7 +104,7 @@ def build_graph(steps: Sequence[Step[Any]], prefix: str | os.PathLike[str]) -> G
                 hash=step_hash,
                 version=step_version,
                 full_config=canonical(step.config, hash_of=hashes.__getitem__, include_unhashed=True),
-                output_path=os.path.join(root, node_id),
+                output_path=storage.join(root, node_id),
                 dependencies=tuple(dict.fromkeys(step_id(r.step, hashes[r.step]) for r in refs)),
             )
 
@@ -120,5 +121,5 @@ def step_hash(step: Step[Any]) -> str:
 
 
 def output_path(step: Step[Any], prefix: str | os.PathLike[str]) -> str:
-    """Absolute output directory of `step` under `prefix`: `<prefix>/<name>-<hash>`."""
+    """Output directory of `step` under `prefix` (a directory or a URL): `<prefix>/<name>-<hash>`."""
     return build_graph([step], prefix).node(step).output_path

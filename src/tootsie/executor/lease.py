@@ -15,8 +15,9 @@ Every read-check-write of the lease happens while holding `fcntl.flock` on a
 sidecar `.executor_lease.mutex` file. The kernel drops a flock when its process
 dies, so the mutex itself can never go stale; the lease file is written with a
 temporary file and `os.replace`. The `Lease` protocol (acquire / refresh /
-release / read) is all the runner uses, so an object-store lease built on
-conditional writes can replace `FileLease` without touching the runner.
+release / read) is all the runner uses; `remote_lease.ObjectLease` implements
+it in object storage with conditional writes, and `remote_lease.open_lease`
+picks the one a prefix needs.
 """
 
 import contextlib
@@ -33,7 +34,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tootsie.errors import TootsieError
-from tootsie.jsonfile import read_json, write_json_atomic
+from tootsie.executor import storage
+from tootsie.jsonfile import write_json_atomic
 
 LEASE_FILE = ".executor_lease.json"
 MUTEX_FILE = ".executor_lease.mutex"
@@ -96,7 +98,7 @@ class LeaseRecord:
     """Unix time of the holder's last heartbeat."""
 
     @classmethod
-    def from_json(cls, payload: dict[str, Any], path: Path) -> "LeaseRecord":
+    def from_json(cls, payload: dict[str, Any], path: str | os.PathLike[str]) -> "LeaseRecord":
         """Parse a lease file's JSON; a malformed file is an error naming it."""
         try:
             return cls(
@@ -141,14 +143,14 @@ def stale_reason(record: LeaseRecord, settings: LeaseSettings, *, now: float) ->
 
 
 def read_lease(directory: str | os.PathLike[str]) -> LeaseRecord | None:
-    """The lease file of `directory`, or None when there is none (no lock taken, nothing written)."""
-    path = Path(directory) / LEASE_FILE
-    payload = read_json(path)
+    """The lease file of `directory` (local or in object storage), or None when there is none; nothing is written."""
+    path = storage.join(os.fspath(directory), LEASE_FILE)
+    payload = storage.read_json(path)
     return None if payload is None else LeaseRecord.from_json(payload, path)
 
 
 class Lease(Protocol):
-    """The lock the runner holds while a step runs; a file lease now, an object-store lease later."""
+    """The lock the runner holds while a step runs: `FileLease` locally, `remote_lease.ObjectLease` in object storage."""
 
     def acquire(self) -> bool:
         """Take the lease if it is absent, stale or already ours; False if someone else holds it."""
@@ -251,7 +253,7 @@ class Heartbeat:
         while not self._stop.wait(self._interval):
             try:
                 held = self._lease.refresh()
-            except (OSError, TootsieError) as error:
+            except Exception as error:  # noqa: BLE001 - e.g. an object store briefly unreachable: keep beating
                 logger.error("step %s: heartbeat failed (%s); will retry in %g s", self._label, error, self._interval)
                 continue
             if not held:

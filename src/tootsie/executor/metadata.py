@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import tootsie
+from tootsie.executor import storage
 from tootsie.executor.graph import Node
-from tootsie.jsonfile import read_json, write_json_atomic
 
 INFO_FILE = ".executor_info.json"
 KEY_PACKAGES = ("jax", "jaxlib", "equinox", "optax", "numpy", "pyarrow", "tokenizers")
@@ -103,7 +103,7 @@ def write_info(
     ended: float | None = None,
     error: str | None = None,
 ) -> None:
-    """Atomically write the metadata file of `node` (at the start with `ended=None`, again at the end)."""
+    """Atomically write the metadata file of `node`, local or in object storage (at the start with `ended=None`, again at the end)."""
     payload: dict[str, Any] = {
         "name": node.step.name,
         "description": node.step.description,
@@ -124,7 +124,7 @@ def write_info(
         "status": status,
         "error": error,
     }
-    write_json_atomic(Path(node.output_path) / INFO_FILE, payload)
+    storage.write_json(storage.join(node.output_path, INFO_FILE), payload)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,7 +139,7 @@ class Recorded:
 
 def recorded(directory: str | os.PathLike[str]) -> Recorded:
     """Duration and error of the last attempt recorded in `directory`'s metadata file (None when absent)."""
-    payload = read_json(Path(directory) / INFO_FILE) or {}
+    payload = storage.read_json(storage.join(os.fspath(directory), INFO_FILE)) or {}
     seconds, error = payload.get("seconds"), payload.get("error")
     return Recorded(
         seconds=float(seconds) if isinstance(seconds, (int, float)) else None,

@@ -4,7 +4,7 @@
 driver (the process that called it), exactly as the local runner does: it
 decides skip / run / DEP_FAILED, takes the step's lease and heartbeats it,
 writes the status and metadata files, and writes SUCCESS last. Only
-`fn(config, output_path)` runs in a Ray worker, through `runner.call_step`,
+`fn(config, output_path)` runs in a Ray worker, through `staging.call_step`,
 which captures the step's log into its `.executor.log` (plus a line naming the
 worker's host and pid; the metadata file names the driver's). So the semantics
 are the local runner's: finished steps are skipped, a failure makes the step
@@ -20,10 +20,13 @@ dies (killed, out of memory) leaves the step FAILED with Ray's error in its log,
 as a crash of the local process would, and a rerun resumes it. Ctrl-C in the
 driver cancels the running tasks and records them FAILED.
 
-Assumption: a shared filesystem. The driver and every worker must see the
-prefix at the same absolute path (one machine, or a network filesystem mounted
+Where outputs live: with a local prefix, the driver and every worker must see
+it at the same absolute path (one machine, or a network filesystem mounted
 alike on every node), because workers write outputs and logs there and the
-driver writes status, lease and metadata files next to them.
+driver writes status, lease and metadata files next to them. With a prefix in
+object storage (s3://...) no shared filesystem is needed: the worker copies
+the step's inputs to its own disk, runs the function on a local staging
+directory and uploads it (`staging`); the driver writes SUCCESS after that.
 
 Example: with the demo's steps, `tootsie run experiments/demo.py --backend ray`
 starts `demo/normalized/code` and `demo/normalized/prose` together once
@@ -38,14 +41,15 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Callable
 from typing import Any
 
 from tootsie.errors import TootsieError
 from tootsie.executor.graph import Graph, Node
-from tootsie.executor.lease import FileLease, Heartbeat
+from tootsie.executor.lease import Heartbeat
+from tootsie.executor.remote_lease import open_lease
 from tootsie.executor.report import StepReport, describe_error
-from tootsie.executor.runner import POLL_SECONDS, RunContext, call_step, holder_of, log_to_step
+from tootsie.executor.runner import POLL_SECONDS, RunContext, holder_of, log_to_step
+from tootsie.executor.staging import StepCall, call_step, prepare_call
 from tootsie.executor.status import Status
 from tootsie.executor.step import Resources, Step
 
@@ -61,10 +65,10 @@ except ModuleNotFoundError:
 logger = logging.getLogger(__name__)
 
 
-def run_in_worker(fn: Callable[[Any, str], None], config: Any, directory: str, name: str) -> str | None:
+def run_in_worker(call: StepCall) -> str | None:
     """`call_step` in a Ray worker, after noting in the step's log which host and pid run it."""
-    log_to_step(directory, logging.INFO, "step %s: in Ray worker pid %d on host %s", name, os.getpid(), socket.gethostname())
-    return call_step(fn, config, directory, name)
+    log_to_step(call.output, logging.INFO, "step %s: in Ray worker pid %d on host %s", call.name, os.getpid(), socket.gethostname())
+    return call_step(call)
 
 
 _remote_step = ray.remote(run_in_worker)
@@ -208,7 +212,7 @@ class _Scheduler:
                 self._record(node, settled)
                 return True
             self.reasons[node.id] = settled
-        lease = FileLease(node.output_path, context.settings)
+        lease = open_lease(node.output_path, context.settings)
         if not lease.acquire():
             if node.id not in self.waiting:
                 logger.info("step %s: waiting while %s runs it", name, holder_of(lease))
@@ -227,8 +231,7 @@ class _Scheduler:
             if not _fits_some_node(options):
                 logger.warning("step %s: no Ray node has %s yet; it waits until one joins", name, node.step.resources)
             try:
-                config = context.graph.resolved_config(node)
-                ref = _remote_step.options(**options).remote(node.step.fn, config, node.output_path, name)
+                ref = _remote_step.options(**options).remote(prepare_call(context.graph, node))
             except Exception as error:  # noqa: BLE001 - e.g. a config Ray cannot serialize: this step fails, not the run
                 self._record(node, context.finish(node, reason, started, f"cannot submit to Ray: {describe_error(error)}"))
                 return True

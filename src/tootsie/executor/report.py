@@ -6,9 +6,9 @@ failed step, its error and its log file.
 """
 
 import dataclasses
-import os
 from typing import Any
 
+from tootsie.executor import storage
 from tootsie.executor.status import Status
 from tootsie.executor.steplog import LOG_FILE
 
@@ -24,7 +24,7 @@ class StepReport:
     status: Status
     """SUCCESS, RUNNING, FAILED, DEP_FAILED or NOT_STARTED."""
     output_path: str
-    """Absolute output directory."""
+    """Absolute output directory, or its URL in object storage."""
     reason: str
     """Why the step was (or would be) skipped, run or waited on, e.g. "skip: SUCCESS at ..."."""
     seconds: float | None = None
@@ -37,7 +37,7 @@ class StepReport:
     @property
     def log_path(self) -> str:
         """The step's `.executor.log`."""
-        return os.path.join(self.output_path, LOG_FILE)
+        return storage.join(self.output_path, LOG_FILE)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict with name, hash, status, output_path, reason, seconds, and detail/error when set."""
@@ -62,7 +62,7 @@ class RunReport:
     """Every step of an experiment, inputs first, with what happened to it."""
 
     prefix: str
-    """Absolute directory holding the outputs."""
+    """Absolute directory (or URL) holding the outputs."""
     steps: tuple[StepReport, ...]
     """One entry per step version, in run order."""
     dry_run: bool = False

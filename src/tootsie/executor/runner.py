@@ -13,6 +13,11 @@ Two backends share that bookkeeping through `RunContext`: "local" (here) runs
 the steps one at a time in this process; "ray" (`ray_backend`) keeps the
 bookkeeping in this process and runs each step's `fn` as a Ray task, starting
 a step as soon as its inputs are done.
+
+The prefix may be a URL in object storage (`s3://bucket/runs`): the status,
+lease, metadata, log and run-record files then live there (`storage`,
+`remote_lease`), and each step function still writes a local directory that
+is uploaded before SUCCESS is written (`staging`).
 """
 
 import dataclasses
@@ -21,21 +26,24 @@ import os
 import re
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
 from tootsie.errors import TootsieError
+from tootsie.executor import storage
 from tootsie.executor.graph import Graph, Node, build_graph
 from tootsie.executor.hashing import hash_json
-from tootsie.executor.lease import FileLease, Heartbeat, Lease, LeaseSettings
+from tootsie.executor.lease import Heartbeat, Lease, LeaseSettings
 from tootsie.executor.metadata import Environment, recorded, write_info
 from tootsie.executor.plan import decide, plan
+from tootsie.executor.remote_lease import open_lease
 from tootsie.executor.report import RunReport, StepReport, describe_error
+from tootsie.executor.staging import call_step, prepare_call
 from tootsie.executor.status import Status, observe, write_status
 from tootsie.executor.step import Step
-from tootsie.executor.steplog import capture_logs, log_current_exception
-from tootsie.jsonfile import write_json_atomic
+from tootsie.executor.steplog import capture_logs
 
 BACKENDS = ("local", "ray")
 POLL_SECONDS = 0.25
@@ -73,7 +81,7 @@ class RunContext:
             logger.info("step %s: %s", name, decision.reason)
             return self.report(node, Status.SUCCESS, decision.reason, recorded(directory).seconds)
         failed_inputs = [self.graph.by_id[dep].step.name for dep in node.dependencies if dep in failed]
-        os.makedirs(directory, exist_ok=True)
+        storage.makedirs(directory)
         if failed_inputs:
             write_status(directory, Status.DEP_FAILED)
             reason = f"not run: input failed: {', '.join(failed_inputs)}"
@@ -123,7 +131,7 @@ def run_experiment(
     backend: str = "local",
     ray_address: str | None = None,
 ) -> RunReport:
-    """Run `steps` and every step they reference, with outputs under `prefix`.
+    """Run `steps` and every step they reference, with outputs under `prefix` (a directory or a URL like s3://b/runs).
 
     `force` is a regex; steps whose name matches (`re.search`) rerun even if
     SUCCESS. A dry run reads the output directories and reports what a run
@@ -177,6 +185,9 @@ def _compile_force(force: str | None) -> re.Pattern[str] | None:
 
 def ensure_writable(prefix: str) -> None:
     """Create `prefix` and write and remove a probe file in it; a one-line TootsieError if that fails."""
+    if storage.is_remote(prefix):
+        _ensure_remote_writable(prefix)
+        return
     if os.path.exists(prefix) and not os.path.isdir(prefix):
         raise TootsieError(
             f"prefix {prefix!r} is a file, not a directory; pass --prefix DIR (or set TOOTSIE_PREFIX) to a directory"
@@ -190,6 +201,19 @@ def ensure_writable(prefix: str) -> None:
         raise TootsieError(
             f"prefix {prefix!r} is not writable ({error.strerror or error}); "
             "pass --prefix DIR (or set TOOTSIE_PREFIX) to a writable directory"
+        ) from None
+
+
+def _ensure_remote_writable(prefix: str) -> None:
+    """Write and delete a probe object under the URL `prefix`; a one-line TootsieError naming the likely fix if that fails."""
+    probe = storage.join(prefix, f".tootsie-write-probe-{uuid.uuid4().hex}")
+    try:
+        storage.write_bytes(probe, b"")
+        storage.remove(probe)
+    except (OSError, ValueError) as error:
+        raise TootsieError(
+            f"prefix {prefix!r} is not writable ({describe_error(error)}); check that the bucket exists, "
+            "the credentials (e.g. AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY) and the endpoint (e.g. AWS_ENDPOINT_URL)"
         ) from None
 
 
@@ -210,7 +234,7 @@ def _run_node(context: RunContext, node: Node, failed: Collection[str]) -> StepR
     settled = context.settle(node, failed)
     if isinstance(settled, StepReport):
         return settled
-    lease = FileLease(node.output_path, context.settings)
+    lease = open_lease(node.output_path, context.settings)
     _wait_for(lease, node.step.name)
     done_elsewhere = context.claim(node, lease)
     if done_elsewhere is not None:
@@ -219,7 +243,7 @@ def _run_node(context: RunContext, node: Node, failed: Collection[str]) -> StepR
         with Heartbeat(lease, context.settings.heartbeat_seconds, node.step.name):
             started = context.begin(node, settled)
             try:
-                error = call_step(node.step.fn, context.graph.resolved_config(node), node.output_path, node.step.name)
+                error = call_step(prepare_call(context.graph, node))
             except BaseException as interrupt:  # Ctrl-C or SystemExit: recorded as FAILED, then passed on
                 context.finish(node, settled, started, describe_error(interrupt))
                 raise
@@ -244,24 +268,6 @@ def holder_of(lease: Lease) -> str:
     return "another process" if holder is None else f"pid {holder.pid} on host {holder.host}"
 
 
-def call_step(fn: Callable[[Any, str], None], config: Any, directory: str, name: str) -> str | None:
-    """Call `fn(config, directory)` with its log captured; None on success, else "<Type>: <message>".
-
-    The traceback of a failure goes to the step's log only. A BaseException that
-    is not an Exception (Ctrl-C, SystemExit) is logged and raised again. The Ray
-    backend runs this function in a worker, so it touches no status file.
-    """
-    with capture_logs(directory) as log:
-        try:
-            fn(config, directory)
-        except BaseException as error:
-            log_current_exception(log, name)
-            if not isinstance(error, Exception):
-                raise
-            return describe_error(error)
-    return None
-
-
 def log_to_step(directory: str, level: int, message: str, *args: object) -> None:
     """Log one executor line to the console handlers and to the step's `.executor.log`."""
     with capture_logs(directory):
@@ -274,8 +280,7 @@ def write_run_record(
     """Write `<prefix>/experiments/<stem>-<hash of sorted output paths>.json` listing every step; return its path."""
     stem = "experiment" if experiment_path is None else Path(experiment_path).stem
     digest = hash_json(sorted(node.output_path for node in graph.nodes))
-    path = os.path.join(graph.prefix, RECORD_DIR, f"{stem}-{digest}.json")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+    path = storage.join(graph.prefix, RECORD_DIR, f"{stem}-{digest}.json")
     payload = {
         "experiment": None if experiment_path is None else os.path.abspath(os.fspath(experiment_path)),
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -283,5 +288,5 @@ def write_run_record(
             {"name": r.name, "hash": r.hash, "status": str(r.status), "output_path": r.output_path} for r in reports
         ],
     }
-    write_json_atomic(path, payload)
+    storage.write_json(path, payload)
     return path

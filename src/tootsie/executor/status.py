@@ -1,6 +1,6 @@
 """Status files, and the status a step is reported in given its status file and its lease.
 
-Each output directory holds `.executor_status.json`:
+Each output directory (local, or a prefix in object storage) holds `.executor_status.json`:
 `{"status": "SUCCESS"|"RUNNING"|"FAILED"|"DEP_FAILED", "time": <ISO 8601 UTC>, "host": ..., "pid": ...}`,
 written atomically. A status file alone cannot tell a running step from one
 whose process was killed, so the reported status also looks at the lease:
@@ -15,10 +15,9 @@ import enum
 import os
 import socket
 import time
-from pathlib import Path
 
 from tootsie.errors import TootsieError
-from tootsie.jsonfile import read_json, write_json_atomic
+from tootsie.executor import storage
 from tootsie.executor.lease import LeaseRecord, LeaseSettings, read_lease, stale_reason
 
 STATUS_FILE = ".executor_status.json"
@@ -67,14 +66,14 @@ def write_status(directory: str | os.PathLike[str], status: Status) -> StatusRec
         host=socket.gethostname(),
         pid=os.getpid(),
     )
-    write_json_atomic(Path(directory) / STATUS_FILE, dataclasses.asdict(record))
+    storage.write_json(storage.join(os.fspath(directory), STATUS_FILE), dataclasses.asdict(record))
     return record
 
 
 def read_status(directory: str | os.PathLike[str]) -> StatusRecord | None:
     """The status file of `directory`, or None when there is none."""
-    path = Path(directory) / STATUS_FILE
-    payload = read_json(path)
+    path = storage.join(os.fspath(directory), STATUS_FILE)
+    payload = storage.read_json(path)
     if payload is None:
         return None
     try:
