@@ -1,6 +1,6 @@
 # tootsie: two commands on a fresh machine.
 #   make demo   install into .venv and run the end-to-end demo (no network at run time)
-#   make test   install the dev extras into .venv and run the test suite
+#   make test   install the dev and every optional extra into .venv and run the test suite
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -17,7 +17,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,all]"
 	touch $@ $(VENV)/.installed
 
 install: $(VENV)/.installed

@@ -48,6 +48,14 @@ class Llama3RopeScaling:
         return jnp.where(medium, blended, scaled)
 
 
+REMAT_POLICIES = {
+    "full": jax.checkpoint_policies.nothing_saveable,
+    "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+    "none": None,
+}
+"""`LlamaConfig.remat` → what a block keeps for the backward pass (None: everything)."""
+
+
 @dataclass(frozen=True)
 class LlamaConfig:
     """Shape and numerics of a Llama-style decoder."""
@@ -78,6 +86,9 @@ class LlamaConfig:
     """Qwen3-style RMSNorm on each head's queries and keys."""
     initializer_std: float = 0.02
     """Standard deviation of the normal initialization of every matrix."""
+    remat: str = "full"
+    """Activation recomputation in the backward pass: `full` keeps only each block's input (least memory, and the
+    fastest on CPU, where the step is memory-bound), `dots` keeps the weight matmuls' outputs, `none` keeps everything."""
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "hidden_dim", "intermediate_dim", "num_layers", "num_heads", "num_kv_heads"):
@@ -89,6 +100,8 @@ class LlamaConfig:
             raise ValueError(f"num_heads={self.num_heads} must be a multiple of num_kv_heads={self.num_kv_heads}")
         if self.resolved_head_dim % 2:
             raise ValueError(f"head_dim={self.resolved_head_dim} must be even for RoPE")
+        if self.remat not in REMAT_POLICIES:
+            raise ValueError(f"remat must be one of {sorted(REMAT_POLICIES)}, got {self.remat!r}")
 
     @property
     def resolved_head_dim(self) -> int:
@@ -249,6 +262,15 @@ class LlamaModel(eqx.Module):
 
     def __call__(self, tokens: Int[Array, "batch seq"], segment_ids: Int[Array, "batch seq"] | None = None) -> Float[Array, "batch seq vocab"]:
         """Next-token logits for every position."""
+        hidden = self.hidden_states(tokens, segment_ids)
+        return hidden @ self.output_head().astype(hidden.dtype)
+
+    def output_head(self) -> Float[Array, "hidden vocab"]:
+        """The output projection: the untied head, or the transposed embedding when tied."""
+        return self.embed.T if self.lm_head is None else self.lm_head
+
+    def hidden_states(self, tokens: Int[Array, "batch seq"], segment_ids: Int[Array, "batch seq"] | None = None) -> Float[Array, "batch seq hidden"]:
+        """The final-normed hidden state of every position (the training loss projects it chunk by chunk)."""
         batch, seq = tokens.shape
         x = self.embed[tokens]
         cos, sin = rope_tables(seq, self.config.resolved_head_dim, self.config.rope_theta, self.config.rope_scaling)
@@ -258,7 +280,42 @@ class LlamaModel(eqx.Module):
         def run_block(h: Array, block_params: Block) -> tuple[Array, None]:
             return eqx.combine(block_params, static)(h, cos, sin, mask), None
 
-        x, _ = jax.lax.scan(run_block, x, dynamic)
-        x = self.final_norm(x)
-        head = self.embed.T if self.lm_head is None else self.lm_head
-        return x @ head.astype(x.dtype)
+        policy = REMAT_POLICIES[self.config.remat]
+        x, _ = jax.lax.scan(run_block if policy is None else jax.checkpoint(run_block, policy=policy), x, dynamic)
+        return self.final_norm(x)
+
+
+PARAM_AXES: dict[str, tuple[str, ...]] = {
+    "embed": ("vocab", "hidden"),
+    "lm_head": ("hidden", "vocab"),
+    "wq": ("hidden", "qdim"),
+    "wk": ("hidden", "kvdim"),
+    "wv": ("hidden", "kvdim"),
+    "wo": ("qdim", "hidden"),
+    "w_gate": ("hidden", "inter"),
+    "w_up": ("hidden", "inter"),
+    "w_down": ("inter", "hidden"),
+    "weight": ("norm",),
+}
+"""Logical axis names of every weight, by field name (the dims of the annotations above; every RMSNorm scale is `weight`)."""
+STACKED_AXIS = "layers"
+"""Logical name of the leading axis that stacking adds to every leaf under `LlamaModel.layers`."""
+
+
+def logical_axes(params: LlamaModel) -> dict[str, tuple[str, ...]]:
+    """Logical axis names of every weight, keyed by its path: `.layers.attn.wq` → ("layers", "hidden", "qdim").
+
+    Sharding rules map these names to mesh axes (`tootsie.train.sharding`), so
+    the model says what its dimensions are and the trainer decides where they live.
+    """
+    axes = {}
+    for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
+        name = jax.tree_util.keystr(path)
+        field = getattr(path[-1], "name", None)
+        if field not in PARAM_AXES:
+            raise ValueError(f"weight {name} has no logical axes; add its field {field!r} to PARAM_AXES")
+        stacked = (STACKED_AXIS,) if getattr(path[0], "name", None) == "layers" else ()
+        axes[name] = stacked + PARAM_AXES[field]
+        if len(axes[name]) != len(leaf.shape):
+            raise ValueError(f"weight {name} has shape {tuple(leaf.shape)} but logical axes {axes[name]}; fix PARAM_AXES")
+    return axes

@@ -32,7 +32,8 @@ FIELD_NAMES = {
     "rope_theta": "rope_theta",
 }
 """tootsie `LlamaConfig` field → HF config key, for fields that are a plain rename."""
-HANDLED_FIELDS = frozenset(FIELD_NAMES) | {"head_dim", "rope_scaling", "qk_norm"}
+HANDLED_FIELDS = frozenset(FIELD_NAMES) | {"head_dim", "rope_scaling", "qk_norm", "remat"}
+"""Fields the export maps (`remat` only changes how gradients are computed, not the weights' meaning)."""
 FIXED_HF_VALUES = {"hidden_act": "silu", "attention_bias": False, "mlp_bias": False, "use_sliding_window": False}
 """HF settings tootsie's decoder always has; an import with another value is refused."""
 
