@@ -32,6 +32,7 @@ from tootsie.recipes.components import components_from_env
 from tootsie.recipes.plan import recipe_plan
 from tootsie.recipes.recipe import MixStage, Phase, Recipe
 from tootsie.recipes.scale import FULL, Scale
+from tootsie.recipes.tiny import selected_scale, tiny_recipe_steps, tiny_scale
 from tootsie.train.config import TrainConfig
 from tootsie.train.ema import EMAConfig
 from tootsie.train.optimizer import AdamCConfig, AdamWConfig
@@ -129,5 +130,16 @@ def plan(scale: Scale = FULL) -> dict[str, Any]:
     return recipe_plan(RECIPE, build_steps(scale), scale)
 
 
-STEPS = list(build_steps().values())
-PLAN = partial(plan, FULL)
+TINY = tiny_scale(step_factor=1 / 400, batch_factor=1 / 256)
+"""`--scale tiny`: the same phases for real on a CPU, components backed by local text (docs/recipes.md, "Tiny scale")."""
+TINY_EVAL_EVERY = 20
+"""Held-out bits-per-byte every this many steps at tiny scale."""
+SCALE = selected_scale({"full": FULL, "tiny": TINY})
+
+if SCALE is TINY:
+    TINY_STEPS, TINY_REPORTS = tiny_recipe_steps(RECIPE, TINY, TINY_EVAL_EVERY)
+    STEPS = [*TINY_STEPS.values(), *TINY_REPORTS]
+    PLAN = partial(recipe_plan, RECIPE, TINY_STEPS, TINY)
+else:
+    STEPS = list(build_steps().values())
+    PLAN = partial(plan, FULL)

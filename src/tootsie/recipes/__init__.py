@@ -10,5 +10,7 @@ that `tootsie run --dry-run --json` prints, and `components` maps mixture
 component names to the token caches the user supplies.
 
 Modules: `mix_table` (seed mixture tables), `recipe` (Phase, Recipe), `scale`,
-`components`, `build`, `plan`, and the two tables modules.
+`components`, `build`, `plan`, and the two tables modules; `tiny`, `tiny_data`
+and `tiny_text` (the CPU-sized scale and its local data); `case_*` (the
+retrospectives' case studies at toy scale).
 """

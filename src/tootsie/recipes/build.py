@@ -19,7 +19,7 @@ from tootsie.executor import Step
 from tootsie.recipes.components import UNSET, train_phase
 from tootsie.recipes.recipe import Phase, Recipe
 from tootsie.recipes.scale import Scale
-from tootsie.train.config import CheckpointConfig, TrainConfig, WarmStartConfig
+from tootsie.train.config import CheckpointConfig, InLoopEvalConfig, TrainConfig, WarmStartConfig
 
 
 def data_config(recipe: Recipe, phase: Phase, scale: Scale, components: Mapping[str, str]) -> MixtureConfig:
@@ -39,8 +39,10 @@ def data_config(recipe: Recipe, phase: Phase, scale: Scale, components: Mapping[
     )
 
 
-def phase_config(recipe: Recipe, phase: Phase, scale: Scale, components: Mapping[str, str], parent: Step[TrainConfig] | None) -> TrainConfig:
-    """The TrainConfig of one phase; `parent` is the step it warm-starts from (None for the root)."""
+def phase_config(
+    recipe: Recipe, phase: Phase, scale: Scale, components: Mapping[str, str], parent: Step[TrainConfig] | None, in_loop_eval: InLoopEvalConfig | None = None
+) -> TrainConfig:
+    """The TrainConfig of one phase; `parent` is the step it warm-starts from (None for the root), `in_loop_eval` its held-out evaluation."""
     warm_start = None if parent is None else WarmStartConfig(checkpoint=parent.ref(), add_qk_norm=phase.add_qk_norm)
     return TrainConfig(
         model=scale.model(phase.model),
@@ -55,14 +57,15 @@ def phase_config(recipe: Recipe, phase: Phase, scale: Scale, components: Mapping
         seed=recipe.seed,
         warm_start=warm_start,
         checkpoints=CheckpointConfig(every_steps=max(1, scale.step(recipe.checkpoint_every))),
+        eval=in_loop_eval,
     )
 
 
-def recipe_steps(recipe: Recipe, scale: Scale, components: Mapping[str, str]) -> dict[str, Step[TrainConfig]]:
-    """Phase name → its training Step (`<recipe>/<phase>`), parents first."""
+def recipe_steps(recipe: Recipe, scale: Scale, components: Mapping[str, str], in_loop_eval: InLoopEvalConfig | None = None) -> dict[str, Step[TrainConfig]]:
+    """Phase name → its training Step (`<recipe>/<phase>`), parents first; every phase gets `in_loop_eval`."""
     steps: dict[str, Step[TrainConfig]] = {}
     for phase in recipe.phases:
         parent = None if phase.parent is None else steps[phase.parent]
-        config = phase_config(recipe, phase, scale, components, parent)
+        config = phase_config(recipe, phase, scale, components, parent, in_loop_eval)
         steps[phase.name] = Step(f"{recipe.name}/{phase.name}", train_phase, config, description=phase.note)
     return steps

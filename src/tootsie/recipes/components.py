@@ -19,8 +19,8 @@ from pathlib import Path
 import yaml
 
 from tootsie.errors import TootsieError
+from tootsie.eval.in_loop import train_with_eval
 from tootsie.train.config import TrainConfig
-from tootsie.train.trainer import train
 
 COMPONENTS_ENV = "TOOTSIE_COMPONENTS"
 UNSET = "<unset>"
@@ -48,12 +48,12 @@ def components_from_env() -> dict[str, str]:
 
 
 def missing_components(caches: dict[str, str]) -> list[str]:
-    """Components whose cache is unset, or a local path that does not exist (URLs are not checked)."""
-    return sorted(name for name, path in caches.items() if path == UNSET or ("://" not in path and not Path(path).exists()))
+    """Components whose cache is unset, or a local path that does not exist (URLs and references to steps, which run first, are not checked)."""
+    return sorted(name for name, path in caches.items() if isinstance(path, str) and (path == UNSET or ("://" not in path and not Path(path).exists())))
 
 
 def train_phase(config: TrainConfig, output_path: str) -> None:
-    """A recipe phase's step: check every component has a token cache, then train."""
+    """A recipe phase's step: check every component has a token cache, then train (with the in-loop evaluation `config.eval` asks for)."""
     missing = missing_components(config.data.caches)
     if missing:
         paths = {name: config.data.caches[name] for name in missing}
@@ -61,4 +61,4 @@ def train_phase(config: TrainConfig, output_path: str) -> None:
             f"{len(missing)} mixture component(s) have no token cache: {paths}; write a JSON file mapping each component "
             f"name to its token cache directory and set {COMPONENTS_ENV}=<file> (see docs/recipes.md)"
         )
-    train(config, output_path)
+    train_with_eval(config, output_path)

@@ -26,7 +26,7 @@ from typing import Any
 import jax.numpy as jnp
 
 from tootsie.configfile import to_plain
-from tootsie.executor import Step
+from tootsie.executor import Step, StepRef
 from tootsie.recipes.components import UNSET, missing_components
 from tootsie.recipes.recipe import Phase, Recipe
 from tootsie.recipes.scale import Scale
@@ -139,6 +139,13 @@ def step_plan(recipe: Recipe, phase: Phase, step: Step[TrainConfig], parent: Ste
     }
 
 
+def _shown(path: str | StepRef) -> str | None:
+    """A component's cache as the plan shows it: None when unset, `<step name>/<subpath>` for another step's output."""
+    if isinstance(path, StepRef):
+        return f"<{path.step.name}>/{path.subpath}" if path.subpath else f"<{path.step.name}>"
+    return None if path == UNSET else path
+
+
 def recipe_plan(recipe: Recipe, steps: dict[str, Step[TrainConfig]], scale: Scale) -> dict[str, Any]:
     """The JSON-able plan: `{"recipe", "scale", "phases": [{"name", "start_step", "end_step", "tokens", "mixture", "steps"}, ...], "total_tokens", ...}`."""
     artifact = {phase.name for phase in recipe.artifact_phases()}
@@ -171,7 +178,7 @@ def recipe_plan(recipe: Recipe, steps: dict[str, Step[TrainConfig]], scale: Scal
         "total_tokens": sum(phase["tokens"] for phase in final),
         "total_model_flops": sum(phase["model_flops"] for phase in final),
         "phases": phases,
-        "components": {name: None if path == UNSET else path for name, path in sorted(caches.items())},
+        "components": {name: _shown(path) for name, path in sorted(caches.items())},
         "missing_components": missing_components(caches),
         "notes": list(recipe.notes),
     }
