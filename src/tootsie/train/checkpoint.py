@@ -7,6 +7,11 @@ after every file is complete, and `state.json` is the last file written, so a
 crash mid-write leaves the previous checkpoint untouched and the partial one
 invisible. Tensors are keyed by their pytree path (`.layers.attn.wq`); restoring
 checks every key and shape against a template, and names the first mismatch.
+
+Files hold whole (gathered) arrays, whatever mesh wrote them: the trainer
+gathers a sharded state before saving, and a restore given shardings has each
+device read only its slice of every tensor. So a checkpoint written on one
+mesh (say data × fsdp = 2 × 4) resumes on another (8 × 1, or one device).
 """
 
 import json
@@ -14,10 +19,12 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
+import equinox as eqx
 import jax
 import numpy as np
+from safetensors import safe_open
 from safetensors.numpy import load_file, save_file
 
 from tootsie.errors import TootsieError
@@ -33,22 +40,37 @@ def flatten_arrays(tree: object) -> dict[str, np.ndarray]:
     return {jax.tree_util.keystr(path): np.asarray(leaf) for path, leaf in flat}
 
 
-def unflatten_arrays(template: Tree, tensors: dict[str, np.ndarray], source: Path) -> Tree:
-    """Fill `template`'s array leaves from `tensors`, checking names, shapes and dtypes."""
+def is_tensor(leaf: object) -> bool:
+    """An array leaf, concrete or abstract (`jax.ShapeDtypeStruct`, as from `eqx.filter_eval_shape`)."""
+    return isinstance(leaf, jax.ShapeDtypeStruct) or eqx.is_array(leaf)
+
+
+def _read_tree(template: Tree, handle: Any, source: Path, shardings: Tree | None) -> Tree:
+    """Fill `template`'s array leaves from an open safetensors file, checking names, shapes and dtypes.
+
+    With `shardings` (a tree of `jax.sharding.Sharding` like the template) each
+    device reads only its own slice of every tensor, so a process never holds
+    more than its part of the state; without, leaves land on the default device.
+    """
     leaves_with_paths, treedef = jax.tree_util.tree_flatten_with_path(template)
     expected = [jax.tree_util.keystr(path) for path, _ in leaves_with_paths]
-    missing, unexpected = sorted(set(expected) - set(tensors)), sorted(set(tensors) - set(expected))
+    stored = set(handle.keys())
+    missing, unexpected = sorted(set(expected) - stored), sorted(stored - set(expected))
     if missing or unexpected:
         raise TootsieError(
             f"{source} does not match this model: missing {missing[:3]}, unexpected {unexpected[:3]}; "
             "it was written for another architecture (warm-start with a conversion instead)"
         )
+    placements = [None] * len(expected) if shardings is None else jax.tree_util.tree_leaves(shardings)
     leaves = []
-    for name, (_, leaf) in zip(expected, leaves_with_paths):
-        value = tensors[name]
-        if value.shape != np.shape(leaf):
-            raise TootsieError(f"{source}: tensor {name} has shape {value.shape}, the model expects {np.shape(leaf)}")
-        leaves.append(jax.numpy.asarray(value, dtype=np.asarray(leaf).dtype))
+    for name, (_, leaf), sharding in zip(expected, leaves_with_paths, placements, strict=True):
+        stored_slice, shape, dtype = handle.get_slice(name), tuple(np.shape(leaf)), np.dtype(leaf.dtype)
+        if tuple(stored_slice.get_shape()) != shape:
+            raise TootsieError(f"{source}: tensor {name} has shape {tuple(stored_slice.get_shape())}, the model expects {shape}")
+        if sharding is None:
+            leaves.append(jax.numpy.asarray(handle.get_tensor(name), dtype=dtype))
+        else:
+            leaves.append(jax.make_array_from_callback(shape, sharding, lambda index, part=stored_slice, dtype=dtype: np.asarray(part[index], dtype=dtype)))
     return jax.tree_util.tree_unflatten(treedef, leaves)
 
 
@@ -93,8 +115,11 @@ def latest_checkpoint(root: str | Path) -> Path | None:
     return found[-1][1] if found else None
 
 
-def load_checkpoint(path: str | Path, templates: dict[str, Tree]) -> tuple[dict[str, Tree], dict[str, object]]:
-    """Restore each named tree from `path` into its template's structure; also return state.json."""
+def load_checkpoint(path: str | Path, templates: dict[str, Tree], shardings: dict[str, Tree] | None = None) -> tuple[dict[str, Tree], dict[str, object]]:
+    """Restore each named tree from `path` into its template's structure (placed with `shardings[name]` when given); also return state.json.
+
+    Templates may be abstract (`jax.ShapeDtypeStruct` leaves): only shapes and dtypes are read from them.
+    """
     directory = Path(path)
     if not (directory / STATE_FILE).is_file():
         raise TootsieError(f"{directory} is not a finished checkpoint ({STATE_FILE} missing)")
@@ -104,7 +129,8 @@ def load_checkpoint(path: str | Path, templates: dict[str, Tree]) -> tuple[dict[
         file = directory / f"{name}.safetensors"
         if not file.is_file():
             raise TootsieError(f"checkpoint {directory} has no {file.name}")
-        trees[name] = unflatten_arrays(template, load_file(str(file)), file)
+        with safe_open(str(file), framework="numpy") as handle:
+            trees[name] = _read_tree(template, handle, file, None if shardings is None else shardings[name])
     return trees, state
 
 
@@ -117,11 +143,12 @@ def prune_temporary(root: str | Path) -> None:
 
 
 def fill_matching(template: Tree, tensors: dict[str, np.ndarray]) -> tuple[Tree, list[str], list[str]]:
-    """`template` with every leaf whose path and shape match a tensor replaced by it.
+    """`template` with every leaf whose path and shape match a tensor replaced by it (a host array in the leaf's dtype).
 
     Returns the tree and the names of leaves kept fresh (absent or reshaped in
-    `tensors`) and of tensors left unused, so a warm start across a config
-    change (an optimizer gaining update clipping, say) says what it carried over.
+    `tensors`) and of tensors left unused, so a warm start says what it carried
+    over. Matching by path suits trees shaped like the model (weights, EMA); the
+    optimizer state is matched by what each tensor is (`warm_start.carry_optimizer_state`).
     """
     leaves_with_paths, treedef = jax.tree_util.tree_flatten_with_path(template)
     leaves, fresh, used = [], [], set()
@@ -129,7 +156,7 @@ def fill_matching(template: Tree, tensors: dict[str, np.ndarray]) -> tuple[Tree,
         name = jax.tree_util.keystr(path)
         value = tensors.get(name)
         if value is not None and value.shape == np.shape(leaf):
-            leaves.append(jax.numpy.asarray(value, dtype=np.asarray(leaf).dtype))
+            leaves.append(np.asarray(value, dtype=leaf.dtype))
             used.add(name)
         else:
             leaves.append(leaf)

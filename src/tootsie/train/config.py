@@ -5,6 +5,14 @@ checkpoint cadence, trackers and profiling are not (`unhashed`), since when a
 run saves or where it logs does not change what it computes (rewinding does,
 so `rewind` is hashed). Optimizer and schedule are registry unions, written in
 config files with a `kind:` tag.
+
+The device mesh and the multi-host settings are not hashed either: they change
+where arrays live and the order of float sums, not what is computed (the same
+global batches, weights and updates; losses agree with one device's to float
+tolerance, tests/train/test_sharding.py). Hashing them would give the same run
+a new output path on a bigger slice, so a run could not resume on another mesh.
+The price: a resume is bit-exact only on the mesh (and hardware) that wrote the
+checkpoint; on another it continues within float tolerance.
 """
 
 from dataclasses import dataclass, field
@@ -17,6 +25,7 @@ from tootsie.train.ema import EMAConfig
 from tootsie.train.optimizer import AdamCConfig, AdamWConfig, MuonConfig, NAdamWConfig
 from tootsie.train.rewind import DataSkips, RewindConfig
 from tootsie.train.schedule import CosineConfig, InverseSqrtConfig, LinearConfig, RewarmConfig, WSDConfig, WSDSConfig
+from tootsie.train.sharding import DistributedConfig, MeshConfig
 from tootsie.train.stability import StabilityConfig
 
 COMPUTE_DTYPES = ("float32", "bfloat16")
@@ -47,7 +56,7 @@ class WarmStartConfig:
     checkpoint: str
     """A checkpoint directory, or a training output directory (its newest checkpoint)."""
     load_optimizer: bool = True
-    """Load the optimizer state (parts that match by name and shape; the rest starts fresh)."""
+    """Load the optimizer state: tensors match by what they are (Adam's moments by parameter, across optimizers and stability wrappers); new statistics start fresh."""
     reset_step: bool = False
     """Start counting steps (and the data position) at 0 instead of at the checkpoint's step."""
     add_qk_norm: bool = False
@@ -120,6 +129,10 @@ class TrainConfig:
     """Trackers besides the always-on metrics.jsonl: `{kind: wandb, ...}`, `{kind: tensorboard}` (not hashed)."""
     profile_steps: tuple[int, int] | None = unhashed(None)
     """Capture a JAX profiler trace of steps [a, b) into `<out>/profile/` (not hashed)."""
+    mesh: MeshConfig = unhashed(MeshConfig())
+    """Device mesh data × fsdp × tensor (default: data parallel over every device); not hashed, see the module docstring."""
+    distributed: DistributedConfig | None = unhashed(None)
+    """Multi-host: join with `jax.distributed.initialize` first (None: one process); not hashed."""
 
     def __post_init__(self) -> None:
         if self.num_steps <= 0:

@@ -143,7 +143,8 @@ def skip_bad_steps(
     records skipped values too). Defaults are Levanter's SkipStepConfig
     (window 128, 6σ, history of window // 2 before acting). Skipping freezes
     the inner schedule count too, so the optimizer's learning rate lags the
-    global step by `skipped_steps`.
+    global step by `skipped_steps` unless the caller realigns the counts (the
+    trainer does, `trainer.at_global_step`).
     """
     min_count = _check_window(window, k_sigma, min_history)
     if max_consecutive_skips < 1:

@@ -12,9 +12,17 @@ bit. A run's output directory holds `checkpoints/step-N/`, `metrics.jsonl`
 directory again resumes from its newest checkpoint, and `warm_start` starts a
 new run (a cooldown, an architecture switch) from another run's checkpoint.
 
+The learning rate is a function of the global step alone: before every update
+the step sets the optimizer's schedule counts to it (`at_global_step`), so a
+warm start into another optimizer chain, or a skipped step, cannot make the
+applied LR drift from the logged one. Arrays live on a device mesh
+(`tootsie.train.sharding`): params, optimizer state and EMA sharded by logical
+axis, each batch split by rows; on one device that is a 1 × 1 × 1 mesh.
+
 Example: a pretrain run to step 300, then a cooldown config with
 `warm_start=WarmStartConfig("<pretrain dir>")` and `num_steps=400` trains steps
-300..399 on the cooldown mixture with the decay of the shared schedule.
+300..399 on the cooldown mixture with the decay of the shared schedule, from
+the pretrain run's Adam moments even if the cooldown switches to AdamC.
 """
 
 import logging
@@ -29,6 +37,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.sharding import NamedSharding, PartitionSpec
 
 from tootsie.configfile import to_plain
 from tootsie.data.mixture import MixtureDataset
@@ -36,13 +45,15 @@ from tootsie.errors import TootsieError
 from tootsie.models.llama import LlamaConfig, LlamaModel
 from tootsie.monitor.metrics_log import read_metrics
 from tootsie.monitor.throughput import mfu
-from tootsie.monitor.trackers import METRICS_FILE, open_trackers
-from tootsie.train.checkpoint import fill_matching, latest_checkpoint, load_checkpoint, prune_temporary, read_tensors, save_checkpoint
+from tootsie.monitor.trackers import METRICS_FILE, Trackers, open_trackers
+from tootsie.train.checkpoint import checkpoint_dir, fill_matching, is_tensor, latest_checkpoint, load_checkpoint, prune_temporary, read_tensors, save_checkpoint
 from tootsie.train.config import TrainConfig
 from tootsie.train.loss import cast_floats, next_token_loss
+from tootsie.train.optimizer import LRScaledDecayState
 from tootsie.train.rewind import DataSkips, PlateauWatch, read_rewinds, record_rewind, rewind_event, rewind_fields, rewind_target, skips_of
+from tootsie.train.sharding import Layout, agree, barrier, check_batch_sizes, gather, global_batch, initialize_distributed, is_main_process, make_layout, place
 from tootsie.train.stability import accumulate_gradients, adam_moment_norms, per_layer_update_norms, stability_metrics
-from tootsie.train.warm_start import warm_start_model
+from tootsie.train.warm_start import carry_optimizer_state, warm_start_model
 
 logger = logging.getLogger(__name__)
 CHECKPOINTS = "checkpoints"
@@ -62,6 +73,11 @@ class TrainState:
 def init_model(config: TrainConfig) -> LlamaModel:
     """The freshly initialized model for `config.seed`."""
     return LlamaModel(config.model, key=jax.random.PRNGKey(config.seed))
+
+
+def _init_params(model: LlamaConfig, seed: int) -> LlamaModel:
+    """`init_model`'s arrays; a module-level function so its jitted, sharded form is compiled once per process."""
+    return eqx.filter(LlamaModel(model, key=jax.random.PRNGKey(seed)), eqx.is_array)
 
 
 def resolve_checkpoint(path: str) -> Path:
@@ -87,9 +103,29 @@ def build_optimizer(config: TrainConfig) -> optax.GradientTransformationExtraArg
     return config.stability.wrap(config.optimizer.build(config.schedule.build().learning_rate))
 
 
-def make_train_step(config: TrainConfig, optimizer: optax.GradientTransformationExtraArgs):
-    """The jitted step `(model, opt_state, ema, step, tokens, segments, mask) -> (model, opt_state, ema, metrics)`."""
+SCHEDULE_STATES = (optax.ScaleByScheduleState, LRScaledDecayState)
+"""Optimizer states whose `count` is the step a learning-rate schedule is read at."""
+
+
+def at_global_step(opt_state: optax.OptState, step: jax.Array) -> optax.OptState:
+    """`opt_state` with every schedule count set to the global `step`, so the LR applied is always `schedule(step)`.
+
+    Without this the schedule would read the optimizer's own update count,
+    which restarts at 0 when a warm start changes the optimizer chain (fresh
+    counts) and stands still on skipped steps, while the logged `lr` follows
+    the global step. In a run without either the two are equal, so nothing changes.
+    """
+
+    def align(node: Any) -> Any:
+        return node._replace(count=jnp.asarray(step, node.count.dtype)) if isinstance(node, SCHEDULE_STATES) else node
+
+    return jax.tree_util.tree_map(align, opt_state, is_leaf=lambda node: isinstance(node, SCHEDULE_STATES))
+
+
+def make_train_step(config: TrainConfig, optimizer: optax.GradientTransformationExtraArgs, layout: Layout):
+    """The jitted step `(model, opt_state, ema, step, tokens, segments, mask) -> (model, opt_state, ema, metrics)`, keeping `layout`'s shardings."""
     compute_dtype = jnp.dtype(config.compute_dtype)
+    replicated = NamedSharding(layout.mesh, PartitionSpec())
 
     def loss_fn(model: LlamaModel, tokens: jax.Array, segment_ids: jax.Array, loss_mask: jax.Array):
         return next_token_loss(cast_floats(model, compute_dtype), tokens, segment_ids, loss_mask, config.z_loss_weight)
@@ -104,14 +140,16 @@ def make_train_step(config: TrainConfig, optimizer: optax.GradientTransformation
             )
         else:
             (total, (cross_entropy, z_loss)), grads = value_and_grad(model, tokens, segment_ids, loss_mask)
+        grads = jax.lax.with_sharding_constraint(grads, layout.params)
         params = eqx.filter(model, eqx.is_array)
-        updates, opt_state = optimizer.update(grads, opt_state, params, value=total)
-        model = eqx.apply_updates(model, updates)
+        updates, opt_state = optimizer.update(grads, at_global_step(opt_state, step), params, value=total)
+        model = eqx.filter_shard(eqx.apply_updates(model, updates), layout.params)
+        opt_state = jax.lax.with_sharding_constraint(opt_state, layout.opt_state)
         stability = stability_metrics(opt_state)
         if ema is not None:
             updated = config.ema.update(ema, eqx.filter(model, eqx.is_array), step)
             skipped = stability.get("skip/skipped", jnp.zeros((), jnp.float32)) > 0
-            ema = jax.tree_util.tree_map(lambda old, new: jnp.where(skipped, old, new), ema, updated)
+            ema = jax.lax.with_sharding_constraint(jax.tree_util.tree_map(lambda old, new: jnp.where(skipped, old, new), ema, updated), layout.params)
         head = model.embed if model.lm_head is None else model.lm_head
         metrics = {
             "loss": cross_entropy,
@@ -123,59 +161,87 @@ def make_train_step(config: TrainConfig, optimizer: optax.GradientTransformation
             **stability,
             **adam_moment_norms(opt_state),
         }
-        return model, opt_state, ema, metrics
+        return model, opt_state, ema, jax.lax.with_sharding_constraint(metrics, replicated)
 
     return train_step
 
 
-def initial_state(config: TrainConfig, optimizer: optax.GradientTransformation, output: Path) -> TrainState:
-    """Resume from this run's newest checkpoint, else warm-start, else initialize."""
-    model = init_model(config)
-    params, static = eqx.partition(model, eqx.is_array)
-    opt_state = _copy(optimizer.init(params))  # init may reuse one zeros array in several leaves
-    ema = _copy(params) if config.ema is not None else None
+def abstract_state(config: TrainConfig, optimizer: optax.GradientTransformation) -> tuple[Any, Any, Any]:
+    """(params, static part of the model, optimizer state) as shapes only: templates for layouts and restores, nothing allocated."""
+    params, static = eqx.partition(eqx.filter_eval_shape(init_model, config), is_tensor)
+    return params, static, jax.eval_shape(optimizer.init, params)
+
+
+def build_layout(config: TrainConfig, optimizer: optax.GradientTransformation) -> Layout:
+    """The mesh of `config.mesh` over every device and the shardings of this run's arrays on it."""
+    mesh = config.mesh.build()
+    check_batch_sizes(config.data.batch_schedule, mesh)
+    params, _, opt_state = abstract_state(config, optimizer)
+    return make_layout(mesh, params, opt_state)
+
+
+def _init_opt_state(optimizer: optax.GradientTransformation, params: Any, layout: Layout) -> optax.OptState:
+    """A fresh optimizer state, created directly in its shardings."""
+    return jax.jit(optimizer.init, out_shardings=layout.opt_state)(params)
+
+
+def initial_state(config: TrainConfig, optimizer: optax.GradientTransformation, output: Path, layout: Layout) -> TrainState:
+    """Resume from this run's newest checkpoint, else warm-start, else initialize; every array placed as `layout` says."""
+    params, static, opt_state = abstract_state(config, optimizer)
     own = latest_checkpoint(output / CHECKPOINTS)
     if own is not None:
-        templates = {"model": params, "opt_state": opt_state} | ({"ema": ema} if ema is not None else {})
-        trees, state = load_checkpoint(own, templates)
+        templates = {"model": params, "opt_state": opt_state} | ({"ema": params} if config.ema is not None else {})
+        shardings = {"model": layout.params, "opt_state": layout.opt_state, "ema": layout.params}
+        trees, state = load_checkpoint(own, templates, {name: shardings[name] for name in templates})
         logger.info("resuming from %s at step %d", own, state["step"])
         return TrainState(eqx.combine(trees["model"], static), trees["opt_state"], trees.get("ema"), int(state["step"]))
-    if config.warm_start is None:
-        return TrainState(model, opt_state, ema, 0)
-    return warm_started_state(config, model, opt_state)
+    if config.warm_start is not None:
+        return warm_started_state(config, optimizer, layout, eqx.combine(params, static))
+    params = jax.jit(_init_params, static_argnums=(0, 1), out_shardings=layout.params)(config.model, config.seed)
+    ema = _copy(params) if config.ema is not None else None
+    return TrainState(eqx.combine(params, static), _init_opt_state(optimizer, params, layout), ema, 0)
 
 
-def warm_started_state(config: TrainConfig, fresh_model: LlamaModel, fresh_opt_state: optax.OptState) -> TrainState:
-    """The state a warm start begins from: converted weights, matching optimizer state, EMA, step."""
+def warm_started_state(config: TrainConfig, optimizer: optax.GradientTransformation, layout: Layout, template: LlamaModel) -> TrainState:
+    """The state a warm start begins from: converted weights, the optimizer state matched by identity (moments by parameter), EMA, step."""
     warm = config.warm_start
     source = resolve_checkpoint(warm.checkpoint)
-    model = warm_start_model(source, fresh_model, add_qk_norm=warm.add_qk_norm)
-    params = eqx.filter(model, eqx.is_array)
-    opt_state = fresh_opt_state
+    model = warm_start_model(source, template, add_qk_norm=warm.add_qk_norm)
+    params = place(eqx.filter(model, eqx.is_array), layout.params)
+    opt_state = _init_opt_state(optimizer, params, layout)
     saved_opt = read_tensors(source, "opt_state") if warm.load_optimizer else None
     if saved_opt is not None:
-        opt_state, fresh, unused = fill_matching(fresh_opt_state, saved_opt)
+        carried, fresh, unused = carry_optimizer_state(opt_state, saved_opt)
+        opt_state = place(carried, layout.opt_state)
+        logger.info("warm start from %s: carried %d optimizer tensors", source, len(jax.tree_util.tree_leaves(opt_state)) - len(fresh))
         if fresh or unused:
-            logger.warning("warm start from %s: %d optimizer tensors start fresh (%s...), %d saved ones unused", source, len(fresh), fresh[:2], len(unused))
+            logger.warning("warm start from %s: %d optimizer tensors start fresh %s; %d saved ones unused %s", source, len(fresh), fresh, len(unused), unused[:4])
     ema = None
     if config.ema is not None:
-        saved_ema = read_tensors(source, "ema")
-        ema = fill_matching(params, saved_ema)[0] if saved_ema is not None and not warm.add_qk_norm else _copy(params)
+        saved_ema = None if warm.add_qk_norm else read_tensors(source, "ema")
+        ema = _copy(params) if saved_ema is None else place(fill_matching(_copy(params), saved_ema)[0], layout.params)
     step = 0 if warm.reset_step else int(load_checkpoint(source, {})[1]["step"])
     logger.info("warm start from %s at step %d", source, step)
-    return TrainState(model, opt_state, ema, step)
+    return TrainState(eqx.combine(params, template), opt_state, ema, step)
 
 
 def _copy(tree: Any) -> Any:
-    """Fresh buffers for every leaf: a buffer donated to the step must not appear twice in its arguments."""
+    """Fresh buffers for every leaf (same shardings): a buffer donated to the step must not appear twice in its arguments."""
     return jax.tree_util.tree_map(jnp.copy, tree)
 
 
 def save_state(output: Path, state: TrainState, config: TrainConfig, kind: str, skips: DataSkips = DataSkips()) -> Path:
-    """Checkpoint params, optimizer state, EMA, step, data position and the model config under `output/checkpoints`."""
+    """Checkpoint params, optimizer state, EMA, step, data position and the model config under `output/checkpoints`.
+
+    Every process takes part in gathering the (sharded) arrays; process 0 writes them.
+    """
     trees = {"model": eqx.filter(state.model, eqx.is_array), "opt_state": state.opt_state} | ({"ema": state.ema} if state.ema is not None else {})
+    gathered = gather(trees)
     record = {"tokens": config.tokens_before(state.step, skips), "data_step": skips.data_step(state.step), "kind": kind, "model": to_plain(config.model)}
-    return save_checkpoint(output / CHECKPOINTS, state.step, trees, record)
+    if is_main_process():
+        save_checkpoint(output / CHECKPOINTS, state.step, gathered, record)
+    barrier(f"checkpoint-{state.step}")
+    return checkpoint_dir(output / CHECKPOINTS, state.step)
 
 
 def _scalars(metrics: dict[str, jax.Array]) -> dict[str, object]:
@@ -216,12 +282,18 @@ class ProfileWindow:
             logger.info("profiler trace of steps %s written under %s", self.steps, self.directory)
 
 
+def _prune(output: Path) -> None:
+    """Drop superseded temporary checkpoints (process 0 only: it owns the files)."""
+    if is_main_process():
+        prune_temporary(output / CHECKPOINTS)
+
+
 def _logged_records(output: Path) -> list[dict[str, object]]:
     """The logged records of this run (for the plateau watch), read back as a resume would."""
     return read_metrics(output / METRICS_FILE).records
 
 
-def _try_rewind(config: TrainConfig, optimizer: optax.GradientTransformation, output: Path, spike: dict[str, object], step: int,
+def _try_rewind(config: TrainConfig, optimizer: optax.GradientTransformation, layout: Layout, output: Path, spike: dict[str, object], step: int,
                 events: list[dict[str, object]], skips: DataSkips) -> tuple[TrainState, list[dict[str, object]]] | None:
     """Go back to the newest checkpoint before a plateau spike found at `step`, recording the data it skips; None if it cannot."""
     if len(events) >= config.rewind.max_rewinds:
@@ -234,28 +306,35 @@ def _try_rewind(config: TrainConfig, optimizer: optax.GradientTransformation, ou
                        "(checkpoints.every_steps should be well below the spike horizon)", spike["step"], step)
         return None
     event = rewind_event(spike, step, target, skips)
-    record_rewind(output, output / CHECKPOINTS, events, event)
+    if is_main_process():
+        record_rewind(output, output / CHECKPOINTS, events, event)
+    barrier(f"rewind-{step}")
     start, end = event["skipped_data_steps"]
     logger.warning("loss plateau from step %d (%.4g above %.4g), final at step %d: rewound to the checkpoint at step %d, skipping data steps [%d, %d)",
                    spike["step"], spike["height"], spike["baseline"], step, target, start, end)
-    return initial_state(config, optimizer, output), [*events, event]
+    return initial_state(config, optimizer, output, layout), [*events, event]
 
 
 def train(config: TrainConfig, output_path: str, hooks: Sequence[StepHook] = ()) -> TrainState:
-    """Train to `config.num_steps`, resuming if `output_path` has checkpoints; write metrics and checkpoints."""
+    """Train to `config.num_steps`, resuming if `output_path` has checkpoints; write metrics and checkpoints.
+
+    On several hosts every process calls this with the same arguments; process 0 writes the files.
+    """
+    initialize_distributed(config.distributed)
     output = Path(output_path)
     data = MixtureDataset(config.data)
     schedule = config.schedule.build()
     optimizer = build_optimizer(config)
     resuming = latest_checkpoint(output / CHECKPOINTS) is not None
-    state = initial_state(config, optimizer, output)
+    layout = build_layout(config, optimizer)
+    state = initial_state(config, optimizer, output, layout)
     events = read_rewinds(output) if resuming else []
     skips = skips_of(events)
     pending = rewind_fields(events[-1], len(events)) if events and events[-1]["to_step"] == state.step else {}
-    train_step = make_train_step(config, optimizer)
+    train_step = make_train_step(config, optimizer, layout)
     flops_per_token = config.model.flops_per_token(config.data.seq_len)
     device = jax.devices()[0]
-    trackers = open_trackers(output, config.trackers, to_plain(config), state.step)
+    trackers = open_trackers(output, config.trackers, to_plain(config), state.step) if is_main_process() else Trackers(())
     watch = PlateauWatch(config.rewind, _logged_records(output)) if config.rewind is not None else None
     profiler = ProfileWindow(config.profile_steps, output / PROFILE_DIR)
     last_save, nonfinite = time.monotonic(), 0
@@ -264,13 +343,12 @@ def train(config: TrainConfig, output_path: str, hooks: Sequence[StepHook] = ())
             profiler.before(state.step)
             started = time.perf_counter()
             data_step = skips.data_step(state.step)
-            batch = data.batch(data_step)
-            arrays = (jnp.asarray(batch.tokens), jnp.asarray(batch.segment_ids), jnp.asarray(batch.loss_mask))
+            arrays = global_batch(data, data_step, layout.batch)
             with jax.profiler.StepTraceAnnotation("train", step_num=state.step):
                 model, opt_state, ema, metrics = train_step(state.model, state.opt_state, state.ema, jnp.asarray(state.step, jnp.int32), *arrays)
                 values = _scalars(metrics)
             elapsed = time.perf_counter() - started
-            tokens_per_s = batch.tokens.size / elapsed
+            tokens_per_s = arrays[0].size / elapsed
             extra = {name: value for hook in hooks for name, value in hook(TrainState(model, opt_state, ema, state.step + 1)).items()}
             record = {
                 **pending,
@@ -278,7 +356,7 @@ def train(config: TrainConfig, output_path: str, hooks: Sequence[StepHook] = ())
                 **values,
                 "lr": float(schedule.learning_rate(state.step)),
                 "phase": schedule.phase(state.step),
-                "batch_size": int(batch.tokens.shape[0]),
+                "batch_size": int(arrays[0].shape[0]),
                 "data_step": data_step,
                 "tokens": config.tokens_before(state.step + 1, skips),
                 "tokens_per_s": tokens_per_s,
@@ -295,7 +373,7 @@ def train(config: TrainConfig, output_path: str, hooks: Sequence[StepHook] = ())
                     "resume from an earlier checkpoint with a lower learning rate or tighter max_grad_norm, and inspect those steps' batches"
                 )
             spike = watch.observe(state.step, values["loss"]) if watch is not None else None
-            rewound = _try_rewind(config, optimizer, output, spike, state.step, events, skips) if spike is not None else None
+            rewound = _try_rewind(config, optimizer, layout, output, spike, state.step, events, skips) if spike is not None else None
             if rewound is not None:
                 state, events = rewound
                 skips, pending = skips_of(events), rewind_fields(events[-1], len(events))
@@ -306,12 +384,12 @@ def train(config: TrainConfig, output_path: str, hooks: Sequence[StepHook] = ())
             if state.step % config.checkpoints.every_steps == 0 and state.step < config.num_steps:
                 save_state(output, state, config, "permanent", skips)
                 last_save = time.monotonic()
-            elif config.checkpoints.every_minutes is not None and time.monotonic() - last_save > 60 * config.checkpoints.every_minutes:
+            elif config.checkpoints.every_minutes is not None and agree(time.monotonic() - last_save > 60 * config.checkpoints.every_minutes):
                 save_state(output, state, config, "temporary", skips)
-                prune_temporary(output / CHECKPOINTS)
+                _prune(output)
                 last_save = time.monotonic()
         save_state(output, state, config, "permanent", skips)
-        prune_temporary(output / CHECKPOINTS)
+        _prune(output)
     finally:
         profiler.stop()
         trackers.close()
