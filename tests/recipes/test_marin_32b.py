@@ -176,7 +176,12 @@ def test_plan_reports_flops_batches_and_mixtures(plan: dict[str, Any], configs: 
     assert plan["phases"][3]["steps"][0]["mixture_stages"][1]["table"] == "mantis+stackv2-python"
     assert plan["total_model_flops"] == pytest.approx(sum(p["model_flops"] for p in plan["phases"] if p["in_final_artifact"]))
     # Same optimizer chain across the grad-clip change: every optimizer tensor carries over.
-    assert plan["phases"][0]["steps"][1]["warm_start"]["optimizer_state_carried"] is True
+    assert plan["phases"][0]["steps"][1]["warm_start"] | {"from": None} == {"from": None, "add_qk_norm": False, "moments_carried": True, "optimizer_state_fresh": []}
+    # Turning on update clipping and skip-bad-steps at 72,233 adds their statistics; Adam's moments still carry.
+    phase1c = plan["phases"][0]["steps"][2]["warm_start"]
+    assert phase1c["moments_carried"] is True and phase1c["optimizer_state_fresh"]
+    # AdamW -> AdamC (Bison, Mantis): moments carry, only AdamC's own statistics start fresh.
+    assert all(step["warm_start"]["moments_carried"] for phase in plan["phases"][2:] for step in phase["steps"][:1])
 
 
 def test_dry_run_needs_no_paths_and_a_real_run_names_the_missing_ones(experiment: ModuleType, configs: dict[str, TrainConfig], plan: dict[str, Any], tmp_path: Path) -> None:

@@ -9,12 +9,11 @@ each) are grouped under their retrospective phase; `total_tokens` counts only
 the released model's lineage (the 32B total excludes the abandoned Bison
 cooldown, as the retrospective's does).
 
-Each warm start also says which optimizer-state tensors cannot be carried over
-(`optimizer_state_fresh`): the trainer matches them by their path in the
-optimizer's state tree, so a phase that adds update clipping or switches to
-AdamC restarts Adam's moments and the schedule count. The check runs both
-optimizers' `init` on a two-leaf probe and matches them with the trainer's
-`fill_matching`.
+Each warm start also says which optimizer-state tensors start fresh
+(`optimizer_state_fresh`: statistics only the new phase has, such as the
+update-clipping window a phase turns on) and whether Adam's moments carry over
+(`moments_carried`). The check runs both optimizers' `init` on a two-leaf
+probe and matches them with the trainer's own `carry_optimizer_state`.
 
 Example (32B, one entry of "phases"): `{"name": "phase3", "start_step": 80000,
 "end_step": 160000, "tokens": 2684354560000, "mixture": {...}, "steps": [...]}`.
@@ -30,10 +29,11 @@ from tootsie.executor import Step, StepRef
 from tootsie.recipes.components import UNSET, missing_components
 from tootsie.recipes.recipe import Phase, Recipe
 from tootsie.recipes.scale import Scale
-from tootsie.train.checkpoint import fill_matching, flatten_arrays
+from tootsie.train.checkpoint import flatten_arrays
 from tootsie.train.config import ScheduleChoice, TrainConfig
 from tootsie.train.schedule import RewarmConfig, Schedule
 from tootsie.train.schedule_cycles import cycle_segments
+from tootsie.train.warm_start import carry_optimizer_state
 from tootsie.train.trainer import build_optimizer
 
 PROBE_PARAMS = {"embed": jnp.zeros((2, 2)), "w": jnp.zeros((2, 2))}
@@ -80,10 +80,14 @@ def lr_summary(schedule: ScheduleChoice, start: int, end: int) -> dict[str, Any]
     }
 
 
+MOMENT_NAMES = {"mu", "nu"}
+"""Fields of Adam's first and second moments in optax's state."""
+
+
 def fresh_optimizer_state(parent: TrainConfig, child: TrainConfig) -> list[str]:
     """Optimizer-state leaves (probe paths) that a warm start from `parent` into `child` starts fresh."""
     old = flatten_arrays(build_optimizer(parent).init(PROBE_PARAMS))
-    return fill_matching(build_optimizer(child).init(PROBE_PARAMS), old)[1]
+    return carry_optimizer_state(build_optimizer(child).init(PROBE_PARAMS), old)[1]
 
 
 def _batch_schedule(config: TrainConfig, start: int, end: int) -> list[dict[str, int]]:
@@ -115,7 +119,7 @@ def step_plan(recipe: Recipe, phase: Phase, step: Step[TrainConfig], parent: Ste
     warm_start = None
     if parent is not None:
         fresh = fresh_optimizer_state(parent.config, config)
-        warm_start = {"from": phase.parent, "add_qk_norm": phase.add_qk_norm, "optimizer_state_carried": not fresh, "optimizer_state_fresh": fresh}
+        warm_start = {"from": phase.parent, "add_qk_norm": phase.add_qk_norm, "moments_carried": not any(MOMENT_NAMES & set(name.replace("[", ".").split(".")) for name in fresh), "optimizer_state_fresh": fresh}
     return {
         "name": phase.name,
         "step": step.name,
