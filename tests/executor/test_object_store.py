@@ -361,6 +361,7 @@ def test_the_tiny_demo_runs_end_to_end_with_an_s3_prefix(bucket: str, tmp_path: 
     assert summary["artifacts"]["summary"].startswith(f"{prefix}/demo/summary-")
     assert storage.read_json(summary["artifacts"]["summary"]) is not None
     assert (storage.read_bytes(summary["artifacts"]["loss_plot"]) or b"")[:8] == b"\x89PNG\r\n\x1a\n"
+    assert b"<html" in (storage.read_bytes(summary["artifacts"]["report"]) or b"")
 
     second = run_cli("demo", "--experiment", str(experiment), "--prefix", prefix, "--json", timeout=300)
     assert second.returncode == 0, second.stderr[-3000:]

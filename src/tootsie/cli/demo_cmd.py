@@ -95,6 +95,7 @@ def demo_summary(report: RunReport, wall_seconds: float) -> dict[str, object]:
             "metrics": _artifact(summary_dir, "metrics.jsonl"),
             "loss_plot": _artifact(summary_dir, "loss.png"),
             "summary": _artifact(summary_dir, "summary.json"),
+            "report": _artifact(summary_dir, "report.html"),
             "bpb": bpb_file,
             "final_checkpoints": _output_of(report, "demo/train/cooldown") or "",
             "tokenizer": _output_of(report, "demo/tokenizer") or "",
