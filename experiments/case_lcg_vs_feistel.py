@@ -55,7 +55,8 @@ def build_steps(train_steps: int = TRAIN_STEPS, eval_every: int = EVAL_EVERY) ->
         "case_lcg/analysis", analyze_shuffle,
         ShuffleAnalysisConfig(runs=runs, cache=ordered.ref(), seed_file=seed.ref(SEED_FILE), regions=REGIONS, steps=train_steps),
     )
-    return [analysis, Step("case_lcg/report", summarize_runs, RunSummaryConfig(runs=runs))]
+    figures = {"Case study: LCG vs Feistel on an ordered corpus": analysis.ref("figure.png")}
+    return [analysis, Step("case_lcg/report", summarize_runs, RunSummaryConfig(runs=runs, figures=figures))]
 
 
 STEPS = build_steps()

@@ -53,7 +53,8 @@ def build_steps(switch_step: int = SWITCH_STEP, total_steps: int = TOTAL_STEPS, 
     analysis = Step(
         "case_qk/analysis", analyze_qk_norm, QKNormAnalysisConfig(runs=runs, switch_step=switch_step, tokens_per_step=CASE_BATCH * TINY_SEQ_LEN)
     )
-    return [analysis, Step("case_qk/report", summarize_runs, RunSummaryConfig(runs=runs))]
+    figures = {"Case study: the QK-norm warm start, penalty and recovery": analysis.ref("figure.png")}
+    return [analysis, Step("case_qk/report", summarize_runs, RunSummaryConfig(runs=runs, figures=figures))]
 
 
 STEPS = build_steps()

@@ -149,6 +149,18 @@ def test_a_file_of_garbage_still_reports_what_it_skipped(tmp_path) -> None:
         write_report(tmp_path)
 
 
+def test_extra_figures_are_embedded_and_a_missing_one_is_named(tmp_path) -> None:
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "metrics.jsonl").write_text('{"step": 0, "loss": 3.0}\n{"step": 1, "loss": 2.5}\n', encoding="utf-8")
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(40))
+    (tmp_path / "figure.png").write_bytes(png)
+    result = write_report(tmp_path / "run", figures={"Case study": tmp_path / "figure.png", "Lost": tmp_path / "missing.png"})
+    page = Path(result["report"]).read_text(encoding="utf-8")
+    assert result["panels"]["Case study"] is True and result["panels"]["Lost"] is False
+    assert f'src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}"' in page
+    assert f"figure not found: {tmp_path / 'missing.png'}" in page
+
+
 @given(st.lists(st.floats(-1e6, 1e6), min_size=1, max_size=200), st.floats(1, 100))
 def test_smoothing_stays_within_the_range_seen_so_far(values: list[float], span: float) -> None:
     smoothed = smooth(np.array(values), span)

@@ -15,6 +15,7 @@ Plots are base64 PNG inside the HTML, so the file can be mailed or archived alon
 
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from tootsie.jsonfile import read_json
 from tootsie.monitor.metrics_log import MetricsRead, read_metrics
 from tootsie.monitor.report_html import ReportContent, RunConfig, render_page
 from tootsie.monitor.report_panels import (
-    Records, Span, Table, Timeline, events_panel, heldout_panel, lr_panel, mixture_panel, norm_panel, throughput_panel, train_loss_panel,
+    Records, Span, Table, Timeline, events_panel, file_panel, heldout_panel, lr_panel, mixture_panel, norm_panel, throughput_panel, train_loss_panel,
 )
 from tootsie.monitor.spikes import SpikeConfig, find_spikes, series
 
@@ -333,13 +334,17 @@ def build_content(data: RunDirectory, spike_report: dict[str, object], skipped: 
     )
 
 
-def write_report(directory: str | Path, output: str | Path | None = None) -> dict[str, object]:
-    """Write the HTML report of a run or summary directory (default `<directory>/report.html`); return what it holds."""
+def write_report(directory: str | Path, output: str | Path | None = None, figures: Mapping[str, str | Path] | None = None) -> dict[str, object]:
+    """Write the HTML report of a run or summary directory (default `<directory>/report.html`); return what it holds.
+
+    `figures` (title → PNG file) are embedded after the guide's panels: a case study's own figure, say.
+    """
     started = time.perf_counter()
     data = load_run_directory(directory)
     spike_report = find_spikes(MetricsRead([r for run in data.runs for r in run.records], data.skipped_lines))
     skipped = damage(data)
     content = build_content(data, spike_report, skipped)
+    content = replace(content, panels=content.panels + tuple(file_panel(title, Path(path)) for title, path in (figures or {}).items()))
     target = Path(output) if output else data.directory / REPORT_FILE
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")

@@ -13,6 +13,7 @@ import base64
 import io
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from matplotlib.axes import Axes
@@ -68,6 +69,13 @@ class Panel:
     image: str | None
     note: str
     table: Table | None = None
+
+
+def file_panel(title: str, path: Path) -> Panel:
+    """A panel showing a PNG another step made (a case study's figure), embedded so the page stays self-contained."""
+    if not path.is_file():
+        return Panel(title, None, f"figure not found: {path}")
+    return Panel(title, "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii"), f"from {path}")
 
 
 def _figure(height: float = HEIGHT) -> tuple[Figure, Axes]:

@@ -26,6 +26,8 @@ class RunSummaryConfig:
     """Phase label → training output directory (holding metrics.jsonl)."""
     bpb: str | None = None
     """A bpb.json file to include, if any."""
+    figures: dict[str, str] | None = None
+    """Title → PNG file another step made, embedded in the report (a case study's figure)."""
 
 
 def summarize_runs(config: RunSummaryConfig, output_path: str) -> dict[str, object]:
@@ -50,7 +52,7 @@ def summarize_runs(config: RunSummaryConfig, output_path: str) -> dict[str, obje
         "bpb": json.loads(Path(config.bpb).read_text(encoding="utf-8")) if config.bpb else None,
     }
     write_json_atomic(out / "summary.json", summary)
-    write_report(out)
+    write_report(out, figures=config.figures)
     return summary
 
 
