@@ -119,7 +119,9 @@ def test_wandb_offline_run_holds_the_logged_history_and_resumes_the_same_run(tmp
     assert rows[2]["layer_update_norms/1"] == 0.6 and "mfu" not in rows[0]
     reopened = open_trackers(tmp_path, (config,), {"num_steps": 3}, start_step=2)
     reopened.close()
-    assert all(run.name.endswith(run_id) for run in (tmp_path / "wandb").glob("offline-run-*"))  # the resume continued the same run id
+    # The resume continued the same run id (wandb names a second directory in the same second `...-<id>-1`).
+    run_files = list((tmp_path / "wandb").glob("offline-run-*/run-*.wandb"))
+    assert len(run_files) == 2 and all(file.name == f"run-{run_id}.wandb" for file in run_files)
 
 
 def test_a_missing_extra_names_the_pip_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

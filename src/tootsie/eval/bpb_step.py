@@ -6,6 +6,7 @@ EMA weights is also scored with them (`<label>_ema`), so the gap between raw
 and EMA weights is measured on the same held-out text.
 """
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,24 +43,22 @@ class EvalBPBConfig:
     """Also evaluate each checkpoint's EMA weights (label `<label>_ema`) when it saved them."""
 
 
-def _models(config: EvalBPBConfig) -> dict[str, LlamaModel]:
-    """Every model to evaluate by label: the initialization for None, else the checkpoint's weights and, if saved, its EMA as `<label>_ema`."""
-    models = {}
+def _models(config: EvalBPBConfig) -> Iterator[tuple[str, LlamaModel]]:
+    """Every model to evaluate, one at a time: the initialization for None, else the checkpoint's weights and, if saved, its EMA as `<label>_ema`."""
     for label, checkpoint in config.checkpoints.items():
         if checkpoint is None:
-            models[label] = LlamaModel(config.model, key=jax.random.PRNGKey(config.seed))
+            yield label, LlamaModel(config.model, key=jax.random.PRNGKey(config.seed))
             continue
-        models[label] = load_model(config.model, checkpoint)
+        yield label, load_model(config.model, checkpoint)
         if config.ema and (resolve_checkpoint(checkpoint) / "ema.safetensors").is_file():
-            models[f"{label}_ema"] = load_model(config.model, checkpoint, weights="ema")
-    return models
+            yield f"{label}_ema", load_model(config.model, checkpoint, weights="ema")
 
 
 def evaluate_bpb(config: EvalBPBConfig, output_path: str) -> dict[str, dict[str, float]]:
     """Write `bpb.json`: for each checkpoint label, BPB per domain plus macro and micro averages."""
     byte_lengths = token_byte_lengths(load_tokenizer(config.tokenizer))
     results = {}
-    for label, model in _models(config).items():
+    for label, model in _models(config):
         per_domain = {name: domain_bpb(model, cache, byte_lengths, config.seq_len, max_sequences=config.max_sequences) for name, cache in sorted(config.heldout.items())}
         results[label] = summarize(per_domain)
     write_json_atomic(Path(output_path) / BPB_FILE, results)

@@ -25,7 +25,6 @@ import ast
 import codecs
 import importlib.util
 import json
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +33,7 @@ from typing import Any
 import yaml
 
 from tootsie.errors import TootsieError
+from tootsie.executor.storage import write_bytes
 
 KINDS = {
     "multiple_choice": ("context", "choices", "answer"),
@@ -110,20 +110,14 @@ def task_yaml(task: LocalTask, data_file: Path, cache_dir: Path) -> dict[str, An
     return config
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)
-
-
 def write_tasks(tasks: Sequence[LocalTask], directory: str | Path) -> Path:
     """Write `<name>.jsonl` and `<name>.yaml` for every task into `directory` (an lm-eval include path); return it."""
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     for task in tasks:
         data_file = out / f"{task.name}.jsonl"
-        _write_atomic(data_file, "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in task.records))
-        _write_atomic(out / f"{task.name}.yaml", yaml.safe_dump(task_yaml(task, data_file, out / DATASETS_CACHE), sort_keys=False, allow_unicode=True))
+        write_bytes(str(data_file), "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in task.records).encode("utf-8"))
+        write_bytes(str(out / f"{task.name}.yaml"), yaml.safe_dump(task_yaml(task, data_file, out / DATASETS_CACHE), sort_keys=False, allow_unicode=True).encode("utf-8"))
     return out
 
 

@@ -110,15 +110,14 @@ class RunContext:
         """Write the metadata and then the final status (SUCCESS last) of a step that ran; return its report."""
         ended = time.time()
         name, directory = node.step.name, node.output_path
+        status = Status.SUCCESS if error is None else Status.FAILED
         if error is None:
             log_to_step(directory, logging.INFO, "step %s: SUCCESS in %.1f s", name, ended - started)
-            write_info(node, self.environment, status=Status.SUCCESS, started=started, ended=ended)
-            write_status(directory, Status.SUCCESS)
-            return self.report(node, Status.SUCCESS, reason, ended - started)
-        log_to_step(directory, logging.ERROR, "step %s: FAILED after %.1f s: %s", name, ended - started, error)
-        write_info(node, self.environment, status=Status.FAILED, started=started, ended=ended, error=error)
-        write_status(directory, Status.FAILED)
-        return self.report(node, Status.FAILED, reason, ended - started, error)
+        else:
+            log_to_step(directory, logging.ERROR, "step %s: FAILED after %.1f s: %s", name, ended - started, error)
+        write_info(node, self.environment, status=status, started=started, ended=ended, error=error)
+        write_status(directory, status)
+        return self.report(node, status, reason, ended - started, error)
 
 
 def run_experiment(

@@ -13,7 +13,6 @@ lines, non-finite values, step gaps): a damaged file still gives a report.
 Plots are base64 PNG inside the HTML, so the file can be mailed or archived alone.
 """
 
-import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -24,6 +23,7 @@ import numpy as np
 from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.errors import TootsieError
 from tootsie.executor.metadata import INFO_FILE
+from tootsie.executor.storage import write_bytes
 from tootsie.jsonfile import read_json
 from tootsie.monitor.metrics_log import MetricsRead, read_metrics
 from tootsie.monitor.report_html import ReportContent, RunConfig, render_page
@@ -346,10 +346,7 @@ def write_report(directory: str | Path, output: str | Path | None = None, figure
     content = build_content(data, spike_report, skipped)
     content = replace(content, panels=content.panels + tuple(file_panel(title, Path(path)) for title, path in (figures or {}).items()))
     target = Path(output) if output else data.directory / REPORT_FILE
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    tmp.write_text(render_page(content), encoding="utf-8")
-    os.replace(tmp, target)
+    write_bytes(str(target), render_page(content).encode("utf-8"))
     return {
         "report": str(target),
         "bytes": target.stat().st_size,

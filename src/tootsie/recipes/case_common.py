@@ -18,6 +18,7 @@ from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.jsonfile import write_json_atomic
 from tootsie.models.llama import LlamaConfig
 from tootsie.monitor.metrics_log import read_metrics
+from tootsie.monitor.trackers import METRICS_FILE
 from tootsie.recipes.tiny import TINY_SEQ_LEN, TINY_SHAPE
 from tootsie.recipes.tiny_data import TINY_VOCAB
 
@@ -38,7 +39,7 @@ def mixture(caches: Mapping[str, str], weights: Mapping[str, float], seed: int =
 
 def metric_series(run_dir: str | Path, name: str) -> tuple[Int64[np.ndarray, " n"], Float[np.ndarray, " n"]]:
     """Steps and values of one finite metric from a run's metrics.jsonl."""
-    points = [(r["step"], r[name]) for r in read_metrics(Path(run_dir) / "metrics.jsonl").records if isinstance(r.get(name), (int, float)) and np.isfinite(r[name])]
+    points = [(r["step"], r[name]) for r in read_metrics(Path(run_dir) / METRICS_FILE).records if isinstance(r.get(name), (int, float)) and np.isfinite(r[name])]
     steps, values = zip(*points) if points else ((), ())
     return np.asarray(steps, dtype=np.int64), np.asarray(values, dtype=np.float64)
 
