@@ -1,8 +1,13 @@
-"""Suite-wide settings: JAX on CPU with rank promotion off, so shape slips fail loudly.
+"""Suite-wide settings: JAX on CPU with rank promotion off, so shape slips fail loudly, and no silent skips in CI.
 
 Strict dtype promotion is switched on per test package (tests/models) rather than
 here: optax's Adam bias correction raises an int32 step count to a Python float,
 which strict mode rejects inside optax itself.
+
+Under `CI=true` (set by CI) every skip fails the run: `make test` installs every
+extra and CI has `../shared/seeds`, so a skip there means an extra failed to
+import or the seeds went missing, and a green run would hide it. Locally, skips
+stay allowed and `-ra` lists their reasons.
 """
 
 import os
@@ -32,3 +37,41 @@ def make_cache(tmp_path):
         return str(tmp_path / name)
 
     return make
+
+
+STRICT_SKIPS = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+"""Whether skips fail the run (CI sets CI=true)."""
+_SKIPPED: list[tuple[str, str]] = []
+
+
+def _skip_reason(report: pytest.CollectReport | pytest.TestReport) -> str:
+    """The reason pytest gives for a skip report (its longrepr is (file, line, message))."""
+    longrepr = report.longrepr
+    return str(longrepr[2] if isinstance(longrepr, tuple) else longrepr).removeprefix("Skipped: ")
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Remember every skipped test (not xfails) with its reason."""
+    if report.skipped and not hasattr(report, "wasxfail"):
+        _SKIPPED.append((report.nodeid, _skip_reason(report)))
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    """Remember every module skipped at collection (a module-level importorskip)."""
+    if report.skipped:
+        _SKIPPED.append((report.nodeid, _skip_reason(report)))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Under CI=true, list the skips that fail the run."""
+    if STRICT_SKIPS and _SKIPPED:
+        terminalreporter.section("skips are failures under CI=true", sep="=", red=True, bold=True)
+        for nodeid, reason in _SKIPPED:
+            terminalreporter.line(f"{nodeid}: {reason}")
+        terminalreporter.line("install every extra (make test does: pip install -e '.[dev,all]') and keep ../shared/seeds beside the repo")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Under CI=true, a run with any skip fails."""
+    if STRICT_SKIPS and _SKIPPED and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -1,0 +1,53 @@
+"""Under CI=true a skip fails the run (tests/conftest.py); locally it stays a skip with its reason."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+MISSING_EXTRA = """
+import pytest
+
+def test_needs_an_extra():
+    pytest.importorskip("tootsie_no_such_extra", reason="tootsie_no_such_extra is not installed")
+"""
+
+MISSING_AT_COLLECTION = """
+import pytest
+
+pytest.importorskip("tootsie_no_such_extra_either")
+
+def test_never_collected():
+    assert True
+"""
+
+
+def _run_pytest(tmp_path: Path, body: str, ci: str | None) -> subprocess.CompletedProcess[str]:
+    """pytest over a generated test file and a plain one, with this suite's conftest loaded as a plugin and CI set as given."""
+    (tmp_path / "test_generated.py").write_text(body)
+    (tmp_path / "test_plain.py").write_text("def test_plain():\n    assert 1 + 1 == 2\n")
+    env = {key: value for key, value in os.environ.items() if key != "CI"} | {"PYTHONPATH": str(REPO)}
+    if ci is not None:
+        env["CI"] = ci
+    argv = [sys.executable, "-m", "pytest", "-p", "tests.conftest", "-q", "-ra", "--rootdir", str(tmp_path), "-c", os.devnull, "-p", "no:cacheprovider", str(tmp_path)]
+    return subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120, check=False)
+
+
+@pytest.mark.parametrize("body", [MISSING_EXTRA, MISSING_AT_COLLECTION], ids=["in-test", "at-collection"])
+def test_a_skip_fails_the_run_under_ci(tmp_path: Path, body: str) -> None:
+    result = _run_pytest(tmp_path, body, ci="true")
+    assert result.returncode == pytest.ExitCode.TESTS_FAILED, result.stdout + result.stderr
+    assert "skips are failures under CI=true" in result.stdout
+    assert "tootsie_no_such_extra" in result.stdout  # the reason names what is missing
+
+
+@pytest.mark.parametrize("body", [MISSING_EXTRA, MISSING_AT_COLLECTION], ids=["in-test", "at-collection"])
+def test_a_skip_is_only_reported_locally(tmp_path: Path, body: str) -> None:
+    result = _run_pytest(tmp_path, body, ci=None)
+    assert result.returncode == pytest.ExitCode.OK, result.stdout + result.stderr
+    assert "SKIPPED" in result.stdout and "tootsie_no_such_extra" in result.stdout
+    assert "skips are failures" not in result.stdout
