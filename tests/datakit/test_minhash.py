@@ -1,5 +1,7 @@
 """MinHash signatures estimate Jaccard without bias, LSH finds near-duplicates, union-find clusters transitively."""
 
+import hashlib
+
 import numpy as np
 import pytest
 
@@ -55,6 +57,34 @@ def test_signatures_are_deterministic_and_depend_on_the_seed() -> None:
     assert first.shape == (2, 286) and first.dtype == np.uint32
     np.testing.assert_array_equal(first, MinHashConfig().build().signatures(texts))
     assert (first != MinHashConfig(seed=1).build().signatures(texts)).mean() > 0.99
+
+
+PINNED_TEXTS = [
+    "The quick brown fox jumps over the lazy dog, again and again.",
+    "Ünïcode — “quoted” TEXT… with naïve café words",
+    "two words",
+    "",
+    "def f(x):\n    return x_1 + 42  # comment",
+    " ".join(f"w{i}" for i in np.random.default_rng(7).integers(0, 3000, 5000)),
+    "a-b-c-d-e-f-g " * 3,
+]
+
+
+@pytest.mark.parametrize(
+    ("config", "signatures_sha256", "first_row", "bands_sha256"),
+    [
+        (MinHashConfig(), "57ab47ee431e21f3fbc643c708ca0f100ff74d782444bc5306eb7ac106f2dad3", [25091613, 230398277, 28701613, 777569393], "f74dddfe689cb3213fbef55f16dc66332a3d34b47e42e2114b81c8c77b6b15ec"),
+        (MinHashConfig(shingle="char", ngram=4), "81ddb201157fa2a47c5a1197154445341dc350d0ea8c3baeb605397eb28b164f", [78283285, 48358803, 28816655, 346349002], "977e5733e8713c2cb8a738a6094b2c40f6e7075f763d3f0a3815167bdb02ca98"),
+        (MinHashConfig(num_perms=64, num_bands=8, ngram=3, seed=5), "622ba040505ab406c6025b8d436809e0d75fdaffef16855bbe9f45ce07886e9b", [370730968, 930944226, 889902020, 150876995], "b39a7df2c39de44ae3c58dd4969a3a839c539b9e6ad4a873e9b06a7dfb9bf972"),
+    ],
+)
+def test_signatures_and_band_keys_are_pinned(config: MinHashConfig, signatures_sha256: str, first_row: list[int], bands_sha256: str) -> None:
+    """Values from the per-word xxh3 reference implementation: a speed-up must not change a single bit."""
+    hasher = config.build()
+    signatures = hasher.signatures(PINNED_TEXTS)
+    assert signatures[0, :4].tolist() == first_row
+    assert hashlib.sha256(signatures.tobytes()).hexdigest() == signatures_sha256
+    assert hashlib.sha256(hasher.band_keys(signatures).tobytes()).hexdigest() == bands_sha256
 
 
 def test_batching_and_block_boundaries_do_not_change_signatures(monkeypatch: pytest.MonkeyPatch) -> None:
