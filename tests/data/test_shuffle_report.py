@@ -69,10 +69,14 @@ def test_cli_json_contract(capsys) -> None:
 
 
 def test_cli_human_output_and_errors(capsys) -> None:
-    args = _parse(["data", "shuffle-report", "--perm", "era", "--length", "50000", "--batch-size", "100", "--era-length", "1000", "--max-steps", "50"])
+    # Era windows of 1000 items hold 10 consecutive batches of 100 each, and items never leave their window: batch
+    # means follow the corpus walk window by window (lag-1 near 0.95), far above a true shuffle's 3/sqrt(200) margin.
+    args = _parse(["data", "shuffle-report", "--perm", "era", "--length", "50000", "--batch-size", "100", "--era-length", "1000", "--max-steps", "200"])
     assert args.handler(args) == 0
-    headline = capsys.readouterr().out.splitlines()[0]
-    assert headline.startswith(("ok: era over 50 steps", "phase-risk: era over 50 steps"))
+    assert capsys.readouterr().out.splitlines()[0].startswith("phase-risk: era over 200 steps (lag1 +0.9")
+    args = _parse(["data", "shuffle-report", "--perm", "feistel", "--length", "50000", "--batch-size", "100", "--max-steps", "200"])
+    assert args.handler(args) == 0
+    assert capsys.readouterr().out.splitlines()[0].startswith("ok: feistel over 200 steps")
     with pytest.raises(TootsieError, match=r"\['multiplier'\] do not apply to permutation 'feistel'"):
         args = _parse(["data", "shuffle-report", "--perm", "feistel", "--length", "1000", "--batch-size", "10", "--multiplier", "3"])
         args.handler(args)

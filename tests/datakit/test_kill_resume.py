@@ -16,6 +16,7 @@ from tootsie.datakit.normalize import NormalizeConfig, normalize
 from tootsie.datakit.parquet_io import write_table_atomic
 from tootsie.datakit.tokenize import TokenizeConfig, tokenize_documents
 from tootsie.datakit.tokenizer import TokenizerTrainConfig, train_tokenizer
+from tests.processes import finish
 
 INLINE = EngineConfig(workers=1, progress=False)
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
@@ -35,7 +36,7 @@ def _kill_when(script: str, ready: callable, finished: Path) -> None:
     while not ready() and process.poll() is None and time.time() < deadline:
         time.sleep(0.005)
     process.send_signal(signal.SIGKILL)
-    process.wait()
+    finish(process, timeout=60)
     assert not finished.exists(), "the stage finished before it was killed; make the test input larger"
 
 

@@ -8,30 +8,19 @@ import subprocess
 import time
 from pathlib import Path
 
-from .helpers import cli_command, cli_env, executions, run_cli, write_experiment
+from tests.processes import finish
 
-SLOW = """
-a = Step("exp/a", work, Cfg(label="a", sleep=0.5))
-b = Step("exp/b", work, Cfg(label="b", inputs=(a.ref("done.txt"),), sleep=0.5))
-c = Step("exp/c", work, Cfg(label="c", sleep=0.5))
-STEPS = [b, c]
-"""
+from .helpers import HELD, cli_command, cli_env, executions, run_cli, run_overlapping, write_experiment
 
-
-def test_two_runs_on_one_prefix_run_each_step_once(tmp_path: Path) -> None:
-    path = write_experiment(tmp_path, SLOW)
+def test_two_overlapping_runs_on_one_prefix_run_each_step_once(tmp_path: Path) -> None:
+    path = write_experiment(tmp_path, HELD)
     argv = cli_command("run", str(path), "--prefix", str(tmp_path / "out"), "--json")
-    procs = [
-        subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env())
-        for _ in range(2)
-    ]
-    outputs = [proc.communicate(timeout=60) for proc in procs]
-    for proc, (out, err) in zip(procs, outputs, strict=True):
-        assert proc.returncode == 0, err
-        assert [s["status"] for s in json.loads(out.splitlines()[-1])["steps"]] == ["SUCCESS"] * 3
+    first, second, first_pid = run_overlapping(argv, tmp_path)
+    assert [s["status"] for s in first] == [s["status"] for s in second] == ["SUCCESS"] * 3
+    held = {s["name"]: s for s in second}["exp/a"]
+    assert held["reason"].startswith("skip: SUCCESS at") and f"(waited while pid {first_pid} on host {socket.gethostname()} ran it)" in held["reason"]
     assert sorted(executions(tmp_path)) == ["a", "b", "c"]
-    pids = {line.split()[1] for line in (tmp_path / "executions.log").read_text().splitlines()}
-    assert pids <= {str(proc.pid) for proc in procs}
+    assert {line.split()[0]: int(line.split()[1]) for line in (tmp_path / "executions.log").read_text().splitlines()}["a"] == first_pid
 
 
 def test_sigkilled_run_is_reported_interrupted_and_resumed(tmp_path: Path) -> None:
@@ -53,7 +42,7 @@ STEPS = [b]
         assert proc.poll() is None and time.monotonic() < deadline, "step b never started"
         time.sleep(0.05)
     os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    finish(proc, timeout=60)
 
     # 60 s lease: only the dead local pid makes it stale
     status = run_cli(

@@ -126,7 +126,7 @@ def test_hash_is_the_same_in_processes_with_other_hash_seeds(tmp_path: Path) -> 
     for seed in ("0", "1", "987654"):
         env = {"PYTHONHASHSEED": seed, "PATH": "/usr/bin:/bin"}
         result = subprocess.run(
-            [sys.executable, "-c", script, str(path)], capture_output=True, text=True, env=env, check=True
+            [sys.executable, "-c", script, str(path)], capture_output=True, text=True, env=env, check=True, timeout=120
         )
         ids.add(result.stdout.strip())
     from tootsie.executor import load_experiment

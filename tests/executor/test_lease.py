@@ -15,6 +15,7 @@ import pytest
 
 from tootsie.errors import TootsieError
 from tootsie.executor.lease import LEASE_FILE, FileLease, Heartbeat, LeaseRecord, LeaseSettings, stale_reason
+from tests.processes import finish
 
 SETTINGS = LeaseSettings(lease_seconds=2.0, heartbeat_seconds=0.1)
 
@@ -22,7 +23,7 @@ SETTINGS = LeaseSettings(lease_seconds=2.0, heartbeat_seconds=0.1)
 def dead_pid() -> int:
     """The pid of a process that has exited and been reaped."""
     child = subprocess.Popen([sys.executable, "-c", "pass"])
-    child.wait()
+    finish(child, timeout=60)
     return child.pid
 
 

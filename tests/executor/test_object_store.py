@@ -29,18 +29,13 @@ from tootsie.executor import remote_lease, storage  # noqa: E402
 from tootsie.executor.lease import LeaseRecord, LeaseSettings  # noqa: E402
 from tootsie.executor.remote_lease import ObjectLease  # noqa: E402
 from tootsie.executor.staging import materialize  # noqa: E402
+from tests.processes import finish  # noqa: E402
 
-from .helpers import CHAIN, cli_command, cli_env, executions, run_cli, write_experiment  # noqa: E402
+from .helpers import CHAIN, HELD, cli_command, cli_env, executions, run_cli, run_overlapping, write_experiment  # noqa: E402
 from .s3_server import moto_s3  # noqa: E402
 
 DEMO_FILE = Path(__file__).resolve().parents[2] / "experiments" / "demo.py"
 SETTINGS = LeaseSettings(lease_seconds=2.0, heartbeat_seconds=0.2)
-SLOW = """
-a = Step("exp/a", work, Cfg(label="a", sleep=0.5))
-b = Step("exp/b", work, Cfg(label="b", inputs=(a.ref("done.txt"),), sleep=0.5))
-c = Step("exp/c", work, Cfg(label="c", sleep=0.5))
-STEPS = [b, c]
-"""
 
 
 @pytest.fixture(scope="module")
@@ -273,14 +268,13 @@ def test_an_unwritable_bucket_is_a_one_line_error(s3_env: dict[str, str], tmp_pa
         run_experiment(steps, "s3://no-such-bucket-for-tootsie/runs")
 
 
-def test_two_cli_runs_on_one_s3_prefix_run_each_step_once(bucket: str, tmp_path: Path) -> None:
-    path = write_experiment(tmp_path, SLOW)
+def test_two_overlapping_cli_runs_on_one_s3_prefix_run_each_step_once(bucket: str, tmp_path: Path) -> None:
+    path = write_experiment(tmp_path, HELD)
     argv = cli_command("run", str(path), "--prefix", f"{bucket}/runs", "--json")
-    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env()) for _ in range(2)]
-    outputs = [proc.communicate(timeout=120) for proc in procs]
-    for proc, (out, err) in zip(procs, outputs, strict=True):
-        assert proc.returncode == 0, err
-        assert [s["status"] for s in json.loads(out.splitlines()[-1])["steps"]] == ["SUCCESS"] * 3
+    first, second, first_pid = run_overlapping(argv, tmp_path)
+    assert [s["status"] for s in first] == [s["status"] for s in second] == ["SUCCESS"] * 3
+    held = {s["name"]: s for s in second}["exp/a"]
+    assert held["reason"].startswith("skip: SUCCESS at") and f"(waited while pid {first_pid} on host {socket.gethostname()} ran it)" in held["reason"]
     assert sorted(executions(tmp_path)) == ["a", "b", "c"]
 
 
@@ -304,7 +298,7 @@ STEPS = [b]
         assert proc.poll() is None and time.monotonic() < deadline, "step b never started"
         time.sleep(0.05)
     os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    finish(proc, timeout=60)
 
     status = run_cli("status", str(path), "--prefix", prefix, "--json", **slow_lease)
     steps = {s["name"]: s for s in json.loads(status.stdout.splitlines()[-1])["steps"]}

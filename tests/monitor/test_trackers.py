@@ -1,6 +1,7 @@
 """Trackers: JSONL always, TensorBoard and W&B (offline) as extras; what each writes is read back."""
 
 import json
+import math
 import struct
 import sys
 from pathlib import Path
@@ -18,6 +19,26 @@ RECORDS = [
 ]
 
 
+def _written_losses(kind: str, directory: Path) -> list[tuple[int, float]]:
+    """(step, loss) in the order a tracker wrote them, read back from its own files; a purge on rewind shows as (step, -1)."""
+    if kind == "wandb":
+        (run_file,) = (directory / "wandb").glob("offline-run-*/run-*.wandb")
+        return [(row["step"], row["loss"]) for row in _wandb_history(run_file) if "loss" in row]
+    written = []
+    for events in map(_tfrecords, sorted((directory / "tensorboard").iterdir())):
+        written += [(e.step, -1.0) for e in events if e.HasField("session_log")]
+        written += [(e.step, v.simple_value) for e in events for v in e.summary.value if v.tag == "loss"]
+    return written
+
+
+WRITTEN_LOSSES = {
+    # W&B keeps every row (charts key on the logged `step`, so the re-run step 1 overlays the abandoned one); NaN stays NaN.
+    "wandb": [(0, 3.0), (1, "nan"), (2, 2.0), (1, 2.5)],
+    # TensorBoard leaves NaN as a gap; the rewind opens a second file whose START at step 1 purges the old step 1.
+    "tensorboard": [(0, 3.0), (2, 2.0), (1, -1.0), (1, 2.5)],
+}
+
+
 @pytest.mark.parametrize("kind", sorted(TRACKERS))
 def test_every_tracker_logs_rewinds_and_closes(kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip({"wandb": "wandb", "tensorboard": "tensorboardX"}[kind])
@@ -29,8 +50,9 @@ def test_every_tracker_logs_rewinds_and_closes(kind: str, tmp_path: Path, monkey
     trackers.rewind(1)
     trackers.log(RECORDS[1], 1)
     trackers.close()
-    assert [r["step"] for r in read_metrics(tmp_path / "metrics.jsonl").records] == [0, 1]
-    assert any(path.is_file() for path in (tmp_path / {"wandb": "wandb", "tensorboard": "tensorboard"}[kind]).rglob("*"))
+    assert [(r["step"], r["loss"]) for r in read_metrics(tmp_path / "metrics.jsonl").records] == [(0, 3.0), (1, 2.5)]
+    written = [(step, "nan" if math.isnan(loss) else loss) for step, loss in _written_losses(kind, tmp_path)]
+    assert written == WRITTEN_LOSSES[kind]
 
 
 def test_records_split_into_chartable_numbers_and_text() -> None:

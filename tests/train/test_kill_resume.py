@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tootsie.configfile import dump_config
+from tests.processes import finish
 from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.models.llama import LlamaConfig
@@ -42,7 +43,7 @@ def test_killed_runs_resume_to_identical_losses(tmp_path, make_cache) -> None:
     caches = {"a": make_cache("a", [[(3 * i + k) % 37 + 2 for i in range(40)] for k in range(30)], 40), "b": make_cache("b", [[(7 * i) % 31 + 3 for i in range(25)] for _ in range(30)], 40)}
     (tmp_path / "train.yaml").write_text(dump_config(_config(caches)))
     command = [sys.executable, "-m", "tootsie.cli.main", "train", "--config", str(tmp_path / "train.yaml")]
-    subprocess.run([*command, "--out", str(tmp_path / "straight")], check=True, capture_output=True)
+    subprocess.run([*command, "--out", str(tmp_path / "straight")], check=True, capture_output=True, timeout=300)
 
     rng, kills = random.Random(7), 0
     killed = tmp_path / "killed"
@@ -51,7 +52,7 @@ def test_killed_runs_resume_to_identical_losses(tmp_path, make_cache) -> None:
         metrics = killed / "metrics.jsonl"
         start_lines = len(metrics.read_text().splitlines()) if metrics.exists() else 0
         if kills == KILLS:
-            process.wait()
+            finish(process, timeout=300)
             break
         target = start_lines + rng.randint(2, 4)
         while process.poll() is None and (not metrics.exists() or len(metrics.read_text().splitlines()) < target):
@@ -60,7 +61,7 @@ def test_killed_runs_resume_to_identical_losses(tmp_path, make_cache) -> None:
         if process.poll() is not None:
             break
         process.send_signal(signal.SIGKILL)
-        process.wait()
+        finish(process, timeout=60)
         kills += 1
     assert process.returncode == 0 and kills == KILLS
     assert _losses(killed) == _losses(tmp_path / "straight")

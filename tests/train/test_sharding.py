@@ -13,6 +13,7 @@ import pytest
 from jax.sharding import AbstractMesh, AxisType, PartitionSpec
 
 from tootsie.configfile import dump_config
+from tests.processes import communicate
 from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.errors import TootsieError
@@ -99,7 +100,7 @@ def test_eight_fake_devices_match_one_device_across_meshes_and_a_resume_onto_ano
     runs = [f"{tmp_path / 'd8'}:8:1:1:5", f"{tmp_path / 'd2f4'}:2:4:1:3", f"{tmp_path / 'd2f4'}:2:2:2:5"]  # the last resumes step 3 on data × fsdp × tensor = 2 × 2 × 2
     sharded = subprocess.Popen([sys.executable, str(RUNS), str(tmp_path / "train.yaml"), *runs], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     train(config, str(tmp_path / "one"))  # this process has one CPU device; it trains while the 8-device process does
-    output, _ = sharded.communicate()
+    output, _ = communicate(sharded, timeout=600)
     assert sharded.returncode == 0, output[-3000:]
 
     one = _losses(tmp_path / "one")

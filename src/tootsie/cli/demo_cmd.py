@@ -53,7 +53,7 @@ def demo_command(args: argparse.Namespace) -> int:
     """Run the demo, print its summary, and return 0 when every step succeeded."""
     started = time.perf_counter()
     experiment = Path(args.experiment) if args.experiment else demo_experiment_path()
-    with progress_lines(enabled=not args.json):
+    with progress_lines():
         report = run_experiment(
             load_experiment(experiment), args.out, experiment_path=experiment, backend=args.backend, ray_address=args.ray_address
         )

@@ -97,7 +97,7 @@ def prefix_of(args: argparse.Namespace) -> str:
 def run_command(args: argparse.Namespace) -> int:
     """`tootsie run`: run (or plan) the experiment, print the report, and return the exit code."""
     steps, plan = _load(args)
-    with progress_lines(enabled=not args.json):
+    with progress_lines():
         report = run_experiment(
             steps,
             prefix_of(args),
@@ -123,11 +123,8 @@ def status_command(args: argparse.Namespace) -> int:
 
 
 @contextlib.contextmanager
-def progress_lines(*, enabled: bool) -> Iterator[None]:
-    """Print the executor's progress log lines to stdout for the block."""
-    if not enabled:
-        yield
-        return
+def progress_lines() -> Iterator[None]:
+    """Print the executor's progress log lines to stdout for the block (before `--json`'s last line, when asked)."""
     logger = logging.getLogger("tootsie.executor")
     handler = logging.StreamHandler(sys.stdout)
     handler.setFormatter(logging.Formatter("[executor] %(message)s"))

@@ -175,7 +175,8 @@ class _Scheduler:
         self.reports: dict[str, StepReport] = {}
         self.failed: set[str] = set()
         self.reasons: dict[str, str] = {}
-        self.waiting: set[str] = set()
+        self.waiting: dict[str, str] = {}
+        """Node id → the process this run waited on for it (reported when that process finished the step)."""
         self.running: dict[ray.ObjectRef, _Running] = {}
 
     def run(self) -> list[StepReport]:
@@ -215,10 +216,10 @@ class _Scheduler:
         lease = open_lease(node.output_path, context.settings)
         if not lease.acquire():
             if node.id not in self.waiting:
-                logger.info("step %s: waiting while %s runs it", name, holder_of(lease))
-                self.waiting.add(node.id)
+                self.waiting[node.id] = holder_of(lease)
+                logger.info("step %s: waiting while %s runs it", name, self.waiting[node.id])
             return False
-        done_elsewhere = context.claim(node, lease)
+        done_elsewhere = context.claim(node, lease, self.waiting.get(node.id))
         if done_elsewhere is not None:
             self._record(node, done_elsewhere)
             return True

@@ -89,14 +89,18 @@ class RunContext:
             return self.report(node, Status.DEP_FAILED, reason)
         return decision.reason
 
-    def claim(self, node: Node, lease: Lease) -> StepReport | None:
-        """With `lease` just taken: None if the step must run, else release it and report who finished the step."""
+    def claim(self, node: Node, lease: Lease, waited_on: str | None = None) -> StepReport | None:
+        """With `lease` just taken: None if the step must run, else release it and report who finished the step.
+
+        `waited_on` names the process this run waited for before taking the lease; the report says so.
+        """
         decision = decide(observe(node.output_path, self.settings), forced=self.forced(node.step.name), since=self.since)
         if decision.action != "skip":
             return None
         lease.release()
-        logger.info("step %s: %s", node.step.name, decision.reason)
-        return self.report(node, Status.SUCCESS, decision.reason, recorded(node.output_path).seconds)
+        reason = decision.reason if waited_on is None else f"{decision.reason} (waited while {waited_on} ran it)"
+        logger.info("step %s: %s", node.step.name, reason)
+        return self.report(node, Status.SUCCESS, reason, recorded(node.output_path).seconds)
 
     def begin(self, node: Node, reason: str) -> float:
         """Write RUNNING and the metadata file of a step about to run; return its start time."""
@@ -234,8 +238,8 @@ def _run_node(context: RunContext, node: Node, failed: Collection[str]) -> StepR
     if isinstance(settled, StepReport):
         return settled
     lease = open_lease(node.output_path, context.settings)
-    _wait_for(lease, node.step.name)
-    done_elsewhere = context.claim(node, lease)
+    waited_on = _wait_for(lease, node.step.name)
+    done_elsewhere = context.claim(node, lease, waited_on)
     if done_elsewhere is not None:
         return done_elsewhere
     try:
@@ -251,14 +255,15 @@ def _run_node(context: RunContext, node: Node, failed: Collection[str]) -> StepR
         lease.release()
 
 
-def _wait_for(lease: Lease, name: str) -> None:
-    """Take the step's lease, waiting (and saying so once) while a live process holds it."""
-    waiting = False
+def _wait_for(lease: Lease, name: str) -> str | None:
+    """Take the step's lease, waiting (and saying so once) while a live process holds it; who held it, if anyone."""
+    waited_on = None
     while not lease.acquire():
-        if not waiting:
-            logger.info("step %s: waiting while %s runs it", name, holder_of(lease))
-            waiting = True
+        if waited_on is None:
+            waited_on = holder_of(lease)
+            logger.info("step %s: waiting while %s runs it", name, waited_on)
         time.sleep(POLL_SECONDS)
+    return waited_on
 
 
 def holder_of(lease: Lease) -> str:
