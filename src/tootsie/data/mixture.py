@@ -7,11 +7,31 @@ cut into blocks of `block_size` sequences (in a transition window, a block is
 the whole step's batch), and every block holds exactly
 `floor(w_d * size)` sequences of component d, the remainder going to the
 component with the largest count, so the realized mixture matches the target
-in every block, not just on average. Inside a block the slots are shuffled by
-a Feistel permutation keyed by (seed, segment, block). The k-th sequence drawn
-from component d is that component's sequence `perm_{d,epoch}(k mod n_d)`, a
-fresh permutation each epoch, keyed by the component's *name* (adding a
-component does not reshuffle the others).
+in every block, not just on average. Inside a block the items are listed by
+component (all of d = 0, then d = 1, ...) and dealt to the block's slots in the
+order of a keyed hash: slot s holds the item whose `splitmix64(key ^ item)` is
+the s-th smallest, the key hashed from (seed, segment, block). The k-th
+sequence drawn from component d is that component's sequence
+`perm_{d,epoch}(k mod n_d)`, a fresh permutation each epoch, keyed by the
+component's *name* (adding a component does not reshuffle the others).
+
+Why a hash sort for the slots. Any run of consecutive slots (a batch smaller
+than a block, or the edge of a larger one) is then a uniform random subset of
+the block: its component counts are hypergeometric and its draws from a
+component are random ranks. The earlier slot shuffle was a 5-round Feistel
+with Levanter's round function `F(R, k) = R * 2654435761 + k mod 2^m`;
+multiplying by an odd constant carries low bits only upward, so low output
+bits depended on low input bits only. The 16 slots of a batch in a block of
+256 (one value of the high half) got items of a single parity (for seed 0,
+a single residue mod 4), with component counts far more even than a random
+slice (variance 0.04 of the hypergeometric's); behind an LCG component
+permutation with stride near N/2, every batch read one band of the corpus
+(docs/case-studies.md, case 1). A Feistel with a well-mixed round function
+fixes the low bits but stays measurably non-uniform on blocks of a few items
+(2-bit halves); sorting by a bijective hash has no ties and no small-block
+bias. It costs O(S log S) for each block of S slots a batch touches (about
+0.2 ms for the default S = 256 on a 2-core machine, 6 ms for S = 65,536), so
+keep `block_size` near the batch size rather than far above it.
 
 Stage boundaries are steps; the batch schedule turns them into sequence
 offsets, so weights written in steps stay right when the batch size changes.
@@ -21,7 +41,11 @@ sees the same bits.
 
 Example: stages `[(0, {web: 0.7, code: 0.3}), (1000, {web: 0.5, code: 0.5}, transition 200)]`
 hold 70/30 to step 999, move linearly over steps 1000–1199 (step 1099 is at
-50 % of the way: 60/40), and stay at 50/50 from step 1199 on.
+50 % of the way: 60/40), and stay at 50/50 from step 1199 on. With weights
+{a: 0.5, b: 0.3, c: 0.2} a block of 256 holds 128 + 1 (the remainder) of a,
+76 of b and 51 of c, as items 0–128, 129–204 and 205–255; a batch of 16 at
+slots 0–15 gets 16 of them at random: 8.1 a, 4.8 b, 3.2 c on average, with
+the spread of a random draw.
 """
 
 from dataclasses import dataclass, field
@@ -30,12 +54,11 @@ import numpy as np
 import xxhash
 
 from tootsie.data.batch_schedule import BatchSchedule
-from tootsie.data.permutation import Permutation, cycle_walk, feistel_bits, make_permutation, splitmix64
+from tootsie.data.permutation import Permutation, make_permutation, splitmix64
 from tootsie.data.sequences import DocumentSequences, PackedSequences, next_token_loss_mask
 from tootsie.datakit.token_cache import open_token_cache
 from tootsie.errors import TootsieError
 
-BLOCK_ROUNDS = 5
 EXHAUSTION_POLICIES = ("restart", "stop")
 
 
@@ -201,13 +224,15 @@ class MixtureDataset:
         self._permutations: dict[tuple[int, int], Permutation] = {}
 
     def _slots(self, segment_index: int, blocks: np.ndarray, slots: np.ndarray, length: int) -> np.ndarray:
-        """Position of each slot in its block's sorted item list, by a keyed Feistel permutation."""
+        """Item (position in the block's component-sorted item list) at each slot: the items ranked by a keyed hash."""
         if length == 1:
             return np.zeros_like(slots)
-        right_bits = feistel_bits(length)
-        base = splitmix64(splitmix64(np.uint64(self.config.seed) ^ np.uint64(segment_index)) + blocks.astype(np.uint64) * np.uint64(BLOCK_ROUNDS))
-        keys = np.stack([splitmix64(base + np.uint64(r)) & np.uint64((1 << right_bits) - 1) for r in range(BLOCK_ROUNDS)])
-        return cycle_walk(slots.astype(np.uint64), keys, right_bits, length).astype(np.int64)
+        unique, row = np.unique(blocks, return_inverse=True)
+        segment_key = splitmix64(splitmix64(self.config.seed) + np.uint64(segment_index))
+        block_keys = splitmix64(segment_key + unique.astype(np.uint64))
+        # splitmix64 is a bijection, so the hashes of one block's items are distinct: no ties, one uniform shuffle per block.
+        order = np.argsort(splitmix64(block_keys[:, None] ^ np.arange(length, dtype=np.uint64)[None, :]), axis=1)
+        return order[row, slots]
 
     def draws(self, sequence_indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Component index of each global sequence and how many of that component were drawn before it."""
