@@ -1,6 +1,10 @@
 """Automatic rewind: the step → data-step map, the plateau watch, and a toy run with a junk data window."""
 
 import json
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -8,6 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.processes import finish
+from tootsie.configfile import dump_config
 from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.datakit.token_cache import TokenCacheWriter
@@ -107,11 +113,27 @@ def test_rewinding_past_a_junk_window_ends_with_lower_loss(runs) -> None:
     assert [step for step, _ in list_checkpoints(root / "rewound" / "checkpoints")][-1] == STEPS
 
 
+def _kill_when(command: list[str], ready: object) -> None:
+    """Start `command`, SIGKILL it as soon as `ready()` holds, and check it was still running then."""
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while process.poll() is None and not ready() and time.monotonic() < deadline:
+        time.sleep(0.002)
+    assert process.poll() is None, "the run ended before the kill point; move the point earlier"
+    process.send_signal(signal.SIGKILL)
+    finish(process, timeout=60)
+
+
 @pytest.mark.slow
-def test_a_run_stopped_inside_the_detour_and_after_the_rewind_resumes_bit_exactly(runs) -> None:
+def test_a_run_killed_inside_the_detour_and_after_the_rewind_resumes_bit_exactly(runs) -> None:
     config, root = runs
-    resumed = root / "resumed"
-    for stop in (JUNK_START + 4, JUNK_START + WATCH.delay + 8, STEPS):  # before the plateau is final; after the rewind; the end
-        train(_with_rewind(config, stop), str(resumed))
-    assert [(r["step"], r["loss"]) for r in _records(resumed)] == [(r["step"], r["loss"]) for r in _records(root / "rewound")]
-    assert json.loads((resumed / "rewinds.json").read_text()) == json.loads((root / "rewound" / "rewinds.json").read_text())
+    (root / "rewind.yaml").write_text(dump_config(_with_rewind(config, STEPS)))
+    killed = root / "killed"
+    command = [sys.executable, "-m", "tootsie.cli.main", "train", "--config", str(root / "rewind.yaml"), "--out", str(killed)]
+    logged = lambda: len((killed / "metrics.jsonl").read_text().splitlines()) if (killed / "metrics.jsonl").exists() else 0  # noqa: E731
+    _kill_when(command, lambda: logged() >= JUNK_START + 4)  # inside the junk window, before the plateau is final
+    _kill_when(command, lambda: (killed / "rewinds.json").exists())  # the moment the rewind is on record
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert [(r["step"], r["loss"]) for r in _records(killed)] == [(r["step"], r["loss"]) for r in _records(root / "rewound")]
+    assert json.loads((killed / "rewinds.json").read_text()) == json.loads((root / "rewound" / "rewinds.json").read_text())
