@@ -1,9 +1,11 @@
 """MinHash signatures estimate Jaccard without bias, LSH finds near-duplicates, union-find clusters transitively."""
 
 import hashlib
+import re
 
 import numpy as np
 import pytest
+import xxhash
 
 from tootsie.datakit import minhash
 from tootsie.datakit.minhash import EMPTY, MinHashConfig, UnionFind, cluster_firsts, estimated_jaccard, is_empty, lsh_clusters, normalize_for_shingles, words
@@ -51,6 +53,40 @@ def test_normalization_lowercases_and_drops_punctuation_on_both_paths() -> None:
     assert normalize_for_shingles("A, b. C!") == normalize_for_shingles("a b c — ")
 
 
+def test_non_word_is_exactly_not_alnum_and_not_underscore() -> None:
+    """`words` replaces non-ASCII non-word characters found with `not str.isalnum()`; Python's `\\W` agrees on every code point."""
+    everything = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c < 0xE000)
+    assert re.sub(r"\W", " ", everything) == "".join(c if c.isalnum() or c == "_" else " " for c in everything)
+
+
+@pytest.mark.parametrize("box_drawing", [0, 40])  # few distinct non-word characters: one replace each; many: the regex
+def test_words_match_the_regex_definition(box_drawing: int) -> None:
+    rng = np.random.default_rng(box_drawing)
+    pool = [*"aZ9_ \t\n.,-—“”…\u00a0\u2003\ud800ÄéßİKﬁ٣²½😀", *(chr(0x2500 + i) for i in range(box_drawing))]
+    for _ in range(300):
+        text = "".join(rng.choice(pool, int(rng.integers(0, 80))))
+        assert words(text) == re.sub(r"\W+", " ", text.lower()).encode("utf-8").split()
+
+
+def test_vectorized_xxh3_matches_xxhash_on_every_short_length() -> None:
+    rng = np.random.default_rng(0)
+    pieces = [bytes(rng.integers(0, 256, n, dtype=np.uint8)) for n in rng.integers(1, 17, 20_000)]
+    pieces += [bytes([byte]) * n for byte in (0, 255) for n in range(1, 17)]
+    lengths = np.array([len(p) for p in pieces])
+    starts = np.cumsum(lengths) - lengths
+    expected = np.array([xxhash.xxh3_64_intdigest(p) for p in pieces], dtype=np.uint64)
+    np.testing.assert_array_equal(minhash._xxh3_64_short(b"".join(pieces) + bytes(8), starts, lengths), expected)
+
+
+def test_word_tokens_are_the_low_bits_of_each_words_xxh3() -> None:
+    texts = ["", "  ...  ", "a", "Hello, World! " * 3, "x" * 17 + " " + "y" * 300 + " z", "naïve café — “quoted” İstanbul", PINNED_TEXTS[4], ""]
+    tokens, counts = minhash.word_tokens(texts)
+    expected = [[(xxhash.xxh3_64_intdigest(w) & 0xFFFFFFFF) | 1 for w in words(t)] for t in texts]
+    assert counts.tolist() == [len(e) for e in expected]
+    assert tokens.tolist() == [t for e in expected for t in e]
+    assert MinHashConfig().build().signatures([]).shape == (0, 286)
+
+
 def test_signatures_are_deterministic_and_depend_on_the_seed() -> None:
     texts = ["the quick brown fox jumps over the lazy dog again", "a completely different sentence with many words in it"]
     first = MinHashConfig().build().signatures(texts)
@@ -93,6 +129,7 @@ def test_batching_and_block_boundaries_do_not_change_signatures(monkeypatch: pyt
     hasher = MinHashConfig().build()
     one_by_one = np.concatenate([hasher.signatures([t]) for t in texts])
     monkeypatch.setattr(minhash, "_CHUNK_ROWS", 7)  # documents now straddle many blocks
+    monkeypatch.setattr(minhash, "_TEXT_CHARS", 50)  # and are tokenized in several buffers
     np.testing.assert_array_equal(hasher.signatures(texts), one_by_one)
 
 
