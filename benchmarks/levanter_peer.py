@@ -4,10 +4,15 @@ Levanter runs in its own virtualenv (`python3 -m venv /tmp/lev && /tmp/lev/bin/p
 install marin-levanter gitpython`); this script only writes its inputs and reads
 its log, so tootsie never imports Levanter:
 
-    python benchmarks/levanter_peer.py setup --dir /tmp/levbench
+    run=$(mktemp -d /tmp/levbench-XXXX)   # a fresh directory for every run
+    python benchmarks/levanter_peer.py setup --dir $run
     HF_HUB_OFFLINE=1 /usr/bin/time -v /tmp/lev/bin/python -m levanter.main.train_lm \
-        --config_path /tmp/levbench/config.yaml > /tmp/levbench/levanter.log 2>&1
-    python benchmarks/levanter_peer.py parse /tmp/levbench/levanter.log
+        --config_path $run/config.yaml > $run/levanter.log 2>&1
+    python benchmarks/levanter_peer.py parse $run/levanter.log
+
+`setup` refuses a directory that already holds anything: Levanter would find
+its token cache there and skip tokenizing, so a second run would be timed on
+less work than the first.
 
 The data are the same synthetic documents as `bench_train_cpu.py` (4,000
 documents of 100–2,000 uniform token ids, vocab 8,192, seed 0) written as text
@@ -69,7 +74,10 @@ optimizer:
 
 
 def setup(root: Path, steps: int, seq_len: int, batch_size: int) -> None:
-    """Write the documents, the id-per-word tokenizer and Levanter's config under `root`."""
+    """Write the documents, the id-per-word tokenizer and Levanter's config under `root`, which must be new or empty."""
+    if root.exists() and any(root.iterdir()):
+        raise SystemExit(f"{root} is not empty: Levanter would reuse the token cache of an earlier run there; "
+                         "give every run a fresh directory, e.g. --dir $(mktemp -d /tmp/levbench-XXXX)")
     root.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(0)
     lengths = rng.integers(100, 2000, size=4000)
