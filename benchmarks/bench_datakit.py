@@ -1,23 +1,34 @@
-"""Throughput and memory of normalize and tokenize, and tokenize vs raw `encode_batch`.
+"""Throughput and memory of normalize and tokenize, and tokenize vs raw `encode_batch` at equal parallelism.
 
-For each corpus size (default 30 MB and 300 MB, 10x apart) this runs, each in a
+For each corpus size (default 30 MB and 300 MB, 10x apart), each stage in a
 fresh subprocess so peak-memory readings are clean:
-  1. normalize (JSONL → Parquet) with the shard engine,
-  2. tokenize (Parquet → token cache) with a tokenizer trained once on a sample,
-  3. raw `tokenizers` `encode_batch` over the same texts (the peer baseline),
-and prints docs/s, MB/s, MB/s per core, peak RSS of the largest worker, and the
-tokenize / raw-encode throughput ratio. Last line: one JSON object.
+  1. normalize (JSONL → Parquet) with the shard engine, once;
+  2. a tokenizer trained once on the first size's documents;
+  3. `--repeats` rounds, each running, in an order that alternates per round:
+     - tokenize (Parquet → token cache, a fresh output directory every time)
+       with `--workers` processes, one tokenizer thread each;
+     - the peer: raw `tokenizers` `encode_batch` over the same Parquet texts in
+       batches of the same 256 documents, in one process with
+       `RAYON_NUM_THREADS=--workers` (tokenizers 0.23 reads that variable; the library's own fast path: Rayon
+       threads), so both sides use the same number of cores.
+Prints per stage the median and min-max of seconds, docs/s, MB/s, MB/s per
+core and peak RSS, and the per-round ratio raw-encode seconds / tokenize
+seconds (median and min-max; > 1 means tokenize is faster). Last line: one
+JSON object.
 
-    python benchmarks/bench_datakit.py --sizes 30,300 --workers 2
+    python benchmarks/bench_datakit.py --sizes 30,300 --workers 2 --repeats 3
 """
 
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -50,43 +61,63 @@ print(json.dumps({"seconds": seconds, "self_rss_mb": resource.getrusage(resource
 """
 
 
-def run_stage(stage: str, **args: object) -> dict:
-    """Run one stage in a fresh interpreter and return its timing and memory record."""
-    completed = subprocess.run([sys.executable, "-c", CHILD, stage, json.dumps(args)], capture_output=True, text=True, check=True)
+def run_stage(stage: str, env: dict[str, str] | None = None, **args: object) -> dict:
+    """Run one stage in a fresh interpreter (with extra environment `env`) and return its timing and memory record."""
+    completed = subprocess.run([sys.executable, "-c", CHILD, stage, json.dumps(args)], capture_output=True, text=True, check=True,
+                               env={**os.environ, **(env or {})})
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
-def bench_size(root: Path, megabytes: int, workers: int, tokenizer: Path | None) -> tuple[dict, Path]:
+def bench_size(root: Path, megabytes: int, workers: int, repeats: int, tokenizer: Path | None) -> tuple[dict, Path]:
     """All stages at one corpus size; trains the tokenizer on the first size if none is given."""
     raw = root / f"raw-{megabytes}"
     docs, text_bytes = write_jsonl_corpus(raw, megabytes)
-    normalized = run_stage("normalize", input=str(raw), out=str(root / f"norm-{megabytes}"), workers=workers)
+    normalized_dir = str(root / f"norm-{megabytes}")
+    normalized = run_stage("normalize", input=str(raw), out=normalized_dir, workers=workers)
     if tokenizer is None:
-        run_stage("train_tokenizer", input=str(root / f"norm-{megabytes}"), out=str(root / "tok"))
+        run_stage("train_tokenizer", input=normalized_dir, out=str(root / "tok"))
         tokenizer = root / "tok" / "tokenizer.json"
-    tokenized = run_stage("tokenize", input=str(root / f"norm-{megabytes}"), tokenizer=str(tokenizer), out=str(root / f"cache-{megabytes}"), workers=workers)
-    raw_encode = run_stage("raw_encode", input=str(root / f"norm-{megabytes}"), tokenizer=str(tokenizer))
+    threads = {"RAYON_NUM_THREADS": str(workers)}  # the peer's Rayon pool; tokenize's workers run one thread each
+    runs: dict[str, list[dict]] = {"tokenize": [], "raw_encode_batch": []}
+    for round_index in range(repeats):
+        order = ["tokenize", "raw_encode_batch"][:: 1 if round_index % 2 == 0 else -1]
+        for stage in order:
+            if stage == "tokenize":
+                out = str(root / f"cache-{megabytes}-{round_index}")
+                runs[stage].append(run_stage("tokenize", threads, input=normalized_dir, tokenizer=str(tokenizer), out=out, workers=workers))
+                shutil.rmtree(out)
+            else:
+                runs[stage].append(run_stage("raw_encode", threads, input=normalized_dir, tokenizer=str(tokenizer)))
+        print(f"  {megabytes} MB round {round_index + 1}/{repeats}: tokenize {runs['tokenize'][-1]['seconds']:.1f} s, "
+              f"raw encode_batch {runs['raw_encode_batch'][-1]['seconds']:.1f} s", flush=True)
+    ratios = [r["seconds"] / t["seconds"] for t, r in zip(runs["tokenize"], runs["raw_encode_batch"], strict=True)]
     mb = text_bytes / 1e6
     figures = {
         "megabytes": round(mb, 1),
         "docs": docs,
-        "normalize": _rates(normalized, docs, mb, workers),
-        "tokenize": _rates(tokenized, docs, mb, workers),
-        "raw_encode_batch": _rates(raw_encode, docs, mb, os.cpu_count() or 1),  # Rayon threads use every core
-        "tokenize_vs_raw_encode_ratio": round(raw_encode["seconds"] / tokenized["seconds"], 3),
-        "tokens": tokenized["result"]["num_tokens"],
+        "normalize": _rates([normalized], docs, mb, workers),
+        "tokenize": _rates(runs["tokenize"], docs, mb, workers),
+        "raw_encode_batch": _rates(runs["raw_encode_batch"], docs, mb, workers),
+        "tokenize_vs_raw_encode_ratio": _spread(ratios, 3),
+        "tokens": runs["tokenize"][0]["result"]["num_tokens"],
     }
     return figures, tokenizer
 
 
-def _rates(record: dict, docs: int, mb: float, workers: int) -> dict:
+def _spread(values: list[float], digits: int) -> dict[str, float]:
+    return {"median": round(float(np.median(values)), digits), "min": round(min(values), digits), "max": round(max(values), digits)}
+
+
+def _rates(records: list[dict], docs: int, mb: float, cores: int) -> dict:
+    """Median and min-max over `records` (one per repeat) of each rate, and the largest peak RSS."""
+    seconds = [r["seconds"] for r in records]
     return {
-        "seconds": round(record["seconds"], 2),
-        "docs_per_s": round(docs / record["seconds"]),
-        "mb_per_s": round(mb / record["seconds"], 2),
-        "mb_per_s_per_core": round(mb / record["seconds"] / workers, 2),
-        "peak_rss_mb_worker": round(record["worker_rss_mb"], 1),
-        "peak_rss_mb_main": round(record["self_rss_mb"], 1),
+        "seconds": _spread(seconds, 2),
+        "docs_per_s": _spread([docs / s for s in seconds], 0),
+        "mb_per_s": _spread([mb / s for s in seconds], 2),
+        "mb_per_s_per_core": _spread([mb / s / cores for s in seconds], 2),
+        "peak_rss_mb_worker": round(max(r["worker_rss_mb"] for r in records), 1),
+        "peak_rss_mb_main": round(max(r["self_rss_mb"] for r in records), 1),
     }
 
 
@@ -94,19 +125,24 @@ def main() -> None:
     """Parse flags, run every size, print a table and the JSON line."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="30,300", help="corpus sizes in MB, comma-separated")
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="tokenize processes = the peer's Rayon threads")
+    parser.add_argument("--repeats", type=int, default=3, help="rounds of tokenize and raw encode_batch, interleaved")
     args = parser.parse_args()
     results, tokenizer = [], None
     with tempfile.TemporaryDirectory(prefix="tootsie-bench-") as tmp:
         for size in (int(s) for s in args.sizes.split(",")):
-            figures, tokenizer = bench_size(Path(tmp), size, args.workers, tokenizer)
+            figures, tokenizer = bench_size(Path(tmp), size, args.workers, args.repeats, tokenizer)
             results.append(figures)
-            print(f"{figures['megabytes']} MB, {figures['docs']} docs, {args.workers} workers")
+            print(f"{figures['megabytes']} MB, {figures['docs']} docs, {args.workers} cores per side, {args.repeats} rounds (median [min-max])")
             for stage in ("normalize", "tokenize", "raw_encode_batch"):
                 r = figures[stage]
-                print(f"  {stage:<17} {r['seconds']:>8.1f} s  {r['docs_per_s']:>8} docs/s  {r['mb_per_s']:>6.2f} MB/s  {r['mb_per_s_per_core']:>6.2f} MB/s/core  worker RSS {r['peak_rss_mb_worker']:>7.1f} MB  main RSS {r['peak_rss_mb_main']:>7.1f} MB")
-            print(f"  tokenize / raw encode_batch throughput: {figures['tokenize_vs_raw_encode_ratio']:.2f}")
-    print(json.dumps({"benchmark": "datakit", "workers": args.workers, "cpu_count": os.cpu_count(), "results": results}))
+                print(f"  {stage:<17} {r['seconds']['median']:>8.1f} s [{r['seconds']['min']:.1f}-{r['seconds']['max']:.1f}]  "
+                      f"{r['mb_per_s']['median']:>6.2f} MB/s [{r['mb_per_s']['min']:.2f}-{r['mb_per_s']['max']:.2f}]  "
+                      f"{r['mb_per_s_per_core']['median']:>6.2f} MB/s/core  worker RSS {r['peak_rss_mb_worker']:>7.1f} MB  main RSS {r['peak_rss_mb_main']:>7.1f} MB")
+            ratio = figures["tokenize_vs_raw_encode_ratio"]
+            print(f"  tokenize / raw encode_batch throughput: {ratio['median']:.2f} [{ratio['min']:.2f}-{ratio['max']:.2f}]")
+    print(json.dumps({"benchmark": "datakit", "workers": args.workers, "repeats": args.repeats, "cpu_count": os.cpu_count(),
+                      "loadavg_1min_end": os.getloadavg()[0], "results": results}))
 
 
 if __name__ == "__main__":

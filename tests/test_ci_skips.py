@@ -1,4 +1,4 @@
-"""Under CI=true a skip fails the run (tests/conftest.py); locally it stays a skip with its reason."""
+"""Guards of the suite itself: under CI=true a skip fails the run (tests/conftest.py), locally it stays a skip; every test has a time limit."""
 
 import os
 import subprocess
@@ -51,3 +51,9 @@ def test_a_skip_is_only_reported_locally(tmp_path: Path, body: str) -> None:
     assert result.returncode == pytest.ExitCode.OK, result.stdout + result.stderr
     assert "SKIPPED" in result.stdout and "tootsie_no_such_extra" in result.stdout
     assert "skips are failures" not in result.stdout
+
+
+def test_every_test_runs_under_a_time_limit(pytestconfig: pytest.Config) -> None:
+    """A hung test fails after pyproject's `timeout` (pytest-timeout) rather than running until CI's own limit."""
+    assert pytestconfig.pluginmanager.hasplugin("timeout"), "pytest-timeout is not loaded: install the dev extra"
+    assert 0 < float(pytestconfig.getini("timeout")) <= 600
