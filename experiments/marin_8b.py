@@ -23,18 +23,10 @@ Phoenix, Starling); the deep cooldowns are side branches.
 named by $TOOTSIE_COMPONENTS (see docs/recipes.md).
 """
 
-from functools import partial
-from typing import Any
-
-from tootsie.executor import Step
 from tootsie.recipes import marin_8b_tables as t
-from tootsie.recipes.build import recipe_steps
-from tootsie.recipes.components import components_from_env
-from tootsie.recipes.plan import recipe_plan
+from tootsie.recipes.experiment_file import RecipeExperiment
 from tootsie.recipes.recipe import MixStage, Phase, Recipe
-from tootsie.recipes.scale import FULL, Scale
-from tootsie.recipes.tiny import selected_scale, tiny_recipe_steps, tiny_scale
-from tootsie.train.config import TrainConfig
+from tootsie.recipes.tiny import tiny_scale
 from tootsie.train.ema import EMAConfig
 from tootsie.train.optimizer import AdamWConfig
 from tootsie.train.schedule import RewarmConfig, WSDConfig, WSDSConfig
@@ -120,27 +112,10 @@ RECIPE = Recipe(
     ),
 )
 
-
-def build_steps(scale: Scale = FULL) -> dict[str, Step[TrainConfig]]:
-    """Phase name → training step at `scale`, caches from $TOOTSIE_COMPONENTS."""
-    return recipe_steps(RECIPE, scale, components_from_env())
-
-
-def plan(scale: Scale = FULL) -> dict[str, Any]:
-    """The JSON plan of the recipe at `scale` (what `tootsie run --dry-run --json` prints)."""
-    return recipe_plan(RECIPE, build_steps(scale), scale)
-
-
 TINY = tiny_scale(step_factor=1 / 2000, batch_factor=1 / 128)
 """`--scale tiny`: the same phases for real on a CPU, components backed by local text (docs/recipes.md, "Tiny scale")."""
 TINY_EVAL_EVERY = 25
 """Held-out bits-per-byte every this many steps at tiny scale."""
-SCALE = selected_scale({"full": FULL, "tiny": TINY})
-
-if SCALE is TINY:
-    TINY_STEPS, TINY_REPORTS = tiny_recipe_steps(RECIPE, TINY, TINY_EVAL_EVERY)
-    STEPS = [*TINY_STEPS.values(), *TINY_REPORTS]
-    PLAN = partial(recipe_plan, RECIPE, TINY_STEPS, TINY)
-else:
-    STEPS = list(build_steps().values())
-    PLAN = partial(plan, FULL)
+EXPERIMENT = RecipeExperiment(RECIPE, tiny=TINY, tiny_eval_every=TINY_EVAL_EVERY)
+build_steps, plan = EXPERIMENT.build_steps, EXPERIMENT.plan
+SCALE, STEPS, PLAN = EXPERIMENT.selected()
