@@ -48,10 +48,12 @@ def test_filter_dedup_decontaminate_consolidate_json(tmp_path, capsys) -> None:
     assert deduped["docs"] == 32 and deduped["fuzzy_duplicates"] == 1 and deduped["output_docs"] == 31
 
     assert main(["datakit", "decontaminate", str(tmp_path / "dedup"), "--eval", str(tmp_path / "eval.jsonl"), "--out", str(tmp_path / "contam"), "--workers", "1", "--json"]) == 0
-    assert _last_json(capsys) == {"docs": deduped["output_docs"], "contaminated": 1, "eval_items_matched": 1}
+    kept = deduped["output_docs"] - 1
+    assert _last_json(capsys) == {"docs": deduped["output_docs"], "contaminated": 1, "eval_items_matched": 1, "total": deduped["output_docs"], "kept": kept, "dropped": {"contaminated": 1}}
 
     assert main(["datakit", "consolidate", str(tmp_path / "dedup"), "--drop", f"{tmp_path / 'contam'}:contaminated", "--out", str(tmp_path / "clean"), "--workers", "1", "--json"]) == 0
-    assert _last_json(capsys)["output_docs"] == deduped["output_docs"] - 1
+    consolidated = _last_json(capsys)
+    assert consolidated["output_docs"] == consolidated["kept"] == kept and consolidated["dropped"] == consolidated["removed_by"]
 
     assert main(["datakit", "filter", str(tmp_path / "clean"), "--out", str(tmp_path / "filtered"), "--workers", "1", "--json"]) == 0
     filtered = _last_json(capsys)

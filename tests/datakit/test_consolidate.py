@@ -11,6 +11,7 @@ from tootsie.datakit.consolidate import AttributeFilter, ConsolidateConfig, cons
 from tootsie.datakit.engine import EngineConfig
 from tootsie.datakit.ids import content_id
 from tootsie.datakit.quality import QualityConfig, quality
+from tootsie.datakit.stats import STATS_FILE
 from tootsie.errors import TootsieError
 
 ENGINE = EngineConfig(workers=1, retries=0, progress=False)
@@ -75,6 +76,7 @@ def test_consolidate_counts_each_filter_and_rewrites_changed_documents(tmp_path)
     assert stats["chars_removed_by"] == {"exact_dedup": 9, "decontamination": 9, "paragraph_dedup": 17 + 6, "empty_after_span_removal": 6}
     assert stats["input_docs"] - stats["output_docs"] == sum(stats["removed_by"].values())
     assert stats["input_chars"] - stats["output_chars"] == sum(stats["chars_removed_by"].values())
+    assert (stats["total"], stats["kept"], stats["dropped"]) == (stats["input_docs"], stats["output_docs"], stats["removed_by"])
     first = pq.read_table(tmp_path / "out" / "part-00000.parquet").to_pylist()
     assert [row["text"] for row in first] == ["alpha doc", "beta doc\n"]
     beta = first[1]
@@ -82,7 +84,7 @@ def test_consolidate_counts_each_filter_and_rewrites_changed_documents(tmp_path)
     assert first[0]["id"] == first[0]["parent_id"] == content_id("alpha doc")
     second = pq.read_table(tmp_path / "out" / "part-00001.parquet")
     assert second.column("text").to_pylist() == ["epsilon doc", "zeta doc"]  # a null max_overlap keeps the doc
-    assert json.loads((tmp_path / "out" / "stats.json").read_text()) == stats
+    assert json.loads((tmp_path / "out" / STATS_FILE).read_text()) == stats
     assert not (tmp_path / "out" / ".consolidate").exists()
 
 

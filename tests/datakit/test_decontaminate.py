@@ -23,6 +23,7 @@ from tootsie.datakit.decontaminate import DecontaminateConfig, decontaminate
 from tootsie.datakit.engine import EngineConfig
 from tootsie.datakit.ids import content_id
 from tootsie.datakit.ngrams import normalized_words
+from tootsie.datakit.stats import STATS_FILE
 from tootsie.errors import TootsieError
 
 NAMES = {
@@ -188,10 +189,12 @@ def test_clean_documents_are_not_flagged(planted_run) -> None:
 def test_stats_and_report(planted_run) -> None:
     out = planted_run["root"] / "out"
     stats = planted_run["stats"]
-    assert set(stats) == {"docs", "contaminated", "eval_items_matched"}
+    assert set(stats) == {"docs", "contaminated", "eval_items_matched", "total", "kept", "dropped"}
     assert stats["docs"] == 3300 and stats["contaminated"] >= 297
-    assert json.loads((out / "stats.json").read_text()) == stats
+    assert (stats["total"], stats["kept"], stats["dropped"]) == (3300, 3300 - stats["contaminated"], {"contaminated": stats["contaminated"]})
+    assert json.loads((out / STATS_FILE).read_text()) == stats
     report = json.loads((out / "report.json").read_text())
+    assert {key: report[key] for key in ("docs", "contaminated", "eval_items_matched")} == {key: stats[key] for key in ("docs", "contaminated", "eval_items_matched")}
     counts = {entry["eval_id"]: entry["docs"] for entry in report["matched"]}
     assert set(planted_run["planted"].values()) <= set(counts) and len(counts) == stats["eval_items_matched"]
     assert sum(report["docs_by_max_overlap"].values()) == 3300 and report["docs_by_max_overlap"]["1.0"] == 300
@@ -281,7 +284,7 @@ def test_gzipped_jsonl_and_parquet_eval_files(tmp_path) -> None:
     config = DecontaminateConfig(
         input=str(tmp_path / "docs"), eval_files=(str(tmp_path / "first.jsonl.gz"), str(tmp_path / "second.parquet")), engine=EngineConfig(workers=1, progress=False)
     )
-    assert decontaminate(config, str(tmp_path / "out")) == {"docs": 2, "contaminated": 2, "eval_items_matched": 2}
+    assert decontaminate(config, str(tmp_path / "out")) == {"docs": 2, "contaminated": 2, "eval_items_matched": 2, "total": 2, "kept": 0, "dropped": {"contaminated": 2}}
     assert [row["matched_eval_ids"] for row in _attributes(tmp_path / "out").to_pylist()] == [["first:1"], ["p-1"]]
 
 

@@ -12,6 +12,7 @@ from tootsie.datakit import dedup as dedup_module
 from tootsie.datakit.dedup import ATTRIBUTE_SCHEMA, WORK_DIR, DedupConfig, dedup, first_occurrence, paragraph_spans
 from tootsie.datakit.engine import EngineConfig
 from tootsie.datakit.ids import content_id
+from tootsie.datakit.stats import STATS_FILE
 
 ENGINE = EngineConfig(workers=1, progress=False)
 VOCAB = np.array([f"w{i}" for i in range(20_000)])
@@ -87,8 +88,9 @@ def test_marks_exact_fuzzy_and_paragraph_duplicates(corpus: str, tmp_path: Path)
     assert [second[s:e] for s, e in spans] == [PARAGRAPH, PARAGRAPH]
     assert rows[6]["duplicate_paragraph_fraction"] == pytest.approx(2 * len(PARAGRAPH) / len(second))
     assert rows[4]["duplicate_paragraph_fraction"] == 1.0  # an exact copy repeats its only paragraph
-    assert json.loads((out / "stats.json").read_text()) == stats
+    assert json.loads((out / STATS_FILE).read_text()) == stats
     assert stats["docs"] == 9 and stats["exact_duplicates"] == 2 and stats["fuzzy_duplicates"] == 2 and stats["fuzzy_clusters"] == 1
+    assert (stats["total"], stats["kept"], stats["dropped"]) == (9, 5, {"exact_duplicate": 2, "fuzzy_duplicate": 2})
     assert stats["duplicate_paragraphs"] == 4 and stats["failed_shards"] == {}
     assert not (out / WORK_DIR).exists()
 

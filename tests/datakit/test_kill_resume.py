@@ -14,6 +14,7 @@ import pytest
 from tootsie.datakit.engine import EngineConfig
 from tootsie.datakit.normalize import NormalizeConfig, normalize
 from tootsie.datakit.parquet_io import write_table_atomic
+from tootsie.datakit.stats import STATS_FILE
 from tootsie.datakit.tokenize import TokenizeConfig, tokenize_documents
 from tootsie.datakit.tokenizer import TokenizerTrainConfig, train_tokenizer
 from tests.processes import finish
@@ -55,7 +56,7 @@ def test_normalize_killed_mid_run_resumes_to_identical_bytes(tmp_path) -> None:
         normalize(NormalizeConfig(inputs=({str(inputs)!r},), shard_bytes=200_000, engine=EngineConfig(workers=1, progress=False)), {str(tmp_path / "killed")!r})
     """)
     done = tmp_path / "killed" / ".normalize" / "done"
-    _kill_when(script, lambda: done.is_dir() and len(list(done.glob("*.json"))) >= 8, tmp_path / "killed" / "stats.json")
+    _kill_when(script, lambda: done.is_dir() and len(list(done.glob("*.json"))) >= 8, tmp_path / "killed" / STATS_FILE)
     normalize(config, str(tmp_path / "killed"))
     assert _files_bytes(tmp_path / "killed") == _files_bytes(tmp_path / "straight")
 

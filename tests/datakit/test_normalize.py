@@ -11,6 +11,7 @@ from tootsie.datakit.engine import EngineConfig
 from tootsie.datakit.ids import content_id
 from tootsie.datakit.normalize import NormalizeConfig, normalize
 from tootsie.datakit.split import SplitConfig, split_documents
+from tootsie.datakit.stats import STATS_FILE
 from tootsie.errors import TootsieError
 
 INLINE = EngineConfig(workers=1, progress=False)
@@ -43,7 +44,9 @@ def test_messy_input_keeps_valid_records_and_counts_rejections(tmp_path) -> None
     assert stats["rejected"] == {"broken_json": 1, "invalid_utf8": 1, "empty": 1, "whitespace_run": 1, "missing_text": 1}
     assert stats["exact_duplicates"] == 2 and stats["output_docs"] == len(expected)
     assert stats["input_docs"] == stats["output_docs"] + stats["exact_duplicates"] + sum(stats["rejected"].values())
-    assert json.loads((tmp_path / "out" / "stats.json").read_text()) == stats
+    assert (stats["total"], stats["kept"]) == (stats["input_docs"], stats["output_docs"])
+    assert stats["dropped"] == {**stats["rejected"], "exact_duplicate": 2}
+    assert json.loads((tmp_path / "out" / STATS_FILE).read_text()) == stats
 
 
 def test_shards_split_at_target_size(tmp_path) -> None:
@@ -68,6 +71,8 @@ def test_split_is_disjoint_complete_and_deterministic(tmp_path) -> None:
     again = {s: set(pq.read_table(tmp_path / "b" / s).column("id").to_pylist()) for s in ("train", "heldout")}
     assert ids == again and not ids["train"] & ids["heldout"]
     assert counts["train"] + counts["heldout"] == 400 and 40 < counts["heldout"] < 120
+    assert (counts["total"], counts["kept"], counts["dropped"]) == (400, 400, {})
+    assert json.loads((tmp_path / "a" / STATS_FILE).read_text()) == counts
 
 
 def test_ten_thousand_messy_records_with_a_50mb_whitespace_run(tmp_path) -> None:

@@ -22,6 +22,7 @@ from tootsie.datakit.quality_rules import (
     gopher_repetition,
     ngram_char_fractions,
 )
+from tootsie.datakit.stats import STATS_FILE
 
 PROSE = (
     "The river rose slowly through the night, and by morning the low fields near the village were under water. "
@@ -174,7 +175,10 @@ def test_stage_writes_co_partitioned_attributes_and_counts(tmp_path, workers: in
     assert stats["docs"] == 4 and stats["kept"] == 2
     assert stats["rejected"]["rep_dup_line_fraction"] == 1 and stats["rejected"]["gopher_word_count"] == 1
     assert stats["c4_lines_removed"] == {"too_few_words": 1}
-    assert json.loads((tmp_path / "q" / "stats.json").read_text()) == stats
+    # The repeated page fails 11 rules and the short one 3; each is dropped once, under its first rule.
+    assert sum(stats["rejected"].values()) == 14
+    assert (stats["total"], stats["dropped"]) == (4, {"rep_dup_line_fraction": 1, "gopher_word_count": 1})
+    assert json.loads((tmp_path / "q" / STATS_FILE).read_text()) == stats
     assert not (tmp_path / "q" / ".quality").exists()
 
 

@@ -10,6 +10,7 @@ import pytest
 from tootsie.datakit.decontaminate import DecontaminateConfig, decontaminate
 from tootsie.datakit.engine import EngineConfig
 from tootsie.datakit.normalize import NormalizeConfig, normalize
+from tootsie.datakit.stats import STATS_FILE
 from tootsie.executor import Status, Step, run_experiment
 from tootsie.jsonfile import read_json
 from tootsie.recipes.case_contamination import (
@@ -66,7 +67,7 @@ def test_marin_style_versioning_serves_the_stale_contaminated_output(tmp_path: P
     docs = Path(after.output_path)
     eval_file = next(Path(s.output_path) for s in second.steps if s.name == "case_contam/bundle") / EVAL_FILE
     questions = [json.loads(line)["question"] for line in eval_file.read_text(encoding="utf-8").splitlines()]
-    assert read_json(docs / "stats.json")["dropped"] == [] and sum(any(q in text for q in questions) for text in _texts(docs)) == TEST_PROBLEMS
+    assert read_json(docs / STATS_FILE)["dropped"] == [] and sum(any(q in text for q in questions) for text in _texts(docs)) == TEST_PROBLEMS
     inline = EngineConfig(workers=1, progress=False)
     normalize(NormalizeConfig(inputs=(str(docs),), engine=inline), str(tmp_path / "normalized"))
     stats = decontaminate(DecontaminateConfig(input=str(tmp_path / "normalized"), eval_files=(str(eval_file),), eval_field="question", engine=inline), str(tmp_path / "contam"))

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from tootsie.cli.main import main
+from tootsie.datakit.stats import STATS_FILE
 from tootsie.datakit.stdlib_source import StdlibSourceConfig
 from tootsie.datakit.token_cache import open_token_cache
 from tootsie.errors import TootsieError
@@ -38,7 +39,7 @@ def recipes(request: pytest.FixtureRequest) -> tuple[str, ModuleType, ModuleType
 
 def test_every_recipe_component_has_a_stand_in(recipes: tuple[str, ModuleType, ModuleType]) -> None:
     _, full, _ = recipes
-    used = {name for phase in full.RECIPE.phases for stage in phase.mixture for name in stage.table.weights()}
+    used = {name for phase in full.RECIPE.phases for stage in phase.mixture for name in stage.weights}
     assert used <= set(COMPONENT_KINDS) and set(COMPONENT_KINDS.values()) == set(KINDS)
 
 
@@ -127,7 +128,7 @@ def test_tiny_corpus_writes_the_five_kinds(tmp_path: Path) -> None:
     config = TinyCorpusConfig(stdlib=StdlibSourceConfig(stdlib_dir=str(stdlib)), math_docs=3, qa_docs=2, seed=1)
     counts = build_tiny_corpus(config, str(tmp_path / "out"))
     assert counts["code"] == 1 and counts["web"] == 1 and counts["math"] == 3 and counts["qa"] == 2 and counts["reference"] > 0
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted([*KINDS, "stats.json"])
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted([*KINDS, STATS_FILE])
     again = build_tiny_corpus(config, str(tmp_path / "again"))
     texts = [gzip.decompress((tmp_path / run / "math/docs-00000.jsonl.gz").read_bytes()) for run in ("out", "again")]
     assert again == counts and texts[0] == texts[1] and len(texts[0].splitlines()) == 3

@@ -26,7 +26,8 @@ changed gets `id = content_id(new_text)`; `source_id` is kept; `parent_id` holds
 the input document's `id` (equal to `id` when the text is unchanged), so every
 output document joins back to its input and its attributes. `stats.json`:
 `{"input_docs", "output_docs", "removed_by", "chars_removed_by", "input_chars",
-"output_chars", "shards", "failed_shards"}`.
+"output_chars", "shards", "failed_shards"}` and the shared `total` / `kept` /
+`dropped` (`tootsie.datakit.stats`; `dropped` is `removed_by`).
 
 Example: a doc `"keep. junk\\nmore."` with spans `[[6, 11]]` becomes
 `"keep. more."`, with a new id and `parent_id` the old one;
@@ -34,6 +35,7 @@ Example: a doc `"keep. junk\\nmore."` with spans `[[6, 11]]` becomes
 """
 
 import shutil
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,8 +48,8 @@ import pyarrow.parquet as pq
 from tootsie.datakit.engine import EngineConfig, ShardTask, map_shards, merge_counts
 from tootsie.datakit.ids import content_id
 from tootsie.datakit.parquet_io import parquet_files, write_table_atomic
+from tootsie.datakit.stats import StageStats, finish_stage
 from tootsie.errors import TootsieError
-from tootsie.jsonfile import write_json_atomic
 
 WORK_DIR = ".consolidate"
 EMPTY = "empty_after_span_removal"
@@ -252,17 +254,18 @@ def consolidate(config: ConsolidateConfig, output_path: str) -> dict[str, Any]:
     results = map_shards(consolidate_shard, config, tasks, out / WORK_DIR / "done", config.engine, label="consolidate")
     counts = merge_counts(list(results.stats.values()))
     names = [f.name for f in config.attributes] + [EMPTY]
-    stats = {
+    removed_by = {name: counts.get("removed_by", {}).get(name, 0) for name in names}
+    details = {
         "input_docs": counts.get("input_docs", 0),
         "output_docs": counts.get("output_docs", 0),
-        "removed_by": {name: counts.get("removed_by", {}).get(name, 0) for name in names},
+        "removed_by": removed_by,
         "chars_removed_by": {name: counts.get("chars_removed_by", {}).get(name, 0) for name in names},
         "input_chars": counts.get("input_chars", 0),
         "output_chars": counts.get("output_chars", 0),
         "shards": len(results.stats),
         "failed_shards": results.failed,
     }
-    write_json_atomic(out / "stats.json", stats)
+    stats = finish_stage(out, StageStats(total=details["input_docs"], kept=details["output_docs"], dropped=Counter(removed_by)), details)
     if not results.failed:
         shutil.rmtree(out / WORK_DIR)  # finished; with failed shards the markers stay so a rerun redoes only those
     return stats

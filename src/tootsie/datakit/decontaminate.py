@@ -30,7 +30,9 @@ reach it by sharing long template stretches: near-copies at the edge of what
 Outputs under the output directory: for document shard `part-00003.parquet`,
 an attribute file `part-00003.parquet` with columns `id`, `contaminated`,
 `max_overlap`, `matched_eval_ids`, same rows in the same order; `stats.json`
-(`docs`, `contaminated`, `eval_items_matched`); `report.json` (per matched
+(`docs`, `contaminated`, `eval_items_matched`, and the shared `total` / `kept`
+/ `dropped` of `tootsie.datakit.stats`, contaminated documents dropped as
+`contaminated`); `report.json` (per matched
 eval item, how many documents contain it, and the spread of `max_overlap`);
 `.decontaminate/index/` (the n-gram index as `.npy` files, built once and
 memory-mapped by every worker, and a manifest that a rerun must match);
@@ -63,6 +65,7 @@ from tootsie.datakit.engine import EngineConfig, ShardTask, map_shards, merge_co
 from tootsie.datakit.ngrams import INDEX_ARRAYS, NgramIndex, word_hashes
 from tootsie.datakit.parquet_io import parquet_files, write_table_atomic
 from tootsie.datakit.readers import open_decompressed
+from tootsie.datakit.stats import StageStats, finish_stage
 from tootsie.errors import TootsieError
 from tootsie.jsonfile import read_json, write_json_atomic
 
@@ -269,7 +272,7 @@ def decontaminate_shard(task: ShardTask, config: DecontaminateConfig) -> dict[st
     }
 
 
-def decontaminate(config: DecontaminateConfig, output_path: str) -> dict[str, int]:
+def decontaminate(config: DecontaminateConfig, output_path: str) -> dict[str, Any]:
     """Write contamination attributes for every document shard, plus `stats.json` and `report.json`; return the stats."""
     out = Path(output_path)
     shards = parquet_files(config.input)
@@ -281,11 +284,11 @@ def decontaminate(config: DecontaminateConfig, output_path: str) -> dict[str, in
         logger.warning("decontaminate: %d shards failed and have no attributes: %s", len(results.failed), sorted(results.failed))
     merged = merge_counts(list(results.stats.values()))
     per_item: dict[str, int] = merged.get("docs_per_eval_item", {})
-    stats = {"docs": int(merged.get("docs", 0)), "contaminated": int(merged.get("contaminated", 0)), "eval_items_matched": len(per_item)}
+    details = {"docs": int(merged.get("docs", 0)), "contaminated": int(merged.get("contaminated", 0)), "eval_items_matched": len(per_item)}
     files = {item.eval_id: item.file for item in items}
     order = {item.eval_id: number for number, item in enumerate(items)}
     report = {
-        **stats,
+        **details,
         "ngram": config.ngram,
         "threshold": config.threshold,
         "eval_items": len(items),
@@ -298,5 +301,5 @@ def decontaminate(config: DecontaminateConfig, output_path: str) -> dict[str, in
         ],
     }
     write_json_atomic(out / "report.json", report)
-    write_json_atomic(out / "stats.json", stats)
-    return stats
+    counts = StageStats(total=details["docs"], kept=details["docs"] - details["contaminated"], dropped=Counter({"contaminated": details["contaminated"]}))
+    return finish_stage(out, counts, details)

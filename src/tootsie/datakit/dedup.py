@@ -33,7 +33,10 @@ occurrences by sorting hashes, builds LSH clusters band by band (see
 `{"docs", "exact_duplicates", "fuzzy_duplicates", "fuzzy_clusters",
 "paragraphs", "duplicate_paragraphs", "duplicate_paragraph_chars",
 "candidate_pairs", "merged_pairs", "lsh_index_bytes", "shards",
-"failed_shards"}`, which is also `dedup`'s return value. Every output is a
+"failed_shards"}` and the shared `total` / `kept` / `dropped`
+(`tootsie.datakit.stats`: what consolidate drops on the two duplicate
+columns, `exact_duplicate` and `fuzzy_duplicate`), which is also `dedup`'s
+return value. Every output is a
 function of the input and the hashed config, so a rerun after a kill writes the
 same bytes; a finished output (stats.json without failed shards) is returned as is.
 
@@ -44,6 +47,7 @@ give attribute rows `exact_duplicate` [F, F] / [T, F] and `fuzzy_duplicate`
 
 import re
 import shutil
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,8 +62,9 @@ from jaxtyping import Bool, Int64
 from tootsie.datakit.engine import EngineConfig, ShardTask, map_shards, merge_counts
 from tootsie.datakit.minhash import MinHashConfig, is_empty, lsh_clusters
 from tootsie.datakit.parquet_io import parquet_files, write_npy_atomic, write_table_atomic
+from tootsie.datakit.stats import STATS_FILE, StageStats, finish_stage
 from tootsie.errors import TootsieError
-from tootsie.jsonfile import read_json, write_json_atomic
+from tootsie.jsonfile import read_json
 
 WORK_DIR = ".dedup"
 BATCH_ROWS = 1024  # documents hashed per signature batch: enough to amortize NumPy calls, small enough to bound memory
@@ -226,7 +231,7 @@ def dedup(config: DedupConfig, output_path: str) -> dict[str, Any]:
     """Mark exact, paragraph and fuzzy duplicates of `config.input`; write attribute shards and `stats.json`; return the stats."""
     out = Path(output_path)
     work = out / WORK_DIR
-    previous = read_json(out / "stats.json")
+    previous = read_json(out / STATS_FILE)
     if previous is not None and not previous.get("failed_shards"):
         shutil.rmtree(work, ignore_errors=True)  # a kill after stats.json, before the cleanup
         return previous
@@ -257,10 +262,11 @@ def dedup(config: DedupConfig, output_path: str) -> dict[str, Any]:
 
     counts = merge_counts(list(results.stats.values()))
     marked = hashes[duplicate_paragraph]
-    stats = {
-        "docs": int(counts.get("docs", 0)),
-        "exact_duplicates": int(exact.sum()),
-        "fuzzy_duplicates": int(fuzzy.sum()),
+    docs_seen, exact_count, fuzzy_count = int(counts.get("docs", 0)), int(exact.sum()), int(fuzzy.sum())
+    details = {
+        "docs": docs_seen,
+        "exact_duplicates": exact_count,
+        "fuzzy_duplicates": fuzzy_count,
         "fuzzy_clusters": int(len(np.unique(cluster[cluster >= 0]))),
         "paragraphs": int(counts.get("paragraphs", 0)),
         "duplicate_paragraphs": int(duplicate_paragraph.sum()),
@@ -269,7 +275,8 @@ def dedup(config: DedupConfig, output_path: str) -> dict[str, Any]:
         "shards": len(done),
         "failed_shards": results.failed,
     }
-    write_json_atomic(out / "stats.json", stats)
+    dropped = Counter({"exact_duplicate": exact_count, "fuzzy_duplicate": fuzzy_count})
+    stats = finish_stage(out, StageStats(total=docs_seen, kept=docs_seen - exact_count - fuzzy_count, dropped=dropped), details)
     if not results.failed:
         shutil.rmtree(work)  # finished; with failed shards the arrays stay so a rerun redoes only those
     return stats

@@ -10,7 +10,10 @@ fatal. Kept documents go to chunk files of about `shard_bytes` of text.
 Reduce (in-process): the ids of all chunks, in input order, are deduplicated
 with a sort (16 bytes a document, so the corpus text is never in memory); the
 first occurrence of each text is kept and the chunks are rewritten as the final
-`part-NNNNN.parquet` shards, then `stats.json` is written last.
+`part-NNNNN.parquet` shards, then `stats.json` is written last: `{"input_docs",
+"output_docs", "exact_duplicates", "rejected", "shards", "failed_inputs"}` and
+the shared `total` / `kept` / `dropped` (`tootsie.datakit.stats`), in which the
+exact duplicates are dropped as `exact_duplicate`.
 
 Example: two JSONL lines `{"text": "a\\u0301"}` and `{"text": "á"}` normalize to
 the same NFC text, hence the same id; the second counts as an exact duplicate.
@@ -30,8 +33,7 @@ from tootsie.datakit.engine import EngineConfig, ShardTask, map_shards, merge_co
 from tootsie.datakit.ids import content_id
 from tootsie.datakit.parquet_io import write_table_atomic
 from tootsie.datakit.readers import expand_inputs, read_records
-from tootsie.datakit.stats import StageStats
-from tootsie.jsonfile import write_json_atomic
+from tootsie.datakit.stats import StageStats, finish_stage
 
 DOCUMENT_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string()), ("source_id", pa.string())])
 WORK_DIR = ".normalize"
@@ -88,19 +90,18 @@ def normalize_file(task: ShardTask, config: NormalizeConfig) -> dict[str, object
         write_table_atomic(pa.table({"id": ids, "text": texts, "source_id": sources}, schema=DOCUMENT_SCHEMA), out / f"chunk-{chunks:05d}.parquet")
         rows, chunk_bytes, chunks = [], 0, chunks + 1
 
-    for source_id, raw_text in read_records(task.inputs[0], config.text_field, config.id_field, stats.reject_input):
-        stats.input_docs += 1
+    for source_id, raw_text in read_records(task.inputs[0], config.text_field, config.id_field, stats.drop):
         if raw_text is None:
-            stats.reject("missing_text")
+            stats.drop("missing_text")
             continue
         text = unicodedata.normalize("NFC", raw_text)
         reason = rejection_reason(text, config)
         if reason is not None:
-            stats.reject(reason)
+            stats.drop(reason)
             continue
         rows.append((content_id(text), text, source_id))
         chunk_bytes += len(text)
-        stats.output_docs += 1
+        stats.keep()
         if chunk_bytes >= config.shard_bytes:
             flush()
     if rows or chunks == 0:
@@ -137,16 +138,19 @@ def normalize(config: NormalizeConfig, output_path: str) -> dict[str, object]:
         start += table.num_rows
     for stale in sorted(out.glob("part-*.parquet"))[len(chunks) :]:
         stale.unlink()
-    counts = merge_counts(list(results.stats.values()))
+    counts = StageStats.from_json(merge_counts(list(results.stats.values())))
+    rejected = dict(sorted(counts.dropped.items()))
     duplicates = int(len(keep) - keep.sum())
-    stats = {
-        "input_docs": counts.get("input_docs", 0),
-        "output_docs": counts.get("output_docs", 0) - duplicates,
+    counts.kept -= duplicates
+    counts.dropped["exact_duplicate"] += duplicates
+    details = {
+        "input_docs": counts.total,
+        "output_docs": counts.kept,
         "exact_duplicates": duplicates,
-        "rejected": dict(sorted(counts.get("rejected", {}).items())),
+        "rejected": rejected,
         "shards": len(chunks),
         "failed_inputs": results.failed,
     }
-    write_json_atomic(out / "stats.json", stats)
+    stats = finish_stage(out, counts, details)
     shutil.rmtree(work)  # finished: the chunks are now parts; an interrupted run keeps them to resume
     return stats

@@ -11,7 +11,10 @@ never rewritten: consolidate drops on `quality_pass == False` (or on any single
 `{"docs", "kept", "rejected": {rule: docs failing it}, "c4_lines_removed":
 {reason: lines}, "c4_chars_removed", "rules", "shards", "failed_shards"}`. A
 document failing two rules counts under both, so the `rejected` counts can sum
-to more than `docs - kept`.
+to more than `docs - kept`. The shared `total` / `kept` / `dropped`
+(`tootsie.datakit.stats`) count each failing document once, under the first
+rule it fails in `QualityRules.rules` order, so `total - kept ==
+sum(dropped.values())`.
 
 Rule sets: `QualityRules()` runs every family with the papers' thresholds and
 is meant for prose. Source code fails most prose rules by construction (no
@@ -50,9 +53,9 @@ from tootsie.datakit.quality_rules import (
     gopher_quality,
     gopher_repetition,
 )
+from tootsie.datakit.stats import StageStats, finish_stage
 from tootsie.errors import TootsieError
 from tootsie.executor.step import unhashed
-from tootsie.jsonfile import write_json_atomic
 
 WORK_DIR = ".quality"
 
@@ -173,6 +176,7 @@ def quality_shard(task: ShardTask, config: QualityConfig) -> dict[str, Any]:
     columns: dict[str, list[Any]] = {name: [] for name in schema.names}
     rejected = Counter(dict.fromkeys(rules.rules, 0))
     lines_removed: Counter[str] = Counter()
+    stage = StageStats()
     for batch in source.iter_batches(batch_size=config.batch_rows, columns=["id", "text"]):
         for doc_id, text in zip(batch.column("id").to_pylist(), batch.column("text").to_pylist(), strict=True):
             result = evaluate(text or "", rules)
@@ -184,10 +188,15 @@ def quality_shard(task: ShardTask, config: QualityConfig) -> dict[str, Any]:
                 rejected[rule] += not ok
             columns["quality_pass"].append(all(result.passed.values()))
             lines_removed.update(result.lines_removed)
+            first_failed = next((rule for rule in rules.rules if not result.passed[rule]), None)
+            if first_failed is None:
+                stage.keep()
+            else:
+                stage.drop(first_failed)
     table = pa.table(columns, schema=schema)
     write_table_atomic(table, Path(task.output_dir) / Path(task.inputs[0]).name)
     chars = sum(columns["c4_chars_removed"]) if "c4_chars_removed" in columns else 0
-    return {"docs": table.num_rows, "kept": sum(columns["quality_pass"]), "rejected": dict(rejected), "c4_lines_removed": dict(lines_removed), "c4_chars_removed": chars}
+    return {"docs": table.num_rows, "rejected": dict(rejected), "c4_lines_removed": dict(lines_removed), "c4_chars_removed": chars, **stage.to_json()}
 
 
 def quality(config: QualityConfig, output_path: str) -> dict[str, Any]:
@@ -197,7 +206,7 @@ def quality(config: QualityConfig, output_path: str) -> dict[str, Any]:
     results = map_shards(quality_shard, config, tasks, out / WORK_DIR / "done", config.engine, label="quality")
     counts = merge_counts(list(results.stats.values()))
     rejected = counts.get("rejected", {})
-    stats = {
+    details = {
         "docs": counts.get("docs", 0),
         "kept": counts.get("kept", 0),
         "rejected": {rule: rejected.get(rule, 0) for rule in config.rules.rules},
@@ -207,7 +216,7 @@ def quality(config: QualityConfig, output_path: str) -> dict[str, Any]:
         "shards": len(results.stats),
         "failed_shards": results.failed,
     }
-    write_json_atomic(out / "stats.json", stats)
+    stats = finish_stage(out, StageStats.from_json(counts), details)
     if not results.failed:
         shutil.rmtree(out / WORK_DIR)  # finished; with failed shards the markers stay so a rerun redoes only those
     return stats

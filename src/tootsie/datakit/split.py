@@ -3,10 +3,14 @@
 A document is held out when its id (a uniform hash of its text) maps below
 `heldout_fraction`, so the split is deterministic, needs no RNG state, and a
 document can never be in both halves, even across reruns or shards.
+`stats.json` holds the documents per split (`train`, `heldout`) and the
+shared `total` / `kept` / `dropped` (`tootsie.datakit.stats`): the split
+drops nothing.
 """
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -14,7 +18,7 @@ import pyarrow.parquet as pq
 
 from tootsie.datakit.ids import id_fraction
 from tootsie.datakit.parquet_io import parquet_files, write_table_atomic
-from tootsie.jsonfile import write_json_atomic
+from tootsie.datakit.stats import StageStats, finish_stage
 
 SPLITS = ("train", "heldout")
 
@@ -33,8 +37,8 @@ class SplitConfig:
             raise ValueError(f"heldout_fraction must be in (0, 1), got {self.heldout_fraction}")
 
 
-def split_documents(config: SplitConfig, output_path: str) -> dict[str, int]:
-    """Write each input shard's rows to `train/` or `heldout/`; return document counts per split."""
+def split_documents(config: SplitConfig, output_path: str) -> dict[str, Any]:
+    """Write each input shard's rows to `train/` or `heldout/`; return document counts per split and the shared stats."""
     out = Path(output_path)
     counts = dict.fromkeys(SPLITS, 0)
     for path in parquet_files(config.input):
@@ -44,5 +48,5 @@ def split_documents(config: SplitConfig, output_path: str) -> dict[str, int]:
             part = table.filter(mask)
             write_table_atomic(part, out / split / path.name)
             counts[split] += part.num_rows
-    write_json_atomic(out / "stats.json", counts)
-    return counts
+    total = sum(counts.values())
+    return finish_stage(out, StageStats(total=total, kept=total), counts)

@@ -37,6 +37,7 @@ from matplotlib.figure import Figure
 
 from tootsie.datakit.decontaminate import ATTRIBUTE_SCHEMA
 from tootsie.datakit.parquet_io import parquet_files
+from tootsie.datakit.stats import STATS_FILE
 from tootsie.errors import TootsieError
 from tootsie.executor import unhashed
 from tootsie.jsonfile import read_json, write_json_atomic
@@ -87,7 +88,7 @@ def write_math_bundle(config: MathBundleConfig, output_path: str) -> dict[str, i
     _write_jsonl(out / BUNDLE_DIR / TEST_FILE, [{"id": f"test:{i}", "text": _bundle_text(q, a)} for i, (q, a) in enumerate(test)])
     _write_jsonl(out / EVAL_FILE, [{"id": f"gsm:{i}", "question": q, "answer": f"#### {a}"} for i, (q, a) in enumerate(test)])
     counts = {"train": len(train), "test": len(test)}
-    write_json_atomic(out / "stats.json", counts)
+    write_json_atomic(out / STATS_FILE, counts)
     return counts
 
 
@@ -120,7 +121,7 @@ def bundle_documents(config: BundleDocsConfig | MarinStyleBundleDocsConfig, outp
     records = [json.loads(line) for path in used for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     count = write_jsonl_gz(Path(output_path) / "docs-00000.jsonl.gz", records)
     stats = {"files": [path.name for path in used], "dropped": sorted(set(config.drop_files)), "docs": count}
-    write_json_atomic(Path(output_path) / "stats.json", stats)
+    write_json_atomic(Path(output_path) / STATS_FILE, stats)
     return stats
 
 

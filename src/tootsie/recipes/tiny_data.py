@@ -34,6 +34,7 @@ import numpy as np
 from tootsie.datakit.engine import EngineConfig
 from tootsie.datakit.normalize import NormalizeConfig, normalize
 from tootsie.datakit.split import SplitConfig, split_documents
+from tootsie.datakit.stats import STATS_FILE
 from tootsie.datakit.stdlib_source import StdlibSourceConfig, iter_code_and_prose
 from tootsie.datakit.token_cache import TokenCacheWriter, open_token_cache
 from tootsie.datakit.tokenize import TokenizeConfig, tokenize_documents
@@ -114,7 +115,7 @@ def build_tiny_corpus(config: TinyCorpusConfig, output_path: str) -> dict[str, i
     for kind, doc_id, text in tiny_documents(config):
         grouped[kind].append({"id": doc_id, "text": text})
     counts = {kind: write_jsonl_gz(Path(output_path) / kind / "docs-00000.jsonl.gz", records) for kind, records in grouped.items()}
-    write_json_atomic(Path(output_path) / "stats.json", counts)
+    write_json_atomic(Path(output_path) / STATS_FILE, counts)
     return counts
 
 
@@ -148,7 +149,7 @@ def slice_components(config: ComponentSlicesConfig, output_path: str) -> dict[st
                 writer.append_flat(cache.document(doc), lengths[doc : doc + 1])
             ledger = writer.close()
             counts[name] = {"docs": int(ledger["num_docs"]), "tokens": int(ledger["num_tokens"])}
-    write_json_atomic(Path(output_path) / "stats.json", counts)
+    write_json_atomic(Path(output_path) / STATS_FILE, counts)
     return counts
 
 
