@@ -22,9 +22,10 @@ from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.datakit.token_cache import TokenCacheWriter
 from tootsie.models.presets import PRESETS
+from tootsie.monitor.metrics_log import METRICS_FILE
 from tootsie.train.config import CheckpointConfig, TrainConfig
 from tootsie.train.schedule import WSDConfig
-from tootsie.train.trainer import METRICS_FILE, train
+from tootsie.train.trainer import train
 
 
 def main() -> None:

@@ -4,17 +4,15 @@
 """
 
 import argparse
-import json
 import tempfile
 from pathlib import Path
 
 from tootsie.cli.output import build, emit
-from tootsie.configfile import from_plain
 from tootsie.datakit.tokenizer import load_tokenizer, token_byte_lengths
 from tootsie.errors import TootsieError
 from tootsie.eval.bpb import domain_bpb, summarize
 from tootsie.eval.lm_eval_step import LMEvalConfig, run_lm_eval
-from tootsie.models.llama import LlamaConfig
+from tootsie.train.checkpoint import model_config_of, read_checkpoint_state
 from tootsie.train.trainer import load_model, resolve_checkpoint
 
 
@@ -58,13 +56,10 @@ def _domains(values: list[str]) -> dict[str, str]:
 def run_bpb(args: argparse.Namespace) -> int:
     """`tootsie eval bpb`."""
     checkpoint = resolve_checkpoint(args.checkpoint)
-    state = json.loads((checkpoint / "state.json").read_text(encoding="utf-8"))
-    if "model" not in state:
-        raise TootsieError(f"{checkpoint}/state.json records no model config (written by an older tootsie); retrain or resave the checkpoint")
-    model = load_model(from_plain(LlamaConfig, state["model"], "state.json:model"), str(checkpoint), weights="ema" if args.ema else "model")
+    model = load_model(model_config_of(checkpoint), str(checkpoint), weights="ema" if args.ema else "model")
     byte_lengths = token_byte_lengths(load_tokenizer(args.tokenizer))
     results = {name: domain_bpb(model, cache, byte_lengths, args.seq_len, max_sequences=args.max_sequences) for name, cache in _domains(args.data).items()}
-    summary = {"checkpoint": str(checkpoint), "step": state["step"], "weights": "ema" if args.ema else "model", "bpb": summarize(results),
+    summary = {"checkpoint": str(checkpoint), "step": read_checkpoint_state(checkpoint)["step"], "weights": "ema" if args.ema else "model", "bpb": summarize(results),
                "bytes": {name: r.bytes for name, r in results.items()}}
     return emit(summary, args, f"bits per byte of {checkpoint} ({summary['weights']} weights)")
 

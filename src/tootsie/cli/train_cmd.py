@@ -23,10 +23,10 @@ from tootsie.eval.in_loop import train_with_eval
 from tootsie.executor import failure_summary, run_experiment
 from tootsie.jsonfile import write_json_atomic
 from tootsie.models.llama import LlamaConfig
+from tootsie.monitor.metrics_log import METRICS_FILE
 from tootsie.monitor.trackers import TRACKERS
 from tootsie.train.config import CheckpointConfig, TrainConfig
 from tootsie.train.schedule import WSDConfig
-from tootsie.train.trainer import METRICS_FILE
 
 EXAMPLE_STEPS = 60
 

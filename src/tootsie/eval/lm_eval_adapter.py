@@ -23,7 +23,6 @@ so tasks load local data files only and a task that names a hub dataset fails
 instead of downloading.
 """
 
-import json
 import os
 import random
 from collections.abc import Sequence
@@ -40,12 +39,12 @@ from lm_eval.tasks import TaskManager  # noqa: E402
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window  # noqa: E402
 from tokenizers import Tokenizer  # noqa: E402
 
-from tootsie.configfile import from_plain  # noqa: E402
 from tootsie.datakit.tokenizer import BOS_TOKEN, EOS_TOKEN, load_tokenizer, special_token_id  # noqa: E402
 from tootsie.errors import TootsieError  # noqa: E402
 from tootsie.eval.lm_eval_tasks import builtin_tasks, write_tasks  # noqa: E402
 from tootsie.eval.lm_scoring import Scorer  # noqa: E402
-from tootsie.models.llama import LlamaConfig, LlamaModel  # noqa: E402
+from tootsie.models.llama import LlamaModel  # noqa: E402
+from tootsie.train.checkpoint import model_config_of  # noqa: E402
 from tootsie.train.trainer import load_model, resolve_checkpoint  # noqa: E402
 
 DEFAULT_MAX_GEN_TOKS = 256
@@ -69,12 +68,10 @@ class TootsieLM(TemplateLM):
     def from_checkpoint(cls, checkpoint: str, tokenizer: str, weights: str = "model", max_length: int = 128, batch_size: int = 8) -> "TootsieLM":
         """Load a checkpoint (or a training output directory's newest one) with the model config its state.json records."""
         path = resolve_checkpoint(checkpoint)
-        state = json.loads((path / "state.json").read_text(encoding="utf-8"))
-        if "model" not in state:
-            raise TootsieError(f"{path}/state.json records no model config (written by an older tootsie); retrain or resave the checkpoint")
+        config = model_config_of(path)
         if weights == "ema" and not (path / "ema.safetensors").is_file():
             raise TootsieError(f"{path} has no EMA weights (ema.safetensors); evaluate weights='model' or train with ema enabled")
-        model = load_model(from_plain(LlamaConfig, state["model"], "state.json:model"), str(path), weights=weights)
+        model = load_model(config, str(path), weights=weights)
         return cls(model, tokenizer, max_length=max_length, batch_size=batch_size)
 
     @property

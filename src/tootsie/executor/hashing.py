@@ -32,6 +32,10 @@ from tootsie.errors import TootsieError
 from tootsie.executor.step import Step, StepRef, find_refs, is_unhashed
 
 HASH_CHARS = 12
+TYPE_KEY = "__type__"
+"""The key of a canonical dataclass that holds its class `__qualname__`."""
+STEP_KEY = "__step__"
+"""The key of a canonical step reference that holds the referenced step's id, "<name>-<hash>"."""
 SUPPORTED = "use a frozen dataclass, a str/int/float/bool/None, an Enum, a pathlib.Path, or a list/tuple/dict of those"
 
 HashOf = Callable[[Step[Any]], str]
@@ -50,7 +54,7 @@ def canonical(value: Any, *, hash_of: HashOf, path: str = "config", include_unha
     file, which records the full config).
     """
     if isinstance(value, StepRef):
-        return {"__step__": step_id(value.step, hash_of(value.step)), "subpath": value.subpath}
+        return {STEP_KEY: step_id(value.step, hash_of(value.step)), "subpath": value.subpath}
     if isinstance(value, Step):
         raise TootsieError(
             f"{path} holds the Step {value.name!r} itself; depend on its output with step.ref() or output_of(step)"
@@ -100,7 +104,7 @@ def _canonical_dataclass(value: Any, *, hash_of: HashOf, path: str, include_unha
             f"{path} is a {cls.__qualname__}, which is not frozen; declare it with @dataclasses.dataclass(frozen=True) "
             "so it cannot change after it was hashed"
         )
-    out: dict[str, Any] = {"__type__": cls.__qualname__}
+    out: dict[str, Any] = {TYPE_KEY: cls.__qualname__}
     for field in dataclasses.fields(value):
         field_path = f"{path}.{field.name}"
         field_value = getattr(value, field.name)

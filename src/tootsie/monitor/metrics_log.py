@@ -12,6 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+METRICS_FILE = "metrics.jsonl"
+"""The name of a run's metrics log inside its output directory; every reader and writer uses this one."""
+
 
 def _json_safe(value: object) -> object:
     if isinstance(value, float) and not math.isfinite(value):

@@ -22,17 +22,17 @@ import numpy as np
 
 from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.errors import TootsieError
+from tootsie.executor.hashing import STEP_KEY
 from tootsie.executor.metadata import INFO_FILE
 from tootsie.executor.storage import write_bytes
 from tootsie.jsonfile import read_json
-from tootsie.monitor.metrics_log import MetricsRead, read_metrics
+from tootsie.monitor.metrics_log import METRICS_FILE, MetricsRead, read_metrics
 from tootsie.monitor.report_html import ReportContent, RunConfig, render_page
 from tootsie.monitor.report_panels import (
     Records, Span, Table, Timeline, events_panel, file_panel, heldout_panel, lr_panel, mixture_panel, norm_panel, throughput_panel, train_loss_panel,
 )
 from tootsie.monitor.spikes import SpikeConfig, find_spikes, series
 
-METRICS_FILE = "metrics.jsonl"
 SUMMARY_FILE = "summary.json"
 CONFIG_FILE = "config.json"
 REPORT_FILE = "report.html"
@@ -88,7 +88,7 @@ def _summary_run_dirs(root: Path, summary: dict[str, object]) -> dict[str, str]:
     if not isinstance(refs, dict) or not str(info.get("output_path", "")).endswith(own):
         return {}
     prefix = str(info["output_path"])[: -len(own)]  # a step's output path is <prefix>/<name>-<hash>, refs name "<name>-<hash>"
-    return {label: prefix + ref["__step__"] for label, ref in refs.items() if isinstance(ref, dict) and isinstance(ref.get("__step__"), str)}
+    return {label: prefix + ref[STEP_KEY] for label, ref in refs.items() if isinstance(ref, dict) and isinstance(ref.get(STEP_KEY), str)}
 
 
 def load_run_directory(directory: str | Path) -> RunDirectory:

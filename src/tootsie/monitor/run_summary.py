@@ -11,11 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tootsie.jsonfile import write_json_atomic
-from tootsie.monitor.metrics_log import read_metrics
+from tootsie.monitor.metrics_log import METRICS_FILE, read_metrics
 from tootsie.monitor.plots import plot_loss_curves
 from tootsie.monitor.report import write_report
-
-METRICS_FILE = "metrics.jsonl"
 
 
 @dataclass(frozen=True)

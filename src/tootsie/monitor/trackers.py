@@ -33,10 +33,9 @@ from typing import Any, Protocol
 from tootsie.configfile import register_kinds
 from tootsie.errors import TootsieError
 from tootsie.jsonfile import read_json, write_json_atomic
-from tootsie.monitor.metrics_log import MetricsLog
+from tootsie.monitor.metrics_log import METRICS_FILE, MetricsLog
 
 logger = logging.getLogger(__name__)
-METRICS_FILE = "metrics.jsonl"
 WANDB_MODES = ("online", "offline", "disabled")
 WANDB_ID_FILE = "wandb.json"
 

@@ -21,7 +21,6 @@ from pathlib import Path
 import numpy as np
 
 import tootsie
-from tootsie.configfile import from_plain
 from tootsie.datakit.tokenizer import file_sha256
 from tootsie.errors import TootsieError
 from tootsie.jsonfile import write_json_atomic
@@ -30,7 +29,7 @@ from tootsie.release.hf_config import check_expressible, choose_architecture, hf
 from tootsie.release.hf_tokenizer import training_tokenizer, write_tokenizer_files
 from tootsie.release.hf_weights import model_layout, to_hf_tensors, write_safetensors
 from tootsie.release.step_info import StepInfo, load_json, read_step
-from tootsie.train.checkpoint import STATE_FILE, read_tensors
+from tootsie.train.checkpoint import STATE_FILE, model_config_of, read_tensors
 from tootsie.train.trainer import CHECKPOINTS, resolve_checkpoint
 
 DEFAULT_MAX_SHARD_BYTES = 5 * 10**9
@@ -119,7 +118,7 @@ def write_hf_folder(
     """Write the HF files of one checkpoint into an existing `directory`; return what was written."""
     state = read_state(checkpoint)
     check_expressible(state["model"], f"{checkpoint / STATE_FILE}")
-    config = from_plain(LlamaConfig, state["model"], f"{checkpoint / STATE_FILE}:model")
+    config = model_config_of(checkpoint)
     chosen = choose_architecture(config, architecture)
     weights = "ema" if ema else "model"
     length = context_length(config, training_step(checkpoint))

@@ -15,11 +15,11 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from tootsie.configfile import from_plain
 from tootsie.errors import TootsieError
 from tootsie.models.llama import LlamaConfig, LlamaModel
-from tootsie.release.hf_export import checkpoint_tensors, read_state
+from tootsie.release.hf_export import checkpoint_tensors
 from tootsie.release.hf_weights import model_layout
+from tootsie.train.checkpoint import model_config_of
 
 
 def checkpoint_model(checkpoint: Path, config: LlamaConfig, weights: str) -> LlamaModel:
@@ -58,7 +58,7 @@ def verify_export(directory: Path, checkpoint: Path, *, ema: bool = False, seq_l
         import transformers
     except ImportError as error:
         raise TootsieError(f"verifying an export needs torch and transformers ({error}); install them with pip install 'tootsie[hf]'") from None
-    config = from_plain(LlamaConfig, read_state(checkpoint)["model"], f"{checkpoint}/state.json:model")
+    config = model_config_of(checkpoint)
     model = checkpoint_model(checkpoint, config, "ema" if ema else "model")
     hf_model = transformers.AutoModelForCausalLM.from_pretrained(str(directory), dtype=torch.float32, local_files_only=True).eval()
     ids = np.random.default_rng(seed).integers(0, config.vocab_size, size=(2, seq_len))

@@ -14,12 +14,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tootsie.executor.hashing import STEP_KEY, TYPE_KEY
 from tootsie.models.llama import LlamaConfig
+from tootsie.monitor.metrics_log import METRICS_FILE
 from tootsie.release.run_history import Phase, RunHistory
-from tootsie.release.step_info import STEP_KEY, TYPE_KEY
 
 MANIFEST_FILE = "mixture_manifest.json"
-METRICS_FILE = "metrics.jsonl"
 AVERAGES = ("macro_avg", "micro_avg")
 TRAINING_ROWS = (
     ("optimizer", "Optimizer"),

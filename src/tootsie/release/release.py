@@ -11,14 +11,14 @@ these as hub revisions). See `run_history` for what RUN_DIR may be.
 import json
 from pathlib import Path
 
-from tootsie.configfile import from_plain
 from tootsie.jsonfile import write_json_atomic
-from tootsie.models.llama import LlamaConfig
+from tootsie.monitor.metrics_log import METRICS_FILE
 from tootsie.release.evaluations import bpb_step_results, in_loop_results
 from tootsie.release.hf_export import DEFAULT_MAX_SHARD_BYTES, find_tokenizer, staged_directory, write_hf_folder
 from tootsie.release.manifest import mixture_manifest
-from tootsie.release.model_card import MANIFEST_FILE, METRICS_FILE, model_card
+from tootsie.release.model_card import MANIFEST_FILE, model_card
 from tootsie.release.run_history import RunHistory, run_history
+from tootsie.train.checkpoint import model_config_of
 
 
 def _write_metrics(history: RunHistory, path: Path) -> int:
@@ -58,7 +58,7 @@ def release(
             revisions.append(checkpoint.revision)
         write_json_atomic(tmp / MANIFEST_FILE, manifest)
         metrics = _write_metrics(history, tmp / METRICS_FILE)
-        config = from_plain(LlamaConfig, export["model"], f"{final.path}/state.json:model")
+        config = model_config_of(final.path)
         (tmp / "README.md").write_text(model_card(title, config, history, manifest, export, bpb_rows, in_loop_rows, revisions), encoding="utf-8")
     return {
         "out": str(Path(out).resolve()),

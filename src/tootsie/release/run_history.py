@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from tootsie.errors import TootsieError
-from tootsie.monitor.metrics_log import read_metrics
+from tootsie.monitor.metrics_log import METRICS_FILE, read_metrics
 from tootsie.release.hf_export import read_state, revision_name, run_directory, training_step
 from tootsie.release.step_info import StepInfo, find_steps
 from tootsie.train.checkpoint import STATE_FILE, list_checkpoints
-from tootsie.train.trainer import CHECKPOINTS, METRICS_FILE, resolve_checkpoint
+from tootsie.train.trainer import CHECKPOINTS, resolve_checkpoint
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,13 +18,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from tootsie.datakit.stats import STATS_FILE
 from tootsie.errors import TootsieError
+from tootsie.executor.hashing import STEP_KEY, TYPE_KEY
 from tootsie.executor.metadata import INFO_FILE
 from tootsie.jsonfile import read_json
-
-STEP_KEY = "__step__"
-TYPE_KEY = "__type__"
-STATS_FILE = "stats.json"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,6 +12,9 @@ Files hold whole (gathered) arrays, whatever mesh wrote them: the trainer
 gathers a sharded state before saving, and a restore given shardings has each
 device read only its slice of every tensor. So a checkpoint written on one
 mesh (say data × fsdp = 2 × 4) resumes on another (8 × 1, or one device).
+
+`state.json` (`STATE_FILE`) also records the model config, so every reader
+(export, eval, release) rebuilds the model with `model_config_of(checkpoint)`.
 """
 
 import json
@@ -27,10 +30,13 @@ import numpy as np
 from safetensors import safe_open
 from safetensors.numpy import load_file, save_file
 
+from tootsie.configfile import from_plain
 from tootsie.errors import TootsieError
+from tootsie.models.llama import LlamaConfig
 
 CHECKPOINT_PATTERN = re.compile(r"^step-(\d+)$")
 STATE_FILE = "state.json"
+"""The name of a checkpoint's state record, written last; every reader and writer uses this one."""
 Tree = TypeVar("Tree")
 
 
@@ -132,6 +138,29 @@ def load_checkpoint(path: str | Path, templates: dict[str, Tree], shardings: dic
         with safe_open(str(file), framework="numpy") as handle:
             trees[name] = _read_tree(template, handle, file, None if shardings is None else shardings[name])
     return trees, state
+
+
+def read_checkpoint_state(checkpoint: str | Path) -> dict[str, Any]:
+    """A finished checkpoint's state.json (step, tokens, model config, ...); errors name the file when it is missing or unreadable."""
+    file = Path(checkpoint) / STATE_FILE
+    if not file.is_file():
+        raise TootsieError(f"{file} not found: {checkpoint} is not a finished checkpoint; pass a checkpoints/step-N directory that holds {STATE_FILE}")
+    try:
+        state = json.loads(file.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise TootsieError(f"{file} is not valid JSON ({error}); the checkpoint is damaged, use an earlier one") from None
+    if not isinstance(state, dict):
+        raise TootsieError(f"{file} holds a {type(state).__name__}, not a JSON object; the checkpoint is damaged, use an earlier one")
+    return state
+
+
+def model_config_of(checkpoint: str | Path) -> LlamaConfig:
+    """The model config a checkpoint's state.json records: how export, eval and release rebuild its model."""
+    file = Path(checkpoint) / STATE_FILE
+    model = read_checkpoint_state(checkpoint).get("model")
+    if not isinstance(model, dict):
+        raise TootsieError(f"{file} records no model config (its 'model' entry is {model!r}; written by an older tootsie); retrain or resave the checkpoint with a current trainer")
+    return from_plain(LlamaConfig, model, f"{file}:model")
 
 
 def prune_temporary(root: str | Path) -> None:

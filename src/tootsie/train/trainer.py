@@ -43,10 +43,10 @@ from tootsie.configfile import to_plain
 from tootsie.data.mixture import MixtureDataset
 from tootsie.errors import TootsieError
 from tootsie.models.llama import LlamaConfig, LlamaModel
-from tootsie.monitor.metrics_log import read_metrics
+from tootsie.monitor.metrics_log import METRICS_FILE, read_metrics
 from tootsie.monitor.throughput import mfu
-from tootsie.monitor.trackers import METRICS_FILE, Trackers, open_trackers
-from tootsie.train.checkpoint import checkpoint_dir, fill_matching, is_tensor, latest_checkpoint, load_checkpoint, prune_temporary, read_tensors, save_checkpoint
+from tootsie.monitor.trackers import Trackers, open_trackers
+from tootsie.train.checkpoint import STATE_FILE, checkpoint_dir, fill_matching, is_tensor, latest_checkpoint, load_checkpoint, prune_temporary, read_tensors, save_checkpoint
 from tootsie.train.config import TrainConfig
 from tootsie.train.loss import cast_floats, next_token_loss
 from tootsie.train.optimizer import LRScaledDecayState
@@ -83,7 +83,7 @@ def _init_params(model: LlamaConfig, seed: int) -> LlamaModel:
 def resolve_checkpoint(path: str) -> Path:
     """A checkpoint directory from either a checkpoint or a training output directory."""
     candidate = Path(path)
-    if (candidate / "state.json").is_file():
+    if (candidate / STATE_FILE).is_file():
         return candidate
     latest = latest_checkpoint(candidate / CHECKPOINTS)
     if latest is None:
