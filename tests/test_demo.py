@@ -1,26 +1,30 @@
-"""The demo end to end at tiny scale: every step succeeds, BPB drops, a rerun runs nothing."""
+"""The demo end to end at tiny scale: every step succeeds, BPB drops, a rerun runs nothing.
 
-import importlib.util
+The steps come from the package (`tootsie.demos.stdlib_demo`); `experiments/demo.py`
+is a thin file over it, checked here to build the same steps.
+"""
+
 import json
 from pathlib import Path
 
 import pytest
 
-from tootsie.executor import run_experiment
+from tootsie.demos.stdlib_demo import TINY, DemoSettings, build_steps
+from tootsie.executor import build_graph, load_experiment, run_experiment
 
 DEMO_FILE = Path(__file__).resolve().parents[1] / "experiments" / "demo.py"
 
 
-def _tiny_steps():
-    spec = importlib.util.spec_from_file_location("demo_experiment_for_tests", DEMO_FILE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.build_steps(module.TINY)
+def test_the_experiment_file_builds_the_packaged_demo() -> None:
+    from_file = [node.id for node in build_graph(load_experiment(DEMO_FILE), "/out").nodes]
+    packaged = [node.id for node in build_graph(build_steps(DemoSettings()), "/out").nodes]
+    assert from_file == packaged and len(packaged) == 24
+    assert packaged != [node.id for node in build_graph(build_steps(TINY), "/out").nodes]
 
 
 @pytest.mark.slow
 def test_tiny_demo_trains_evaluates_and_skips_on_rerun(tmp_path) -> None:
-    steps = _tiny_steps()
+    steps = build_steps(TINY)
     first = run_experiment(steps, tmp_path)
     assert first.ok, [(s.name, s.status, s.error) for s in first.steps]
     assert all(s.reason.startswith("run") for s in first.steps)
@@ -41,5 +45,5 @@ def test_tiny_demo_trains_evaluates_and_skips_on_rerun(tmp_path) -> None:
     assert "<td>cooldown</td><td>0</td><td>12–15</td><td>0</td><td>30.0%</td><td>70.0%</td>" in report
     assert all(f"<tr><td>{label}</td>" in report for label in ("init", "pretrain", "final")) and "Train loss (raw and smoothed)" in report
 
-    second = run_experiment(_tiny_steps(), tmp_path)
+    second = run_experiment(build_steps(TINY), tmp_path)
     assert second.ok and not any(s.reason.startswith("run") for s in second.steps)

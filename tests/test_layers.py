@@ -8,7 +8,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "tootsie"
 # Lowest first; a module may import its own layer and any layer before it. `monitor` sits
 # below `train` because the trainer logs through its trackers; it reads runs only as files.
-LAYERS = ["errors", "jsonfile", "configfile", "executor", "datakit", "data", "models", "monitor", "train", "eval", "scaling", "recipes", "release", "cli"]
+# `demos` (experiments shipped in the package, e.g. the README's demo) strings the layers below together.
+LAYERS = ["errors", "jsonfile", "configfile", "executor", "datakit", "data", "models", "monitor", "train", "eval", "scaling", "recipes", "release", "demos", "cli"]
 
 
 def _imported_layers(path: Path) -> set[str]:

@@ -1,10 +1,13 @@
 """`tootsie demo`: the whole flow on text from this machine, as the README's main job.
 
-Runs `experiments/demo.py` through the executor (so a second run skips every
-finished step), then prints per-step times, held-out bits-per-byte before and
-after training, peak memory, and where every artifact is. `--backend ray` runs
-the steps as Ray tasks, and `--out s3://bucket/demo` (or `--prefix`) keeps every
-output in object storage (docs/scale-out.md).
+Runs the demo's steps (`tootsie.demos.stdlib_demo`, shipped in the package, so
+any install runs it from any directory) through the executor (so a second run
+skips every finished step), then prints per-step times, held-out bits-per-byte
+before and after training, peak memory, and where every artifact is. `--tiny`
+runs the test-size copy (every step, seconds of training); `--experiment FILE`
+runs another demo file instead. `--backend ray` runs the steps as Ray tasks,
+and `--out s3://bucket/demo` (or `--prefix`) keeps every output in object
+storage (docs/scale-out.md).
 """
 
 import argparse
@@ -14,9 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-import tootsie
 from tootsie.cli.executor_cmd import add_backend_arguments, progress_lines
-from tootsie.errors import TootsieError
+from tootsie.demos import stdlib_demo
 from tootsie.executor import RunReport, failure_summary, load_experiment, run_experiment, storage
 
 DEFAULT_OUT = "./tootsie-demo"
@@ -34,28 +36,29 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         metavar="DIR_OR_URL",
         help=f"output prefix: a directory or a URL like s3://bucket/demo (default {DEFAULT_OUT})",
     )
-    parser.add_argument("--experiment", metavar="FILE", help="demo experiment file (default: experiments/demo.py of this checkout)")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument(
+        "--experiment", metavar="FILE", help="demo experiment file (default: the demo shipped in the package)"
+    )
+    which.add_argument(
+        "--tiny", action="store_true", help="the demo at test size: every step, a 2-layer model, ~40 s on 2 CPU cores"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line of stdout")
     add_backend_arguments(parser)
     parser.set_defaults(handler=demo_command)
 
 
-def demo_experiment_path() -> Path:
-    """`experiments/demo.py` of the source checkout tootsie was installed from, else of the working directory."""
-    candidates = [Path(tootsie.__file__).resolve().parents[2] / "experiments" / "demo.py", Path.cwd() / "experiments" / "demo.py"]
-    for candidate in candidates:
-        if candidate.is_file():
-            return candidate
-    raise TootsieError(f"demo experiment not found at {candidates[0]} or {candidates[1]}; run from the tootsie checkout or pass --experiment")
-
-
 def demo_command(args: argparse.Namespace) -> int:
     """Run the demo, print its summary, and return 0 when every step succeeded."""
     started = time.perf_counter()
-    experiment = Path(args.experiment) if args.experiment else demo_experiment_path()
+    if args.experiment:
+        experiment, steps = Path(args.experiment), load_experiment(args.experiment)
+    else:
+        experiment = Path(stdlib_demo.__file__)
+        steps = stdlib_demo.build_steps(stdlib_demo.TINY if args.tiny else stdlib_demo.DemoSettings())
     with progress_lines():
         report = run_experiment(
-            load_experiment(experiment), args.out, experiment_path=experiment, backend=args.backend, ray_address=args.ray_address
+            steps, args.out, experiment_path=experiment, backend=args.backend, ray_address=args.ray_address
         )
     summary = demo_summary(report, wall_seconds=time.perf_counter() - started)
     if args.json:
@@ -114,9 +117,9 @@ def print_summary(summary: dict[str, object]) -> None:
     if bpb:
         domains = [name for name in bpb["init"] if name not in ("macro_avg", "micro_avg")] + ["macro_avg"]
         print("\nheld-out bits per byte (lower is better):")
-        print("  " + f"{'':<10}" + "".join(f"{d:>11}" for d in domains))
+        print("  " + f"{'':<12}" + "".join(f"{d:>11}" for d in domains))
         for label, values in sorted(bpb.items(), key=lambda item: BPB_LABEL_ORDER.get(item[0], len(BPB_LABEL_ORDER))):
-            print("  " + f"{label:<10}" + "".join(f"{values[d]:>11.3f}" for d in domains))
+            print("  " + f"{label:<12}" + "".join(f"{values[d]:>11.3f}" for d in domains))
     print("\nartifacts:")
     for name, path in summary["artifacts"].items():
         print(f"  {name:<18} {path}")

@@ -9,15 +9,15 @@ the demo's token caches through the executor first if they are not there.
 """
 
 import argparse
-import importlib.util
 import json
 from dataclasses import replace
 from pathlib import Path
 
-from tootsie.cli.demo_cmd import DEFAULT_OUT, demo_experiment_path
+from tootsie.cli.demo_cmd import DEFAULT_OUT
 from tootsie.configfile import dump_config, load_config, to_plain
 from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureStage
+from tootsie.demos.stdlib_demo import SOURCES, DemoSettings, build_data_steps
 from tootsie.errors import TootsieError
 from tootsie.eval.in_loop import train_with_eval
 from tootsie.executor import failure_summary, run_experiment
@@ -77,12 +77,9 @@ def train_command(args: argparse.Namespace) -> int:
 
 def example_config(prefix: str) -> TrainConfig:
     """A tiny Llama on the demo's train caches, which are built through the executor if missing."""
-    spec = importlib.util.spec_from_file_location("tootsie_demo_experiment", demo_experiment_path())
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    settings = module.DemoSettings()
-    _, cache_steps = module.build_data_steps(settings)
-    caches = {source: cache_steps[source, "train"] for source in module.SOURCES}
+    settings = DemoSettings()
+    _, cache_steps = build_data_steps(settings)
+    caches = {source: cache_steps[source, "train"] for source in SOURCES}
     report = run_experiment(list(caches.values()), prefix)
     if not report.ok:
         raise TootsieError(f"building the demo corpus failed: {failure_summary(report)}")

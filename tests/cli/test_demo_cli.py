@@ -1,0 +1,46 @@
+"""`tootsie demo`: `--experiment FILE` runs that file's steps, and `--tiny` cannot be combined with it."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tootsie.cli.main import main
+
+EXPERIMENT = '''
+from dataclasses import dataclass
+from pathlib import Path
+
+from tootsie.executor import Step
+
+
+@dataclass(frozen=True)
+class GreetingConfig:
+    text: str
+
+
+def greet(config: GreetingConfig, output_path: str) -> None:
+    Path(output_path, "greeting.txt").write_text(config.text)
+
+
+STEPS = [Step("greeting/hello", greet, GreetingConfig("hello"))]
+'''
+
+
+def test_demo_runs_the_steps_of_an_experiment_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    experiment = tmp_path / "greeting.py"
+    experiment.write_text(EXPERIMENT, encoding="utf-8")
+    assert main(["demo", "--experiment", str(experiment), "--out", str(tmp_path / "out"), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert summary["ok"] and [step["name"] for step in summary["steps"]] == ["greeting/hello"]
+    assert summary["bpb"] is None  # the demo's own steps are not in this file
+    (written,) = (tmp_path / "out" / "greeting").glob("hello-*/greeting.txt")
+    assert written.read_text() == "hello"
+
+
+def test_tiny_and_experiment_are_exclusive(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["demo", "--tiny", "--experiment", str(tmp_path / "x.py"), "--out", str(tmp_path / "out")])
+    assert exit_info.value.code == 2
+    assert "argument --experiment: not allowed with argument --tiny" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
