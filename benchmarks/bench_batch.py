@@ -20,6 +20,7 @@ import numpy as np
 
 from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureDataset, MixtureStage
+from tootsie.data.permutation import permutation_config
 from tootsie.datakit.token_cache import TokenCacheWriter, open_token_cache
 
 
@@ -52,7 +53,7 @@ def main() -> None:
             np.asarray(open_token_cache(path).tokens).sum()  # warm the page cache
         rng = np.random.default_rng(1)
         weights = {name: float(w) for name, w in zip(caches, rng.dirichlet(np.ones(args.components)))}
-        config = MixtureConfig(caches=caches, stages=(MixtureStage(0, weights),), seq_len=args.seq_len, batch_schedule=BatchSchedule.constant(args.batch_size), permutation=args.permutation)
+        config = MixtureConfig(caches=caches, stages=(MixtureStage(0, weights),), seq_len=args.seq_len, batch_schedule=BatchSchedule.constant(args.batch_size), permutation=permutation_config(args.permutation))
         dataset = MixtureDataset(config)
         dataset.batch(0)
         started = time.perf_counter()

@@ -24,7 +24,8 @@ named by $TOOTSIE_COMPONENTS (see docs/recipes.md).
 
 from tootsie.recipes import marin_32b_tables as t
 from tootsie.recipes.experiment_file import RecipeExperiment
-from tootsie.recipes.recipe import MixStage, Phase, Recipe
+from tootsie.recipes.mix_table import mix_stage
+from tootsie.recipes.recipe import Phase, Recipe
 from tootsie.recipes.tiny import tiny_scale
 from tootsie.train.ema import EMAConfig
 from tootsie.train.optimizer import AdamCConfig, AdamWConfig
@@ -50,8 +51,10 @@ COOLDOWN_SCHEDULE = WSDConfig(
     peak_lr=t.PEAK_LR, warmup_steps=0, decay_steps=t.COOLDOWN_END - t.PHASE3_END, total_steps=t.COOLDOWN_END, min_lr_ratio=t.COOLDOWN_MIN_LR_RATIO
 )
 NO_GUARDS = StabilityConfig(clip_update_window=None, skip_bad_steps=False)
-ALL_GUARDS = StabilityConfig(clip_update_window=t.UPDATE_CLIP_WINDOW, clip_update_sigma=t.UPDATE_CLIP_SIGMA, skip_window=t.SKIP_WINDOW, skip_sigma=t.SKIP_SIGMA)
-SKIP_ONLY = StabilityConfig(clip_update_window=None, skip_window=t.SKIP_WINDOW, skip_sigma=t.SKIP_SIGMA)
+ALL_GUARDS = StabilityConfig(
+    clip_update_window=t.UPDATE_CLIP_WINDOW, clip_update_sigma=t.UPDATE_CLIP_SIGMA, skip_bad_steps=True, skip_window=t.SKIP_WINDOW, skip_sigma=t.SKIP_SIGMA
+)
+SKIP_ONLY = StabilityConfig(clip_update_window=None, skip_bad_steps=True, skip_window=t.SKIP_WINDOW, skip_sigma=t.SKIP_SIGMA)
 ADAMW = AdamWConfig(weight_decay=t.WEIGHT_DECAY, max_grad_norm=t.GRAD_CLIP)
 PHASE1_SHARED = dict(retro_phase="phase1", model="marin-32b", schedule=PRETRAIN_SCHEDULE, ema=EMA, z_loss_weight=t.Z_LOSS, permutation="linear")
 COOLDOWN = dict(
@@ -59,7 +62,7 @@ COOLDOWN = dict(
     end_step=t.COOLDOWN_END,
     model="marin-32b-qk-norm",
     schedule=COOLDOWN_SCHEDULE,
-    optimizer=AdamCConfig(weight_decay=t.WEIGHT_DECAY, peak_lr=t.PEAK_LR, max_grad_norm=t.GRAD_CLIP),
+    optimizer=AdamCConfig(weight_decay=t.WEIGHT_DECAY, max_grad_norm=t.GRAD_CLIP),
     stability=ALL_GUARDS,
     ema=EMA,
     z_loss_weight=t.Z_LOSS,
@@ -75,7 +78,7 @@ RECIPE = Recipe(
         Phase(
             name="phase1a", start_step=0, end_step=t.GRAD_CLIP_TIGHTENED_AT, **PHASE1_SHARED,
             optimizer=AdamWConfig(weight_decay=t.WEIGHT_DECAY, max_grad_norm=t.GRAD_CLIP_BEFORE), stability=NO_GUARDS,
-            mixture=(MixStage(0, t.PRETRAINING_MIX),), batch_sizes=t.BATCH_SCHEDULE,
+            mixture=(mix_stage(0, t.PRETRAINING_MIX),), batch_sizes=t.BATCH_SCHEDULE,
             note="exp1295_32b: Llama 32B, Nemotron-CC pretraining mix, AdamW 7e-4, grad clip 1.0",
         ),
         Phase(
@@ -100,12 +103,12 @@ RECIPE = Recipe(
             note="exp1395_qwen3_32b: warm start from the 80k Llama checkpoint into QK-norm, 1,000-step re-warm, LR held",
         ),
         Phase(
-            name="bison", retro_phase="bison", **COOLDOWN, permutation="linear", mixture=(MixStage(t.PHASE3_END, t.BISON_MIX),),
+            name="bison", retro_phase="bison", **COOLDOWN, permutation="linear", mixture=(mix_stage(t.PHASE3_END, t.BISON_MIX),),
             note="exp1529_32b_bison_cooldown (abandoned): GSM8K-contaminated Dolmino math, LCG phase shift near 190k",
         ),
         Phase(
             name="mantis", retro_phase="mantis", **COOLDOWN, permutation="feistel",
-            mixture=(MixStage(t.PHASE3_END, t.MANTIS_MIX), MixStage(t.STACKV2_PYTHON_FROM, t.MANTIS_STACKV2_MIX)),
+            mixture=(mix_stage(t.PHASE3_END, t.MANTIS_MIX), mix_stage(t.STACKV2_PYTHON_FROM, t.MANTIS_STACKV2_MIX)),
             note="exp1529_32b_mantis_cooldown (released): Feistel shuffle, MegaMath, StackV2 Python from ~174k",
         ),
     ),

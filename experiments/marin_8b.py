@@ -25,7 +25,8 @@ named by $TOOTSIE_COMPONENTS (see docs/recipes.md).
 
 from tootsie.recipes import marin_8b_tables as t
 from tootsie.recipes.experiment_file import RecipeExperiment
-from tootsie.recipes.recipe import MixStage, Phase, Recipe
+from tootsie.recipes.mix_table import mix_stage
+from tootsie.recipes.recipe import Phase, Recipe
 from tootsie.recipes.tiny import tiny_scale
 from tootsie.train.ema import EMAConfig
 from tootsie.train.optimizer import AdamWConfig
@@ -72,7 +73,7 @@ RECIPE = Recipe(
     phases=(
         Phase(
             name="kestrel", retro_phase="kestrel", start_step=0, end_step=t.KESTREL_END, model="marin-8b", schedule=KESTREL_SCHEDULE, ema=None,
-            z_loss_weight=0.0, mixture=(MixStage(0, t.KESTREL_MIX),), batch_sizes=((0, t.KESTREL_BATCH),), **SHARED,
+            z_loss_weight=0.0, mixture=(mix_stage(0, t.KESTREL_MIX),), batch_sizes=((0, t.KESTREL_BATCH),), **SHARED,
             note="DCLM + StarCoder + ProofPile 2 with WSD-S (decays every 10k, then 20k steps), Llama 2 RoPE settings",
         ),
         Phase(
@@ -82,12 +83,12 @@ RECIPE = Recipe(
         ),
         Phase(
             name="jellyfish", retro_phase="jellyfish", start_step=t.OCELOT_END, end_step=t.JELLYFISH_END, schedule=WSD_SCHEDULE, z_loss_weight=0.0,
-            mixture=(MixStage(t.OCELOT_END, t.JELLYFISH_MIX),), parent="ocelot", **LATER,
+            mixture=(mix_stage(t.OCELOT_END, t.JELLYFISH_MIX),), parent="ocelot", **LATER,
             note="first cooldown: 1.7e-3 -> 1.7e-4 over 1e12 tokens on the Dolmino/Dolma high-quality mix",
         ),
         Phase(
             name="phoenix", retro_phase="phoenix", start_step=t.JELLYFISH_END, end_step=t.PHOENIX_END, schedule=PHOENIX_SCHEDULE, z_loss_weight=0.0,
-            mixture=(MixStage(t.JELLYFISH_END, t.PHOENIX_MIX, transition_steps=t.PHOENIX_TRANSITION_STEPS),), parent="jellyfish", **LATER,
+            mixture=(mix_stage(t.JELLYFISH_END, t.PHOENIX_MIX, transition_steps=t.PHOENIX_TRANSITION_STEPS),), parent="jellyfish", **LATER,
             note="reheat: LR 1.7e-4 -> 1.7e-3 and mixture Jellyfish -> Nemotron-CC, both linear over 2,000 steps, then hold",
         ),
         Phase(
@@ -96,17 +97,17 @@ RECIPE = Recipe(
         ),
         Phase(
             name="spoonbill", retro_phase="spoonbill", schedule=deep_cooldown(t.SPOONBILL_MIN_LR / t.DEEP_COOLDOWN_START_LR), z_loss_weight=0.0,
-            mixture=(MixStage(t.JELLYFISH_END, t.SPOONBILL_MIX),), **BRANCH,
+            mixture=(mix_stage(t.JELLYFISH_END, t.SPOONBILL_MIX),), **BRANCH,
             note="cooldown to 3e-5 with Tulu v3 and FLAN: the creep repeats (lm_head norm explosion)",
         ),
         Phase(
             name="spoonbill-zloss", retro_phase="spoonbill-zloss", schedule=deep_cooldown(t.SPOONBILL_MIN_LR / t.DEEP_COOLDOWN_START_LR),
-            z_loss_weight=t.Z_LOSS, mixture=(MixStage(t.JELLYFISH_END, t.SPOONBILL_MIX),), **BRANCH,
+            z_loss_weight=t.Z_LOSS, mixture=(mix_stage(t.JELLYFISH_END, t.SPOONBILL_MIX),), **BRANCH,
             note="Spoonbill with the fix: z-loss 1e-4",
         ),
         Phase(
             name="starling", retro_phase="starling", start_step=t.PHOENIX_END, end_step=t.STARLING_END, schedule=STARLING_SCHEDULE, z_loss_weight=t.Z_LOSS,
-            mixture=(MixStage(t.PHOENIX_END, t.STARLING_MIX),), batch_sizes=((t.PHOENIX_END, t.STARLING_BATCH),), parent="phoenix", **LATER,
+            mixture=(mix_stage(t.PHOENIX_END, t.STARLING_MIX),), batch_sizes=((t.PHOENIX_END, t.STARLING_BATCH),), parent="phoenix", **LATER,
             note="second cooldown 1.7e-3 -> 1.7e-5 over 1.34T tokens, batch 16Mi, z-loss 1e-4, Starling mix with oversampling",
         ),
     ),

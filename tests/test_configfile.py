@@ -52,3 +52,53 @@ def test_registered_unions_are_tagged_by_kind(tmp_path) -> None:
     assert from_plain(Holder, plain, "config") == holder
     with pytest.raises(TootsieError, match="unknown kind 'wsdx'"):
         from_plain(Holder, {"schedule": {"kind": "wsdx"}}, "config")
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda t: t.replace("remat: full", "remat: ful"), r"config.model.remat: unknown name 'ful'; choose one of \['dots', 'full', 'none'\]"),
+        (lambda t: t.replace("decay_shape: linear", "decay_shape: exp"), r"config.schedule.decay_shape: unknown name 'exp'; choose one of \['cosine', 'inv_sqrt', 'linear', 'sqrt'\]"),
+        (lambda t: t.replace("kind: wsd\n", "kind: wsdx\n"), r"config.schedule.kind: unknown kind 'wsdx'; choose one of \['cosine', 'inverse_sqrt', 'linear', 'rewarm', 'wsd', 'wsd_s'\]"),
+        (lambda t: t.replace("kind: feistel\n", "kind: fiestel\n"), r"config.data.permutation.kind: unknown kind 'fiestel'; choose one of \['block', 'era', 'feistel', 'linear'\]"),
+        (lambda t: t.replace("  kind: adamw\n", "  kind: adamx\n"), r"config.optimizer.kind: unknown kind 'adamx'; choose one of \['adamc', 'adamw', 'muon', 'nadamw'\]"),
+    ],
+)
+def test_every_choice_is_checked_at_load_with_the_valid_names(tmp_path, edit, message: str) -> None:
+    text = dump_config(CONFIG)
+    (tmp_path / "c.yaml").write_text(edit(text))
+    assert edit(text) != text
+    with pytest.raises(TootsieError, match=message):
+        load_config(tmp_path / "c.yaml", TrainConfig)
+
+
+def _plain() -> dict:
+    from tootsie.configfile import to_plain
+
+    return to_plain(CONFIG)
+
+
+def test_a_bare_name_where_a_kind_belongs_says_what_to_write() -> None:
+    from tootsie.configfile import from_plain
+
+    with pytest.raises(TootsieError, match=r"config.schedule: a bare name 'cosine' is not accepted here; write \{kind: cosine\}"):
+        from_plain(TrainConfig, {**_plain(), "schedule": "cosine"}, "config")
+    with pytest.raises(TootsieError, match=r"config.data.permutation: unknown kind 'random'; choose one of \['block', 'era', 'feistel', 'linear'\], written as \{kind: NAME\}"):
+        from_plain(TrainConfig, {**_plain(), "data": {**_plain()["data"], "permutation": "random"}}, "config")
+
+
+@pytest.mark.parametrize("registry_name", ["optimizer", "schedule", "permutation"])
+def test_the_choice_unions_are_the_registries(registry_name: str) -> None:
+    """Each field's union holds exactly its registry's classes, and every member loads from its bare `kind:` tag."""
+    import typing
+
+    from tootsie.configfile import from_plain
+    from tootsie.data.permutation import PERMUTATIONS, PermutationChoice
+    from tootsie.train.config import OptimizerChoice, ScheduleChoice
+    from tootsie.train.optimizer import OPTIMIZERS
+    from tootsie.train.schedule import SCHEDULES
+
+    registry, union = {"optimizer": (OPTIMIZERS, OptimizerChoice), "schedule": (SCHEDULES, ScheduleChoice), "permutation": (PERMUTATIONS, PermutationChoice)}[registry_name]
+    assert typing.get_args(union) == tuple(registry.values())
+    for kind, cls in registry.items():
+        assert type(from_plain(union, {"kind": kind}, "config")) is cls

@@ -11,7 +11,12 @@ A field typed as a union of registered configs (a schedule, an optimizer) is
 written with a `kind:` key naming the registry entry, e.g.
 `schedule: {kind: wsd_s, peak_lr: 0.001, cycles: [...]}`; registries call
 `register_kinds` so that the name picks the class, with no guessing among
-classes that share field names.
+classes that share field names, and type the field with `registry_union`, the
+union derived from the registry (never restated by hand). A bare name where a
+`{kind: ...}` mapping belongs is refused with the mapping to write instead.
+A pure name choice with no options (a decay shape, a remat policy, a model
+preset) is a `Literal` of the registry's keys; a name outside it is an error
+listing the valid names, like an unknown kind.
 """
 
 import dataclasses
@@ -38,6 +43,24 @@ def register_kinds(registry: dict[str, type]) -> None:
         _CLASS_OF.setdefault(kind, []).append(cls)
 
 
+def registry_union(registry: dict[str, type]) -> Any:
+    """The union of a registry's config classes, registered as `kind:` tags: the type of a field that takes any of them."""
+    register_kinds(registry)
+    return typing.Union[tuple(registry.values())]
+
+
+def names_literal(registry: dict[str, Any]) -> Any:
+    """`Literal[...]` of a registry's names: the type of a field that picks one by name (checked at load)."""
+    return typing.Literal[tuple(registry)]
+
+
+def kind_of(config: Any) -> str:
+    """The registry name (`kind:` tag) of a registered config."""
+    if type(config) not in _KIND_OF:
+        raise TypeError(f"{type(config).__name__} is in no registry; register it with register_kinds")
+    return _KIND_OF[type(config)]
+
+
 def _describe(hint: Any) -> str:
     return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
 
@@ -47,11 +70,17 @@ def from_plain(hint: Any, value: Any, where: str) -> Any:
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if hint is Any:
         return value
+    if origin is typing.Literal:
+        if value not in args:
+            raise TootsieError(f"{where}: unknown name {value!r}; choose one of {sorted(args)}")
+        return value
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
             return None
         if isinstance(value, dict) and KIND_KEY in value:
             return _tagged_from_plain(args, value, where)
+        if isinstance(value, str) and any(o in _KIND_OF for o in args):
+            raise TootsieError(_bare_kind_message(args, value, where))
         errors = []
         for option in (a for a in args if a is not type(None)):
             try:
@@ -72,7 +101,8 @@ def from_plain(hint: Any, value: Any, where: str) -> Any:
     if origin is dict:
         if not isinstance(value, dict):
             raise TootsieError(f"{where}: expected a mapping, got {value!r}")
-        return {str(k): from_plain(args[1], v, f"{where}.{k}") for k, v in value.items()}
+        checked_keys = args[0] not in (str, Any)
+        return {from_plain(args[0], str(k), f"{where} key") if checked_keys else str(k): from_plain(args[1], v, f"{where}.{k}") for k, v in value.items()}
     if hint is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if hint in (int, float, str, bool) and not (isinstance(value, hint) and (hint is bool or not isinstance(value, bool))):
@@ -80,13 +110,24 @@ def from_plain(hint: Any, value: Any, where: str) -> Any:
     return value
 
 
+def _known_kinds(options: tuple[Any, ...]) -> list[str]:
+    return sorted(_KIND_OF[o] for o in options if o in _KIND_OF)
+
+
+def _bare_kind_message(options: tuple[Any, ...], value: str, where: str) -> str:
+    """The error for a bare name where a `{kind: ...}` mapping belongs (how configs before registries wrote a choice)."""
+    known = _known_kinds(options)
+    if value in known:
+        return f"{where}: a bare name {value!r} is not accepted here; write {{kind: {value}}} (options of the kind as more keys)"
+    return f"{where}: unknown kind {value!r}; choose one of {known}, written as {{kind: NAME}}"
+
+
 def _tagged_from_plain(options: tuple[Any, ...], value: dict[str, Any], where: str) -> Any:
     """The union member whose registry name is `value["kind"]`, built from the other keys."""
     kind = value[KIND_KEY]
     matches = [cls for cls in _CLASS_OF.get(kind, []) if cls in options]
     if not matches:
-        known = sorted(_KIND_OF[o] for o in options if o in _KIND_OF)
-        raise TootsieError(f"{where}.kind: unknown kind {kind!r}; choose one of {known}")
+        raise TootsieError(f"{where}.kind: unknown kind {kind!r}; choose one of {_known_kinds(options)}")
     return _dataclass_from_plain(matches[0], {k: v for k, v in value.items() if k != KIND_KEY}, where)
 
 

@@ -9,7 +9,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tootsie.data.batch_schedule import BatchSchedule
+from tootsie.configfile import from_plain, to_plain
 from tootsie.data.mixture import MixtureConfig, MixtureDataset, MixtureStage, block_counts
+from tootsie.data.permutation import EraConfig, FeistelConfig, LinearPermutationConfig
 from tootsie.errors import TootsieError
 
 BASES = {"a": 1, "b": 11, "c": 21}
@@ -202,6 +204,31 @@ def test_epochs_cover_every_sequence_once_and_reshuffle(caches) -> None:
     _, local = dataset.sequence_sources(np.arange(2 * n))
     assert sorted(local[:n].tolist()) == list(range(n)) == sorted(local[n:].tolist())
     assert local[:n].tolist() != local[n:].tolist()
+
+
+def test_the_permutation_config_and_its_options_reach_the_stream(caches) -> None:
+    # Windows of one item shuffle nothing: each epoch reads the component in stored order.
+    ordered = MixtureDataset(_config(caches, (MixtureStage(0, {"a": 1.0}),), block_size=1, permutation=EraConfig(era_length=1)))
+    n = ordered.sources["a"].num_sequences
+    assert ordered.sequence_sources(np.arange(2 * n))[1].tolist() == list(range(n)) * 2
+    streams = {
+        name: MixtureDataset(_config(caches, (MixtureStage(0, {"a": 1.0}),), block_size=1, permutation=config)).sequence_sources(np.arange(n))[1].tolist()
+        for name, config in (("feistel", FeistelConfig()), ("feistel-3", FeistelConfig(rounds=3)), ("linear", LinearPermutationConfig()))
+    }
+    assert all(sorted(stream) == list(range(n)) for stream in streams.values())
+    assert len({tuple(stream) for stream in streams.values()}) == 3
+
+
+def test_a_bare_permutation_name_is_refused_with_the_configs(caches) -> None:
+    with pytest.raises(ValueError, match=r"permutation='feistel' is a bare name.*'feistel': 'FeistelConfig\(\)'"):
+        _config(caches, (MixtureStage(0, {"a": 1.0}),), permutation="feistel")
+
+
+def test_stage_labels_are_kept_but_not_part_of_the_weights(caches) -> None:
+    labeled = _config(caches, (MixtureStage(0, {"a": 1.0}, name="bison", source="retro"),))
+    assert from_plain(MixtureConfig, to_plain(labeled), "mixture") == labeled
+    plain = MixtureDataset(_config(caches, (MixtureStage(0, {"a": 1.0}),)))
+    assert np.array_equal(MixtureDataset(labeled).batch(3).tokens, plain.batch(3).tokens)
 
 
 def test_exhaustion_stop_names_the_component(caches) -> None:

@@ -7,8 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tootsie.configfile import from_plain, to_plain
 from tootsie.data.permutation import (
     PERMUTATIONS,
+    PermutationChoice,
     BlockPermutation,
     EraPermutation,
     FeistelPermutation,
@@ -167,6 +169,16 @@ def test_registry_contract(kind: str) -> None:
     first, again, other = (config.build(50_000, seed)(np.arange(50_000)) for seed in (1, 1, 2))
     assert first.dtype == np.int64 and np.array_equal(first, again) and not np.array_equal(first, other)
     assert permutation_config(kind) == config
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_config_files_pick_the_kind_and_its_options(kind: str) -> None:
+    config = PERMUTATIONS[kind](**SMALL_OPTIONS[kind])
+    plain = to_plain(config)
+    assert plain["kind"] == kind
+    loaded = from_plain(PermutationChoice, plain, "data.permutation")
+    assert loaded == config
+    assert np.array_equal(loaded.build(1000, 3)(np.arange(1000)), make_permutation(kind, 1000, 3, **SMALL_OPTIONS[kind])(np.arange(1000)))
 
 
 def test_forced_multiplier_keeps_the_drawn_offset() -> None:

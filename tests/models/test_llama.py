@@ -53,6 +53,24 @@ def test_marin_8b_preset_has_llama3_8b_parameter_count() -> None:
     assert PRESETS["marin-32b-qk-norm"].num_parameters() - PRESETS["marin-32b"].num_parameters() == 64 * 2 * 128
 
 
+def test_name_choices_are_their_registries_and_checked_at_load() -> None:
+    import typing
+
+    from tootsie.configfile import from_plain
+    from tootsie.errors import TootsieError
+    from tootsie.models.llama import REMAT_POLICIES, RematPolicy
+    from tootsie.models.presets import PRESETS, PresetName
+
+    assert typing.get_args(RematPolicy) == tuple(REMAT_POLICIES) and typing.get_args(PresetName) == tuple(PRESETS)
+    assert from_plain(LlamaConfig, {"remat": "dots"}, "model").remat == "dots"
+    with pytest.raises(TootsieError, match=r"model.remat: unknown name 'dot'; choose one of \['dots', 'full', 'none'\]"):
+        from_plain(LlamaConfig, {"remat": "dot"}, "model")
+    with pytest.raises(TootsieError, match=r"phase.model: unknown name 'marin-7b'; choose one of \[.*'marin-8b'.*\]"):
+        from_plain(PresetName, "marin-7b", "phase.model")
+    with pytest.raises(ValueError, match="remat must be one of"):
+        LlamaConfig(remat="dot")
+
+
 def test_llama3_rope_scaling_matches_the_reference_rule() -> None:
     """Frequencies: high ones kept, low ones divided by 8, the band between blended (HF rope_type='llama3')."""
     import math

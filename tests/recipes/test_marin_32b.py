@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from tootsie.data.permutation import FeistelConfig, LinearPermutationConfig
 from tootsie.errors import TootsieError
 from tootsie.executor import StepRef
 from tootsie.models.presets import PRESETS
@@ -124,7 +125,8 @@ def test_optimizers_and_stability_change_at_the_recorded_steps(configs: dict[str
     for name in ("phase1b", "phase1c", "phase1d", "phase3"):
         assert configs[name].optimizer == AdamWConfig(weight_decay=0.05, max_grad_norm=0.2), name
     for name in ("bison", "mantis"):
-        assert configs[name].optimizer == AdamCConfig(weight_decay=0.05, peak_lr=7e-4, max_grad_norm=0.2), name
+        assert configs[name].optimizer == AdamCConfig(weight_decay=0.05, max_grad_norm=0.2), name
+        assert configs[name].schedule.build().learning_rate.peak_lr == 7e-4, name  # AdamC's peak, read off the schedule
     guards = {name: (c.stability.clip_update_window, c.stability.clip_update_sigma, c.stability.skip_bad_steps) for name, c in configs.items()}
     assert guards["phase1a"][::2] == guards["phase1b"][::2] == (None, False)
     assert guards["phase1c"] == guards["phase3"] == guards["bison"] == guards["mantis"] == (128, 2.0, True)
@@ -145,7 +147,7 @@ def test_models_warm_starts_and_shared_settings(experiment: ModuleType, configs:
     for name, config in configs.items():
         assert config.model == PRESETS["marin-32b" if name.startswith("phase1") else "marin-32b-qk-norm"], name
         assert (config.ema.beta, config.z_loss_weight, config.compute_dtype) == (0.995, 1e-4, "bfloat16"), name
-        assert config.data.permutation == ("feistel" if name == "mantis" else "linear"), name
+        assert config.data.permutation == (FeistelConfig() if name == "mantis" else LinearPermutationConfig()), name
         assert steps[name].fn is steps["phase1a"].fn
 
 

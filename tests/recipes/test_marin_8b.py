@@ -6,6 +6,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tootsie.data.permutation import LinearPermutationConfig
 from tootsie.models.presets import PRESETS
 from tootsie.recipes import marin_8b_tables as t
 from tootsie.recipes import marin_32b_tables
@@ -52,7 +53,7 @@ def test_tables_match_the_paper_outline(table: MixTable, section: str, anchor: s
     seed = seed_table(OUTLINE, section, anchor)
     assert [(row.display, row.percent) for row in table.rows] == [(cells[0], number(cells[1])) for cells in seed]
     if len(seed[0]) == 3:
-        assert [row.oversampling for row in table.rows] == [number(cells[2]) for cells in seed]
+        assert [t.STARLING_OVERSAMPLING[row.component] for row in table.rows] == [number(cells[2]) for cells in seed]
 
 
 def test_derived_tables() -> None:
@@ -129,5 +130,5 @@ def test_ema_z_loss_rope_and_lineage(experiment: ModuleType, configs: dict[str, 
         assert config.ema.beta == 0.995 and config.model == PRESETS["marin-8b-llama3-rope"], name
         assert config.z_loss_weight == (1e-4 if name in ("spoonbill-zloss", "starling") else 0.0), name
     for name, config in configs.items():
-        assert (config.optimizer.weight_decay, config.optimizer.max_grad_norm, config.data.permutation) == (0.05, 1.0, "linear"), name
+        assert (config.optimizer.weight_decay, config.optimizer.max_grad_norm, config.data.permutation) == (0.05, 1.0, LinearPermutationConfig()), name
     assert dict(zip(configs["starling"].data.component_names, configs["starling"].data.weights_at(1_322_149)))["dolmino/flan"] == pytest.approx(0.03)

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 from tootsie.errors import TootsieError
 from tootsie.recipes.build import recipe_steps
 from tootsie.recipes.components import load_components, missing_components
-from tootsie.recipes.mix_table import MixRow, MixTable, rows, with_added
+from tootsie.recipes.mix_table import MixRow, MixTable, mix_stage, rows, with_added
 from tootsie.recipes.plan import lr_summary
-from tootsie.recipes.recipe import MixStage, Phase, Recipe
+from tootsie.recipes.recipe import Phase, Recipe
 from tootsie.recipes.scale import FULL, Scale
 from tootsie.train.optimizer import AdamWConfig
 from tootsie.train.schedule import WSDConfig
@@ -28,7 +28,7 @@ def phase(name: str, start: int, end: int, parent: str | None = None, **fields: 
         retro_phase=name, model="tiny", schedule=WSDConfig(warmup_steps=1, decay_steps=1, total_steps=100), optimizer=AdamWConfig(),
         stability=StabilityConfig(clip_update_window=None, skip_bad_steps=False), ema=None, z_loss_weight=0.0, permutation="feistel",
     )
-    root = dict(mixture=(MixStage(0, TABLE),), batch_sizes=((0, 4),)) if parent is None else {}
+    root = dict(mixture=(mix_stage(0, TABLE),), batch_sizes=((0, 4),)) if parent is None else {}
     return Phase(name=name, start_step=start, end_step=end, parent=parent, **(base | root | fields))
 
 
@@ -81,9 +81,11 @@ def test_recipe_validation(phases: tuple[Phase, ...], final: str, message: str) 
 
 def test_phase_validation() -> None:
     with pytest.raises(ValueError, match="lie outside its steps"):
-        phase("a", 0, 10, mixture=(MixStage(10, TABLE),))
+        phase("a", 0, 10, mixture=(mix_stage(10, TABLE),))
     with pytest.raises(ValueError, match="not a preset"):
         phase("a", 0, 10, model="nope")
+    with pytest.raises(ValueError, match=r"permutation 'fiestel' is not a registered kind; pick one of \['block', 'era', 'feistel', 'linear'\]"):
+        phase("a", 0, 10, permutation="fiestel")
     with pytest.raises(ValueError, match="exactly when it has no parent"):
         phase("a", 5, 10, mixture=(), batch_sizes=())
 
@@ -93,6 +95,14 @@ def test_a_phase_that_changes_no_data_continues_its_parents_stream() -> None:
     steps = recipe_steps(recipe, FULL, {"a": "/x/a"})
     assert steps["a"].config.data == replace(steps["b"].config.data)
     assert steps["b"].config.data.caches == {"a": "/x/a", "b": "<unset>"}
+
+
+def test_a_table_stage_is_a_labeled_mixture_stage() -> None:
+    stage = mix_stage(40, TABLE, transition_steps=5)
+    assert (stage.start_step, stage.weights, stage.transition_steps, stage.name, stage.source) == (40, {"a": 0.6, "b": 0.4}, 5, "t", "test")
+    recipe = Recipe(name="r", seq_len=8, final="a", phases=(phase("a", 0, 100, mixture=(mix_stage(0, TABLE), stage)),))
+    data = recipe_steps(recipe, Scale("half", step_factor=0.5), {})["a"].config.data
+    assert [(s.start_step, s.transition_steps, s.name) for s in data.stages] == [(0, 0, "t"), (20, 3, "t")]
 
 
 @pytest.mark.parametrize("name", ["marin_8b", "marin_32b"])

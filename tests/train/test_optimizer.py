@@ -12,6 +12,7 @@ import pytest
 
 from tootsie.models.llama import LlamaConfig, LlamaModel
 from tootsie.train.optimizer import OPTIMIZERS, AdamCConfig, AdamWConfig, MuonConfig, decay_mask, muon_dimension_numbers
+from tootsie.train.schedule import LearningRate, WSDConfig
 from tootsie.train.stability import StabilityConfig
 
 TINY = LlamaConfig(vocab_size=64, hidden_dim=16, intermediate_dim=32, num_layers=2, num_heads=2, num_kv_heads=1)
@@ -115,7 +116,7 @@ def test_every_optimizer_lowers_the_loss_of_a_toy_problem(name: str) -> None:
 def test_every_optimizer_traces_inside_the_stability_wrapper(name: str, tiny_llama: LlamaModel) -> None:
     # As the trainer will run it: skip_bad_steps tree-selects over every optimizer's state (traced, not compiled).
     params = eqx.filter(tiny_llama, eqx.is_array)
-    optimizer = StabilityConfig().wrap(OPTIMIZERS[name]().build(constant_lr(1e-2)))
+    optimizer = StabilityConfig(clip_update_window=8, skip_bad_steps=True).wrap(OPTIMIZERS[name]().build(constant_lr(1e-2)))
     state = optimizer.init(params)
     updates, new_state = jax.eval_shape(functools.partial(optimizer.update, value=jnp.asarray(1.0)), params, state, params)
     assert jax.tree.structure(new_state) == jax.tree.structure(state) and jax.tree.structure(updates) == jax.tree.structure(params)
@@ -150,11 +151,12 @@ def _zero_grad_step_updates(optimizer: optax.GradientTransformation, params: dic
     return out
 
 
-@pytest.mark.parametrize("peak_lr", [None, 1e-2], ids=["running-peak", "explicit-peak"])
-def test_adamc_decay_scales_with_the_learning_rate(peak_lr: float | None) -> None:
+@pytest.mark.parametrize("schedule_peak", [False, True], ids=["running-peak", "schedule-peak"])
+def test_adamc_decay_scales_with_the_learning_rate(schedule_peak: bool) -> None:
     lrs = jnp.asarray([1e-2, 1e-2, 5e-3, 2.5e-3])
     params = {"w": jnp.full((3, 3), 2.0), "embed": jnp.ones((5, 3))}
-    adamc = AdamCConfig(weight_decay=0.1, peak_lr=peak_lr, max_grad_norm=None).build(lambda count: lrs[count])
+    learning_rate = LearningRate(lambda count: lrs[count], peak_lr=1e-2) if schedule_peak else (lambda count: lrs[count])
+    adamc = AdamCConfig(weight_decay=0.1, max_grad_norm=None).build(learning_rate)
     adamw = AdamWConfig(weight_decay=0.1, max_grad_norm=None).build(lambda count: lrs[count])
     # With zero gradients Adam's direction is 0, so the update is the decay term alone.
     for t, (c, w) in enumerate(zip(_zero_grad_step_updates(adamc, params, 4), _zero_grad_step_updates(adamw, params, 4))):
@@ -162,6 +164,17 @@ def test_adamc_decay_scales_with_the_learning_rate(peak_lr: float | None) -> Non
         np.testing.assert_allclose(w["w"], -lr * 0.1 * 2.0, rtol=1e-6)
         np.testing.assert_allclose(c["w"], -lr * 0.1 * (lr / 1e-2) * 2.0, rtol=1e-6)
         assert float(jnp.abs(c["embed"]).max()) == 0.0
+
+
+def test_adamc_reads_the_peak_off_the_schedule_and_shrinks_the_decay_in_warmup() -> None:
+    schedule = WSDConfig(peak_lr=1e-2, warmup_steps=4, decay_steps=4, total_steps=12, min_lr_ratio=0.5).build()
+    assert schedule.learning_rate.peak_lr == 1e-2
+    adamc = AdamCConfig(weight_decay=0.1, max_grad_norm=None).build(schedule.learning_rate)
+    updates = _zero_grad_step_updates(adamc, {"w": jnp.ones((2, 2))}, 12)
+    lrs = [float(schedule.learning_rate(step)) for step in range(12)]
+    factors = [float(u["w"][0, 0]) / (-lr * 0.1) for u, lr in zip(updates, lrs)]
+    # lr(t) / peak: 1/4 .. 1 through warmup, 1 while stable, down to min_lr_ratio on the last decay step.
+    np.testing.assert_allclose(factors, [0.25, 0.5, 0.75, 1.0, 1.0, 1.0, 1.0, 1.0, 0.875, 0.75, 0.625, 0.5], rtol=1e-5)
 
 
 def test_adamc_with_a_running_peak_keeps_full_decay_through_warmup() -> None:

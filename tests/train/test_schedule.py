@@ -9,7 +9,7 @@ import numpy as np
 import optax
 import pytest
 
-from tootsie.train.schedule import SCHEDULES, Schedule, CosineConfig, InverseSqrtConfig, LinearConfig, RewarmConfig, WSDConfig, WSDSConfig
+from tootsie.train.schedule import SCHEDULES, CosineConfig, InverseSqrtConfig, LinearScheduleConfig, RewarmConfig, Schedule, WSDConfig, WSDSConfig
 from tootsie.train.schedule_cycles import DECAY_SHAPES, spaced_cycles
 
 
@@ -50,6 +50,25 @@ def test_registry_contract(name: str) -> None:
     params = {"w": jnp.ones(3, jnp.float32)}
     updates, state = jax.jit(transform.update)(params, transform.init(params))
     assert updates["w"].shape == (3,) and np.all(np.isfinite(updates["w"]))
+    # The peak the schedule reports (AdamC divides by it) is the largest LR it takes, and it settles at end_step.
+    assert schedule.learning_rate.peak_lr == pytest.approx(float(eager.max()), rel=1e-6)
+    end = SCHEDULES[name]().end_step
+    if end is not None:
+        assert float(schedule.learning_rate(end)) == float(schedule.learning_rate(end + 10_000)) and schedule.phase(end) == "end"
+
+
+@pytest.mark.parametrize(
+    ("config", "peak", "end"),
+    [
+        (WSDConfig(peak_lr=3e-3, total_steps=700), 3e-3, 700),
+        (WSDSConfig(cycles=(200, 300)), 1e-3, 300),
+        (CosineConfig(total_steps=50, warmup_steps=5), 1e-3, 50),
+        (RewarmConfig(cycles=(100, 200, 400), peak_lrs=(1e-3, 4e-3, 2e-3), warmup_steps=10, rewarmup_steps=10, decay_steps=10), 4e-3, 400),
+        (InverseSqrtConfig(peak_lr=2e-3), 2e-3, None),
+    ],
+)
+def test_peak_and_end_come_from_the_config(config, peak: float, end: int | None) -> None:
+    assert (config.peak_lr, config.end_step, config.build().learning_rate.peak_lr) == (peak, end, peak)
 
 
 @pytest.mark.parametrize("shape", sorted(DECAY_SHAPES))
@@ -91,7 +110,7 @@ def test_cosine_and_linear_boundaries() -> None:
     assert lr(cosine, 4) == approx(0.5 * (1 + math.cos(math.pi / 16)))
     assert lr(cosine, 11) == approx(0.5) and lr(cosine, 19) == approx(0.0)
     assert [built(cosine).phase(s) for s in (3, 4, 19, 20)] == ["warmup", "decay", "decay", "end"]
-    linear = LinearConfig(peak_lr=2.0, warmup_steps=4, total_steps=20, min_lr_ratio=0.25)
+    linear = LinearScheduleConfig(peak_lr=2.0, warmup_steps=4, total_steps=20, min_lr_ratio=0.25)
     assert [lr(linear, s) for s in (1, 3, 4, 11, 19, 50)] == [approx(1.0), approx(2.0), approx(2.0 - 1.5 / 16), approx(1.25), approx(0.5), approx(0.5)]
 
 

@@ -83,7 +83,7 @@ def _config(make_cache) -> TrainConfig:
         data=data,
         num_steps=5,
         schedule=WSDConfig(peak_lr=1e-2, warmup_steps=2, decay_steps=2, total_steps=5),
-        stability=StabilityConfig(clip_update_window=4, skip_window=4),
+        stability=StabilityConfig(clip_update_window=4, skip_bad_steps=True, skip_window=4),
         checkpoints=CheckpointConfig(every_steps=100, every_minutes=None),
     )
 

@@ -54,7 +54,7 @@ def _saved_adam_state(config: TrainConfig, checkpoint) -> optax.ScaleByAdamState
 
 
 def test_adamw_to_adamc_with_guards_carries_moments_and_applies_the_global_step_lr(source: TrainConfig, tmp_path, caplog) -> None:
-    adamc = AdamCConfig(peak_lr=SCHEDULE.peak_lr)
+    adamc = AdamCConfig()  # its peak is the schedule's (SCHEDULE.peak_lr)
     target = TrainConfig(**{**source.__dict__, "num_steps": 5, "optimizer": adamc, "stability": GUARDS, "warm_start": WarmStartConfig(str(tmp_path / "adamw"))})
     saved = _saved_adam_state(source, checkpoint_dir(tmp_path / "adamw" / "checkpoints", 4))
 

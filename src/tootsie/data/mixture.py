@@ -13,7 +13,9 @@ order of a keyed hash: slot s holds the item whose `splitmix64(key ^ item)` is
 the s-th smallest, the key hashed from (seed, segment, block). The k-th
 sequence drawn from component d is that component's sequence
 `perm_{d,epoch}(k mod n_d)`, a fresh permutation each epoch, keyed by the
-component's *name* (adding a component does not reshuffle the others).
+component's *name* (adding a component does not reshuffle the others); the
+kind of permutation and its options are `permutation`, a registered config
+(`{kind: feistel}` by default, `{kind: era, era_length: 65536}`, ...).
 
 Why a hash sort for the slots. Any run of consecutive slots (a batch smaller
 than a block, or the edge of a larger one) is then a uniform random subset of
@@ -54,10 +56,11 @@ import numpy as np
 import xxhash
 
 from tootsie.data.batch_schedule import BatchSchedule
-from tootsie.data.permutation import Permutation, make_permutation, splitmix64
+from tootsie.data.permutation import PERMUTATIONS, FeistelConfig, Permutation, PermutationChoice, splitmix64
 from tootsie.data.sequences import DocumentSequences, PackedSequences, next_token_loss_mask
 from tootsie.datakit.token_cache import open_token_cache
 from tootsie.errors import TootsieError
+from tootsie.executor.step import unhashed
 
 EXHAUSTION_POLICIES = ("restart", "stop")
 
@@ -72,6 +75,10 @@ class MixtureStage:
     """Component name → weight (normalized to sum 1; components left out get 0)."""
     transition_steps: int = 0
     """Interpolate from the previous stage's weights over this many steps (0: switch at once)."""
+    name: str = unhashed("")
+    """Short name of the weights, e.g. a seed table's ("bison"); shown in plans, not hashed."""
+    source: str = unhashed("")
+    """Where the weights come from (a seed file and section, a derivation); shown in plans, not hashed."""
 
 
 @dataclass(frozen=True)
@@ -88,8 +95,8 @@ class MixtureConfig:
     """Global batch size by step."""
     seed: int = 0
     """Seed of every shuffle in the stream."""
-    permutation: str = "feistel"
-    """How each component's sequences are shuffled (a registered permutation kind)."""
+    permutation: PermutationChoice = field(default_factory=FeistelConfig)
+    """How each component's sequences are shuffled: a registered permutation config, `{kind: NAME, ...options}` in a file."""
     block_size: int = 256
     """Sequences per stratified block in constant-weight stretches."""
     exhaustion: str = "restart"
@@ -120,6 +127,9 @@ class MixtureConfig:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         if set(self.document_packed) - set(self.caches):
             raise ValueError(f"document_packed names components {sorted(set(self.document_packed) - set(self.caches))} that have no entry in caches")
+        if isinstance(self.permutation, str):
+            configs = {kind: f"{cls.__name__}()" for kind, cls in PERMUTATIONS.items()}
+            raise ValueError(f"permutation={self.permutation!r} is a bare name; pass a registered config instead, one of {configs} ({{kind: NAME}} in a config file)")
         if self.exhaustion not in EXHAUSTION_POLICIES:
             raise ValueError(f"exhaustion must be one of {EXHAUSTION_POLICIES}, got {self.exhaustion!r}")
 
@@ -282,7 +292,7 @@ class MixtureDataset:
             return self._permutations[component, epoch]
         mixed = splitmix64(np.uint64(self._name_keys[component]) ^ splitmix64([self.config.seed, epoch]).sum(dtype=np.uint64))
         length = self.sources[self.component_names[component]].num_sequences
-        permutation = make_permutation(self.config.permutation, length, int(mixed[0] >> np.uint64(1)))
+        permutation = self.config.permutation.build(length, int(mixed[0] >> np.uint64(1)))
         self._permutations[component, epoch] = permutation
         return permutation
 

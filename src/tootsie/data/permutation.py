@@ -6,7 +6,10 @@ front, and the position of any item can be computed from its index alone. That
 is what makes `batch(step)` stateless and a run resumable anywhere.
 
 Four kinds, one registry (`PERMUTATIONS`: name → frozen config whose
-`build(length, seed)` returns the permutation):
+`build(length, seed)` returns the permutation). `PermutationChoice`, the
+union derived from it, types `MixtureConfig.permutation`, so a config file
+picks a kind and its options as `permutation: {kind: era, era_length: 4096}`
+and a misspelt kind fails when the file is loaded:
 
 - `linear`: `p(x) = (a*x + b) mod N` with `gcd(a, N) = 1`, `a` then `b` drawn
   from `Generator(PCG64(seed))` (Levanter's LCG). Cheap, but `p(x+1) - p(x) = a`
@@ -25,10 +28,11 @@ Four kinds, one registry (`PERMUTATIONS`: name → frozen config whose
   partial last block stay in the last window's block slots, so it is still a
   bijection.
 
-Worked example (N = 10, seed 0): `make_permutation("era", 10, 0, era_length=4)`
-maps 0..3 onto 0..3, 4..7 onto 4..7 and 8..9 onto 8..9, each window in its own
-order; `make_permutation("feistel", 10, 0)(np.array([3]))` equals entry 3 of
-`make_permutation("feistel", 10, 0)(np.arange(10))`.
+Worked example (N = 10, seed 0): `EraConfig(era_length=4).build(10, 0)` (or
+`make_permutation("era", 10, 0, era_length=4)`) maps 0..3 onto 0..3, 4..7 onto
+4..7 and 8..9 onto 8..9, each window in its own order;
+`FeistelConfig().build(10, 0)(np.array([3]))` equals entry 3 of
+`FeistelConfig().build(10, 0)(np.arange(10))`.
 """
 
 from dataclasses import dataclass, fields
@@ -37,6 +41,8 @@ from typing import Protocol
 
 import numpy as np
 from jaxtyping import Int64, Integer, UInt64
+
+from tootsie.configfile import registry_union
 
 FEISTEL_MULTIPLIER = np.uint64(2654435761)  # Knuth's multiplicative hash constant, as in the seeds and Levanter
 FEISTEL_ROUNDS = 5  # Levanter's default and the paper outline's r = 5
@@ -336,7 +342,7 @@ class PermutationConfig(Protocol):
 
 
 @dataclass(frozen=True)
-class LinearConfig:
+class LinearPermutationConfig:
     """`linear`: Levanter's LCG `p(x) = (a*x + b) mod N`."""
 
     multiplier: int | None = None
@@ -411,12 +417,14 @@ class BlockConfig:
         return BlockPermutation(length, self.block_size, self.window_blocks, seed, self.rounds)
 
 
-PERMUTATIONS: dict[str, type[LinearConfig] | type[FeistelConfig] | type[EraConfig] | type[BlockConfig]] = {
-    "linear": LinearConfig,
+PERMUTATIONS: dict[str, type] = {
+    "linear": LinearPermutationConfig,
     "feistel": FeistelConfig,
     "era": EraConfig,
     "block": BlockConfig,
 }
+PermutationChoice = registry_union(PERMUTATIONS)
+"""Any registered permutation config (the union of `PERMUTATIONS`' classes), written `{kind: NAME, ...options}` in config files."""
 
 
 def permutation_config(kind: str, **options: int | None) -> PermutationConfig:

@@ -18,6 +18,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
+from tootsie.configfile import names_literal
+
 
 @dataclass(frozen=True)
 class Llama3RopeScaling:
@@ -54,6 +56,8 @@ REMAT_POLICIES = {
     "none": None,
 }
 """`LlamaConfig.remat` → what a block keeps for the backward pass (None: everything)."""
+RematPolicy = names_literal(REMAT_POLICIES)
+"""The type of `LlamaConfig.remat`: a key of REMAT_POLICIES, checked when a config file is loaded (a name with no options, so a `Literal`, not a `kind:` registry)."""
 
 
 @dataclass(frozen=True)
@@ -86,7 +90,7 @@ class LlamaConfig:
     """Qwen3-style RMSNorm on each head's queries and keys."""
     initializer_std: float = 0.02
     """Standard deviation of the normal initialization of every matrix."""
-    remat: str = "full"
+    remat: RematPolicy = "full"
     """Activation recomputation in the backward pass: `full` keeps only each block's input (least memory, and the
     fastest on CPU, where the step is memory-bound), `dots` keeps the weight matmuls' outputs, `none` keeps everything."""
 

@@ -3,9 +3,12 @@
 Numbers come from the retrospectives (`seeds/marin-32b-retrospective.md`
 architecture tables; the 8B model card) and the Llama 3 tokenizer's vocabulary
 of 128,256 ids. `PRESETS[name]` is the registry; `tiny` is the CPU benchmark
-shape of issue 5 (8.4 M parameters with vocab 8192).
+shape of issue 5 (8.4 M parameters with vocab 8192). `PresetName`, the
+`Literal` of its names, types every field that names a preset (a recipe
+phase's `model`), so a misspelt name is refused with the list of presets.
 """
 
+from tootsie.configfile import names_literal
 from tootsie.models.llama import Llama3RopeScaling, LlamaConfig
 
 LLAMA3_VOCAB = 128_256
@@ -24,3 +27,5 @@ PRESETS: dict[str, LlamaConfig] = {
     "marin-32b": LlamaConfig(vocab_size=LLAMA3_VOCAB, hidden_dim=5120, intermediate_dim=27648, num_layers=64, num_heads=40, num_kv_heads=8, rope_theta=500_000.0),
     "marin-32b-qk-norm": LlamaConfig(vocab_size=LLAMA3_VOCAB, hidden_dim=5120, intermediate_dim=27648, num_layers=64, num_heads=40, num_kv_heads=8, rope_theta=500_000.0, qk_norm=True),
 }
+PresetName = names_literal(PRESETS)
+"""A preset's name: the type of a field that picks one (a name with no options, so a `Literal`, not a `kind:` registry)."""

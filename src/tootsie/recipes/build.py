@@ -12,9 +12,11 @@ with `add_qk_norm=True` and trains global steps 80,000 → 160,000.
 """
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from tootsie.data.batch_schedule import BatchSchedule
-from tootsie.data.mixture import MixtureConfig, MixtureStage
+from tootsie.data.mixture import MixtureConfig
+from tootsie.data.permutation import permutation_config
 from tootsie.executor import Step
 from tootsie.recipes.components import UNSET, train_phase
 from tootsie.recipes.recipe import Phase, Recipe
@@ -25,7 +27,7 @@ from tootsie.train.config import CheckpointConfig, InLoopEvalConfig, TrainConfig
 def data_config(recipe: Recipe, phase: Phase, scale: Scale, components: Mapping[str, str]) -> MixtureConfig:
     """The data stream of `phase`: its lineage's stages and batch sizes at `scale`."""
     stages = tuple(
-        MixtureStage(scale.step(stage.start_step), stage.table.weights(), scale.step(stage.transition_steps)) for stage in recipe.mixture_stages(phase.name)
+        replace(stage, start_step=scale.step(stage.start_step), transition_steps=scale.step(stage.transition_steps)) for stage in recipe.mixture_stages(phase.name)
     )
     batch = BatchSchedule(tuple((scale.step(start), scale.batch(size)) for start, size in recipe.batch_sizes(phase.name)))
     names = sorted({name for stage in stages for name in stage.weights})
@@ -35,7 +37,7 @@ def data_config(recipe: Recipe, phase: Phase, scale: Scale, components: Mapping[
         seq_len=scale.seq_len or recipe.seq_len,
         batch_schedule=batch,
         seed=recipe.seed,
-        permutation=phase.permutation,
+        permutation=permutation_config(phase.permutation),
     )
 
 

@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 
 from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureStage
+from tootsie.data.permutation import permutation_config
 from tootsie.jsonfile import write_json_atomic
 from tootsie.models.llama import LlamaConfig
 from tootsie.monitor.metrics_log import read_metrics
@@ -30,10 +31,10 @@ FIGURE_FILE, RESULTS_FILE = "figure.png", "results.json"
 
 
 def mixture(caches: Mapping[str, str], weights: Mapping[str, float], seed: int = 0, permutation: str = "feistel") -> MixtureConfig:
-    """A one-stage mixture of `caches` at the case studies' sequence length and batch size."""
+    """A one-stage mixture of `caches` at the case studies' sequence length and batch size; `permutation` is a registered kind (default options)."""
     return MixtureConfig(
         caches=dict(caches), stages=(MixtureStage(0, dict(weights)),), seq_len=TINY_SEQ_LEN,
-        batch_schedule=BatchSchedule.constant(CASE_BATCH), seed=seed, permutation=permutation,
+        batch_schedule=BatchSchedule.constant(CASE_BATCH), seed=seed, permutation=permutation_config(permutation),
     )
 
 

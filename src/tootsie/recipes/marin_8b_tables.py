@@ -143,32 +143,57 @@ SPOONBILL_MIX = with_added(
     added=(MixRow("tulu_v3", "Tulu v3", TULU_V3_PERCENT), MixRow("dolmino/flan", "FLAN", FLAN_PERCENT)),
 )
 
-# OUTLINE §6.4.2.7 Starling "Mix (proportion + oversampling)".
+# OUTLINE §6.4.2.7 Starling "Mix (proportion + oversampling)": the proportions.
 STARLING_MIX = MixTable(
     name="starling",
     source="paper-outline-marin-8b-32b.md, 6.4.2.7 Phase 5: Starling, 'Mix (proportion + oversampling)'",
     rows=rows(
-        ("nemotron_cc/medium", "Nemotron CC Medium", 22.1, 1),
-        ("nemotron_cc/hq_synth", "Nemotron CC HQ Synth", 17.8, 1),
-        ("nemotron_cc/medium_low", "Nemotron CC Medium Low", 10.1, 1),
-        ("nemotron_cc/hq_actual", "Nemotron CC HQ Actual", 6.0, 1),
-        ("nemotron_cc/medium_high", "Nemotron CC Medium High", 5.4, 1),
-        ("nemotron_cc/low_actual", "Nemotron CC Low Actual", 4.6, 1),
-        ("nemotron_cc/low_synth", "Nemotron CC Low Synth", 4.1, 1),
-        ("arxiv_markdownified", "Marin ArXiv Markdown", 5.2, 5),
-        ("dolmino/pes2o", "Dolmino peS2o", 5.2, 5),
-        ("starcoderdata", "StarCoder Data", 4.5, 1),
-        ("proofpile_2", "ProofPile 2", 4.5, 1),
-        ("finemath-3-plus", "FineMath 3+", 3.0, 5),
-        ("dolmino/flan", "Dolmino FLAN", 3.0, 10),
-        ("dolmino/stackexchange", "Dolmino StackExchange", 1.5, 5),
-        ("stackexchange_custom", "Marin StackExchange Markdown", 1.5, 5),
-        ("dolmino/math", "Dolmino Math", 0.8, 10),
-        ("wikipedia_markdown", "Marin Wikipedia Markdown", 0.3, 5),
-        ("dolmino/wiki", "Dolmino Wiki", 0.3, 5),
-        ("medu_science_qa", "Marin Datashop Science QA", 0.1, 5),
+        ("nemotron_cc/medium", "Nemotron CC Medium", 22.1),
+        ("nemotron_cc/hq_synth", "Nemotron CC HQ Synth", 17.8),
+        ("nemotron_cc/medium_low", "Nemotron CC Medium Low", 10.1),
+        ("nemotron_cc/hq_actual", "Nemotron CC HQ Actual", 6.0),
+        ("nemotron_cc/medium_high", "Nemotron CC Medium High", 5.4),
+        ("nemotron_cc/low_actual", "Nemotron CC Low Actual", 4.6),
+        ("nemotron_cc/low_synth", "Nemotron CC Low Synth", 4.1),
+        ("arxiv_markdownified", "Marin ArXiv Markdown", 5.2),
+        ("dolmino/pes2o", "Dolmino peS2o", 5.2),
+        ("starcoderdata", "StarCoder Data", 4.5),
+        ("proofpile_2", "ProofPile 2", 4.5),
+        ("finemath-3-plus", "FineMath 3+", 3.0),
+        ("dolmino/flan", "Dolmino FLAN", 3.0),
+        ("dolmino/stackexchange", "Dolmino StackExchange", 1.5),
+        ("stackexchange_custom", "Marin StackExchange Markdown", 1.5),
+        ("dolmino/math", "Dolmino Math", 0.8),
+        ("wikipedia_markdown", "Marin Wikipedia Markdown", 0.3),
+        ("dolmino/wiki", "Dolmino Wiki", 0.3),
+        ("medu_science_qa", "Marin Datashop Science QA", 0.1),
     ),
 )
+
+# OUTLINE §6.4.2.7 Starling, the same table's "Oversampling" column (1x, 5x, 10x).
+STARLING_OVERSAMPLING: dict[str, int] = {
+    "nemotron_cc/medium": 1,
+    "nemotron_cc/hq_synth": 1,
+    "nemotron_cc/medium_low": 1,
+    "nemotron_cc/hq_actual": 1,
+    "nemotron_cc/medium_high": 1,
+    "nemotron_cc/low_actual": 1,
+    "nemotron_cc/low_synth": 1,
+    "arxiv_markdownified": 5,
+    "dolmino/pes2o": 5,
+    "starcoderdata": 1,
+    "proofpile_2": 1,
+    "finemath-3-plus": 5,
+    "dolmino/flan": 10,
+    "dolmino/stackexchange": 5,
+    "stackexchange_custom": 5,
+    "dolmino/math": 10,
+    "wikipedia_markdown": 5,
+    "dolmino/wiki": 5,
+    "medu_science_qa": 5,
+}
+"""The seed's oversampling factor of each Starling component, kept as documentation, not a setting: with the
+proportions fixed, the epochs a run reads follow from them and the caches' sizes (see `tootsie.recipes.mix_table`)."""
 
 NOTES = (
     "Step boundaries are derived from the seeds' token boundaries (Kestrel ends on the WSD-S grid at 660,000 = 2.768T).",

@@ -4,6 +4,16 @@ A table keeps the seed's rounded percentages exactly (so a test can compare it
 with the seed text) and says where it came from. `weights()` normalizes them
 to sum to 1, which is what a `MixtureStage` takes; the raw percentages sum to
 the table's printed total up to rounding (e.g. 100.02 % for the Bison table).
+`mix_stage(start_step, table)` is the data layer's `MixtureStage` with the
+table's weights, labeled with its name and source for plans.
+
+A table holds proportions only. The Starling table also prints an
+"oversampling" factor per dataset, but with the proportions fixed it is not a
+second setting: the epochs a run reads of a dataset follow from its
+proportion, the tokens trained and the dataset's size (a component that runs
+out starts a new, reshuffled epoch), and the release manifest reports them
+(`epochs`). The seed's column is kept, as documentation, in
+`marin_8b_tables.STARLING_OVERSAMPLING`.
 
 Two mixes in the seeds are described as changes to a table rather than printed:
 Spoonbill adds Tulu v3 and FLAN to the Jellyfish mix, and Mantis adds StackV2
@@ -18,6 +28,8 @@ on a table a=60, b=40 gives a=59.4, b=39.6, new=1.0.
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from tootsie.data.mixture import MixtureStage
+
 
 @dataclass(frozen=True)
 class MixRow:
@@ -29,16 +41,12 @@ class MixRow:
     """The dataset's name exactly as the seed table prints it."""
     percent: float
     """Share in percent, as printed (rounded)."""
-    oversampling: float | None = None
-    """Oversampling factor where the seed gives one (the Starling table), else None."""
 
     def __post_init__(self) -> None:
         if not self.component:
             raise ValueError(f"component must be a non-empty name, got {self.component!r} for {self.display!r}")
         if not 0 < self.percent <= 100:
             raise ValueError(f"percent must be in (0, 100], got {self.percent} for {self.component!r}")
-        if self.oversampling is not None and self.oversampling <= 0:
-            raise ValueError(f"oversampling must be positive or None, got {self.oversampling} for {self.component!r}")
 
 
 @dataclass(frozen=True)
@@ -75,8 +83,13 @@ class MixTable:
         return {row.component: row.percent / total for row in self.rows}
 
 
-def rows(*entries: tuple[str, str, float] | tuple[str, str, float, float] | tuple[str, float]) -> tuple[MixRow, ...]:
-    """MixRows from `(component, display, percent[, oversampling])` or `(name, percent)` tuples (display = name)."""
+def mix_stage(start_step: int, table: MixTable, transition_steps: int = 0) -> MixtureStage:
+    """The stage with `table`'s weights from `start_step` (a global step), reached over `transition_steps`, named after the table."""
+    return MixtureStage(start_step, table.weights(), transition_steps, name=table.name, source=table.source)
+
+
+def rows(*entries: tuple[str, str, float] | tuple[str, float]) -> tuple[MixRow, ...]:
+    """MixRows from `(component, display, percent)` or `(name, percent)` tuples (display = name)."""
     made = []
     for entry in entries:
         if len(entry) == 2:
@@ -99,6 +112,6 @@ def with_added(table: MixTable, name: str, source: str, added: Iterable[MixRow],
         raise ValueError(f"added shares ({extra} %) must be smaller than the rescaled budget ({budget} %) of table {table.name!r}")
     factor = (budget - extra) / budget
     kept = tuple(
-        MixRow(row.component, row.display, row.percent * factor, row.oversampling) if row.component in scaled else row for row in table.rows
+        MixRow(row.component, row.display, row.percent * factor) if row.component in scaled else row for row in table.rows
     )
     return MixTable(name=name, source=source, rows=kept + added)

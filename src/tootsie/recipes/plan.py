@@ -24,7 +24,7 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from tootsie.configfile import to_plain
+from tootsie.configfile import kind_of, to_plain
 from tootsie.executor import Step, StepRef
 from tootsie.recipes.components import UNSET, missing_components
 from tootsie.recipes.recipe import Phase, Recipe
@@ -100,11 +100,11 @@ def _phase_mixture(recipe: Recipe, phase: Phase, scale: Scale) -> dict[str, Any]
     """The table in effect at the phase's start and the stages the phase itself starts."""
     current = [stage for stage in recipe.mixture_stages(phase.name) if stage.start_step <= phase.start_step][-1]
     return {
-        "mixture": current.table.weights(),
-        "mixture_table": current.table.name,
-        "mixture_source": current.table.source,
+        "mixture": current.weights,
+        "mixture_table": current.name,
+        "mixture_source": current.source,
         "mixture_stages": [
-            {"start_step": scale.step(stage.start_step), "transition_steps": scale.step(stage.transition_steps), "table": stage.table.name, "weights": stage.table.weights()}
+            {"start_step": scale.step(stage.start_step), "transition_steps": scale.step(stage.transition_steps), "table": stage.name, "weights": stage.weights}
             for stage in phase.mixture
         ],
     }
@@ -136,7 +136,8 @@ def step_plan(recipe: Recipe, phase: Phase, step: Step[TrainConfig], parent: Ste
         "stability": to_plain(config.stability),
         "ema": to_plain(config.ema),
         "z_loss_weight": config.z_loss_weight,
-        "permutation": config.data.permutation,
+        "permutation": kind_of(config.data.permutation),
+        "permutation_config": to_plain(config.data.permutation),
         **_phase_mixture(recipe, phase, scale),
         "warm_start": warm_start,
         "note": phase.note,

@@ -23,23 +23,16 @@ phase1a..phase1d, phase3, mantis.
 
 from dataclasses import dataclass
 
-from tootsie.models.presets import PRESETS
-from tootsie.recipes.mix_table import MixTable
+from tootsie.configfile import names_literal
+from tootsie.data.mixture import MixtureStage
+from tootsie.data.permutation import PERMUTATIONS
+from tootsie.models.presets import PRESETS, PresetName
 from tootsie.train.config import OptimizerChoice, ScheduleChoice
 from tootsie.train.ema import EMAConfig
 from tootsie.train.stability import StabilityConfig
 
-
-@dataclass(frozen=True)
-class MixStage:
-    """A mixture table in effect from `start_step` (a global step), reached by linear interpolation over `transition_steps`."""
-
-    start_step: int
-    """First global step of the stage."""
-    table: MixTable
-    """The weights (a seed table)."""
-    transition_steps: int = 0
-    """Interpolate from the previous stage's weights over this many steps (0: switch at once)."""
+PermutationKind = names_literal(PERMUTATIONS)
+"""A registered permutation kind, used with its default options (Levanter's for `linear` and `feistel`)."""
 
 
 @dataclass(frozen=True)
@@ -54,7 +47,7 @@ class Phase:
     """First global step; equals the parent's end_step (0 for the root)."""
     end_step: int
     """Global step at which the phase stops (its last step is end_step - 1)."""
-    model: str
+    model: PresetName
     """Model preset name (`tootsie.models.presets.PRESETS`)."""
     schedule: ScheduleChoice
     """Learning-rate schedule over global steps; only `[start_step, end_step)` of it runs here."""
@@ -66,10 +59,10 @@ class Phase:
     """EMA of the weights; None for none."""
     z_loss_weight: float
     """z-loss weight."""
-    permutation: str
-    """Shuffle of each component's sequences: "linear" (LCG) or "feistel"."""
-    mixture: tuple[MixStage, ...] = ()
-    """Mixture stages this phase starts (global steps in [start_step, end_step)); () continues the parent's."""
+    permutation: PermutationKind
+    """Shuffle of each component's sequences: a kind of `tootsie.data.permutation.PERMUTATIONS`, "linear" (LCG) or "feistel"."""
+    mixture: tuple[MixtureStage, ...] = ()
+    """Mixture stages this phase starts (global steps in [start_step, end_step), named by `mix_stage`); () continues the parent's."""
     batch_sizes: tuple[tuple[int, int], ...] = ()
     """`(global step, sequences per step)` changes this phase makes; () continues the parent's."""
     parent: str | None = None
@@ -84,6 +77,8 @@ class Phase:
             raise ValueError(f"phase {self.name!r}: need 0 <= start_step < end_step, got {self.start_step=}, {self.end_step=}")
         if self.model not in PRESETS:
             raise ValueError(f"phase {self.name!r}: model {self.model!r} is not a preset; pick one of {sorted(PRESETS)}")
+        if self.permutation not in PERMUTATIONS:
+            raise ValueError(f"phase {self.name!r}: permutation {self.permutation!r} is not a registered kind; pick one of {sorted(PERMUTATIONS)}")
         starts = [stage.start_step for stage in self.mixture] + [start for start, _ in self.batch_sizes]
         outside = [start for start in starts if not self.start_step <= start < self.end_step]
         if outside:
@@ -149,7 +144,7 @@ class Recipe:
             chain.append(self.phase(chain[-1].parent))
         return tuple(reversed(chain))
 
-    def mixture_stages(self, name: str) -> tuple[MixStage, ...]:
+    def mixture_stages(self, name: str) -> tuple[MixtureStage, ...]:
         """The mixture stages of `name`'s data stream: its lineage's, in order."""
         return tuple(stage for phase in self.lineage(name) for stage in phase.mixture)
 

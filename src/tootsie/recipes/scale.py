@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import TypeVar
 
 from tootsie.models.llama import LlamaConfig
-from tootsie.models.presets import PRESETS
+from tootsie.models.presets import PRESETS, PresetName
 
 S = TypeVar("S")
 
@@ -39,7 +39,7 @@ class Scale:
     """Tokens per sequence; None keeps the recipe's."""
     compute_dtype: str | None = None
     """Forward/backward dtype; None keeps the recipe's."""
-    models: dict[str, LlamaConfig] = field(default_factory=dict)
+    models: dict[PresetName, LlamaConfig] = field(default_factory=dict)
     """Preset name → the model used for it at this scale; presets not listed are used as they are."""
 
     def __post_init__(self) -> None:
@@ -59,7 +59,7 @@ class Scale:
         """A full-scale batch size (sequences) at this scale."""
         return batch_size if self.batch_factor == 1.0 else max(1, int(batch_size * self.batch_factor + 0.5))
 
-    def model(self, preset: str) -> LlamaConfig:
+    def model(self, preset: PresetName) -> LlamaConfig:
         """The model of a preset at this scale."""
         return self.models.get(preset, PRESETS[preset])
 

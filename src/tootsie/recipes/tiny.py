@@ -82,7 +82,7 @@ def tiny_recipe_steps(
     `eval_every=None` trains without the in-loop evaluation.
     """
     data = tiny_data_steps() if data is None else data
-    used = {name for phase in recipe.phases for stage in phase.mixture for name in stage.table.weights()}
+    used = {name for phase in recipe.phases for stage in phase.mixture for name in stage.weights}
     missing = sorted(used - set(data.components))
     if missing:
         raise TootsieError(f"recipe {recipe.name!r} weights components {missing} that have no tiny stand-in; add them to COMPONENT_KINDS in tootsie.recipes.tiny_data")

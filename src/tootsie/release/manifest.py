@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from tootsie.configfile import from_plain
+from tootsie.configfile import from_plain, kind_of, to_plain
 from tootsie.data.mixture import MixtureConfig
 from tootsie.datakit.token_cache import LEDGER_FILE
 from tootsie.datakit.tokenizer import file_sha256
@@ -162,7 +162,8 @@ def mixture_manifest(history: RunHistory) -> dict[str, Any]:
             epochs = float(tokens) / dataset["tokens"] if dataset["tokens"] else None
             components[name] = {"dataset": dataset["step"] or dataset["path"], "tokens": int(round(tokens)), "epochs": epochs}
             dataset["phases"][phase.name] = {"tokens": int(round(tokens)), "epochs": epochs, "weights": [s["weights"][name] for s in phase_stages(mixture, phase.start_step, phase.end_step)]}
-        phases.append({**entry, "seq_len": mixture.seq_len, "seed": mixture.seed, "permutation": mixture.permutation, "block_size": mixture.block_size,
+        phases.append({**entry, "seq_len": mixture.seq_len, "seed": mixture.seed, "permutation": kind_of(mixture.permutation),
+                       "permutation_config": to_plain(mixture.permutation), "block_size": mixture.block_size,
                        "stages": phase_stages(mixture, phase.start_step, phase.end_step), "components": components})
     return {"format": MANIFEST_FORMAT, "released": history.final.revision, "tokenizer": _tokenizer(list(datasets.values())), "datasets": list(datasets.values()), "phases": phases}
 

@@ -4,7 +4,12 @@ Every field that can change the trained weights is hashed by the executor;
 checkpoint cadence, trackers and profiling are not (`unhashed`), since when a
 run saves or where it logs does not change what it computes (rewinding does,
 so `rewind` is hashed). Optimizer and schedule are registry unions, written in
-config files with a `kind:` tag.
+config files with a `kind:` tag (the unions are derived from the registries).
+
+The schedule counts global steps, so `num_steps` may stop short of its end (a
+phase that a warm start continues on the same schedule: a cooldown's
+`num_steps` is the global step it ends at) but never run past it, where the
+LR would sit at its final value: `__post_init__` refuses that, naming both.
 
 The device mesh and the multi-host settings are not hashed either: they change
 where arrays live and the order of float sums, not what is computed (the same
@@ -22,15 +27,13 @@ from tootsie.executor.step import unhashed
 from tootsie.models.llama import LlamaConfig
 from tootsie.monitor.trackers import TrackerChoice
 from tootsie.train.ema import EMAConfig
-from tootsie.train.optimizer import AdamCConfig, AdamWConfig, MuonConfig, NAdamWConfig
+from tootsie.train.optimizer import AdamWConfig, OptimizerChoice
 from tootsie.train.rewind import DataSkips, RewindConfig
-from tootsie.train.schedule import CosineConfig, InverseSqrtConfig, LinearConfig, RewarmConfig, WSDConfig, WSDSConfig
+from tootsie.train.schedule import ScheduleChoice, WSDConfig
 from tootsie.train.sharding import DistributedConfig, MeshConfig
 from tootsie.train.stability import StabilityConfig
 
 COMPUTE_DTYPES = ("float32", "bfloat16")
-OptimizerChoice = AdamWConfig | AdamCConfig | NAdamWConfig | MuonConfig
-ScheduleChoice = WSDConfig | WSDSConfig | CosineConfig | LinearConfig | InverseSqrtConfig | RewarmConfig
 
 
 @dataclass(frozen=True)
@@ -105,8 +108,8 @@ class TrainConfig:
     """Optimizer (a registry entry) with its gradient clipping."""
     schedule: ScheduleChoice = field(default_factory=WSDConfig)
     """Learning-rate schedule over global steps (a registry entry)."""
-    stability: StabilityConfig = field(default_factory=lambda: StabilityConfig(clip_update_window=None, skip_bad_steps=False))
-    """Update-norm clipping and bad-step skipping (off by default; the 32B recipe turns both on)."""
+    stability: StabilityConfig = field(default_factory=StabilityConfig)
+    """Update-norm clipping and bad-step skipping (both off by default, see `StabilityConfig`; the 32B recipe turns them on)."""
     ema: EMAConfig | None = field(default_factory=EMAConfig)
     """EMA of the weights, checkpointed and evaluable; None turns it off."""
     z_loss_weight: float = 0.0
@@ -137,6 +140,12 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.num_steps <= 0:
             raise ValueError(f"num_steps must be positive, got {self.num_steps}")
+        end = self.schedule.end_step
+        if end is not None and self.num_steps > end:
+            raise ValueError(
+                f"num_steps={self.num_steps} runs past the schedule's end at step {end} (schedule.end_step), where the LR is held at its final value; "
+                f"end the schedule at num_steps or later, or lower num_steps to {end} (stopping before the end is fine: a warm start can continue the same schedule)"
+            )
         if self.compute_dtype not in COMPUTE_DTYPES:
             raise ValueError(f"compute_dtype must be one of {COMPUTE_DTYPES}, got {self.compute_dtype!r}")
         if self.z_loss_weight < 0:

@@ -23,7 +23,9 @@ it is left with none.
 
 Example: `OPTIMIZERS["adamc"](weight_decay=0.05).build(schedule.learning_rate)`
 is the Bison cooldown's AdamC; at a step where the schedule is at half its peak
-the decay term is `lr * 0.05 * 0.5 * p` instead of AdamW's `lr * 0.05 * p`.
+(the peak read off the schedule's `learning_rate.peak_lr`) the decay term is
+`lr * 0.05 * 0.5 * p` instead of AdamW's `lr * 0.05 * p`. `OptimizerChoice`,
+the type of `TrainConfig.optimizer`, is the union derived from `OPTIMIZERS`.
 """
 
 from collections.abc import Callable
@@ -35,7 +37,8 @@ import jax.numpy as jnp
 import optax
 from jaxtyping import Array, Float, Int
 
-from tootsie.configfile import register_kinds
+from tootsie.configfile import registry_union
+from tootsie.train.schedule import LearningRate as ScheduleLearningRate
 
 NO_DECAY_NAMES = ("embed", "norm", "bias")
 """Parameter-path substrings that get no weight decay."""
@@ -129,14 +132,16 @@ class LRScaledDecayState(NamedTuple):
     peak_lr: Float[Array, ""]
 
 
-def add_lr_scaled_decay(weight_decay: float, learning_rate: LearningRate, peak_lr: float | None, mask: object = None) -> optax.GradientTransformation:
+def add_lr_scaled_decay(weight_decay: float, learning_rate: LearningRate, mask: object = None) -> optax.GradientTransformation:
     """Add `weight_decay * lr(t) / peak_lr * p` to the updates (AdamC's corrected decay, before the lr scaling).
 
-    With `peak_lr=None` the peak is the running maximum of `lr(t)` kept in the
-    state, so the factor is 1 through warmup and the stable phase and follows
-    the decay down (AdamC proper uses the schedule's peak everywhere, which also
-    shrinks the decay during warmup).
+    `peak_lr` is the schedule's own (`learning_rate.peak_lr` of a built
+    schedule), so the decay also shrinks during warmup, as in AdamC. A bare
+    function carries no peak; then it is the running maximum of `lr(t)` kept
+    in the state, so the factor is 1 through warmup and the stable phase and
+    follows the decay down.
     """
+    peak_lr = learning_rate.peak_lr if isinstance(learning_rate, ScheduleLearningRate) else None
 
     def init_fn(params: object) -> LRScaledDecayState:
         del params
@@ -166,9 +171,7 @@ class AdamCConfig:
     """
 
     weight_decay: float = 0.1
-    """Decay at the peak learning rate; the step applies `lr * weight_decay * lr / peak_lr * p`."""
-    peak_lr: float | None = None
-    """The schedule's peak; None uses the running maximum of the schedule seen by this optimizer state."""
+    """Decay at the peak learning rate; the step applies `lr * weight_decay * lr / peak_lr * p`, peak_lr the schedule's."""
     beta1: float = 0.9
     """First-moment decay."""
     beta2: float = 0.95
@@ -180,15 +183,13 @@ class AdamCConfig:
 
     def __post_init__(self) -> None:
         _check_adam_fields(self)
-        if self.peak_lr is not None and self.peak_lr <= 0:
-            raise ValueError(f"peak_lr must be positive or None (None: the running maximum of the schedule), got {self.peak_lr}")
 
     def build(self, learning_rate: LearningRate) -> optax.GradientTransformationExtraArgs:
         """The optimizer for a learning-rate schedule."""
         return optax.chain(
             *_clip(self.max_grad_norm),
             optax.scale_by_adam(b1=self.beta1, b2=self.beta2, eps=self.epsilon),
-            add_lr_scaled_decay(self.weight_decay, learning_rate, self.peak_lr, mask=decay_mask),
+            add_lr_scaled_decay(self.weight_decay, learning_rate, mask=decay_mask),
             optax.scale_by_learning_rate(learning_rate),
         )
 
@@ -266,7 +267,6 @@ class MuonConfig:
         return optax.chain(*_clip(self.max_grad_norm), optax.partition({"muon": muon, "adamw": adamw}, labels))
 
 
-OptimizerConfig = AdamWConfig | AdamCConfig | NAdamWConfig | MuonConfig
-
-OPTIMIZERS: dict[str, type[OptimizerConfig]] = {"adamw": AdamWConfig, "adamc": AdamCConfig, "nadamw": NAdamWConfig, "muon": MuonConfig}
-register_kinds(OPTIMIZERS)
+OPTIMIZERS: dict[str, type] = {"adamw": AdamWConfig, "adamc": AdamCConfig, "nadamw": NAdamWConfig, "muon": MuonConfig}
+OptimizerChoice = registry_union(OPTIMIZERS)
+"""Any registered optimizer config (the union of `OPTIMIZERS`' classes), written `{kind: NAME, ...}` in config files."""

@@ -2,13 +2,18 @@
 
 Registry (STYLE rule 4): `SCHEDULES` maps a name to a frozen config class whose
 `build()` returns a `Schedule`: `learning_rate(step)` (jit-friendly for optax's
-traced int32 count, also takes Python ints, returns float32) and `phase(step)`
-("warmup", "stable", "decay", "cycle-2/rewarmup", "end", ...), logged with every
-step so a loss curve can be read against where the schedule was.
+traced int32 count, also takes Python ints, returns float32; it carries the
+schedule's `peak_lr`, which AdamC divides by) and `phase(step)` ("warmup",
+"stable", "decay", "cycle-2/rewarmup", "end", ...), logged with every step so a
+loss curve can be read against where the schedule was. `ScheduleChoice`, the
+type of `TrainConfig.schedule`, is the union derived from the registry. Every
+config says where it ends (`end_step`, checked against `TrainConfig.num_steps`)
+and its largest learning rate (`peak_lr`).
 
 - `wsd`: warmup → stable → decay (Marin 8B Ocelot/Jellyfish/Starling, 32B).
 - `wsd_s`: WSD-S, short decays at the end of every cycle (Marin 8B Kestrel).
-- `cosine`, `linear`: warmup, then one decay over the rest of the run.
+- `cosine`, `linear`: warmup, then one decay over the rest of the run
+  (`CosineConfig`, `LinearScheduleConfig`).
 - `inverse_sqrt`: warmup, then `peak * sqrt(warmup / n)` (n = step + 1).
 - `rewarm`: the general cyclic schedule (8B Phoenix reheat, 32B QK-norm switch);
   `wsd`, `wsd_s`, `cosine` and `linear` are built as special cases of it.
@@ -28,25 +33,53 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from tootsie.configfile import register_kinds
-from tootsie.train.schedule_cycles import Cycle, check_decay_shape, cycle_segments, segment_learning_rate, segment_phase
+from tootsie.configfile import registry_union
+from tootsie.train.schedule_cycles import Cycle, DecayShape, check_decay_shape, cycle_segments, segment_learning_rate, segment_phase
 
 MAX_STEP = 2**31 - 1
 REWARM_FROM = ("previous", "zero")
 
 
 @dataclass(frozen=True)
+class LearningRate:
+    """A schedule's learning rate by step, called like a function, with the largest value it takes.
+
+    The peak travels with the function so an optimizer that needs it (AdamC)
+    reads it from the schedule it is given instead of from a second setting.
+    """
+
+    function: Callable[[Int[Array, ""] | int], Float[Array, ""]]
+    """Float32 LR of a step: jitted, traceable with optax's int32 count, also takes Python ints."""
+    peak_lr: float
+    """The largest learning rate of the schedule over all steps."""
+
+    def __call__(self, step: Int[Array, ""] | int) -> Float[Array, ""]:
+        """The learning rate of `step`."""
+        return self.function(step)
+
+
+@dataclass(frozen=True)
 class Schedule:
     """A learning rate and a phase name for every step."""
 
-    learning_rate: Callable[[Int[Array, ""] | int], Float[Array, ""]]
-    """Float32 LR of a step: jitted, traceable with optax's int32 count, also takes Python ints."""
+    learning_rate: LearningRate
+    """Float32 LR of a step (with the schedule's peak)."""
     phase: Callable[[int], str]
     """Name of the schedule phase of a (Python int) step, logged with every step."""
 
 
 class ScheduleConfig(Protocol):
     """A registry entry: a frozen config that builds a `Schedule`."""
+
+    @property
+    def peak_lr(self) -> float:
+        """The largest learning rate of the schedule."""
+        ...
+
+    @property
+    def end_step(self) -> int | None:
+        """The step from which the schedule holds its final LR for ever (None: it never settles)."""
+        ...
 
     def build(self) -> Schedule: ...
 
@@ -89,7 +122,7 @@ class RewarmConfig:
     """Steps of the decay that ends every cycle (set this or decay_fraction, not both)."""
     decay_fraction: float = 0.0
     """Decay length as a fraction of each cycle's length, rounded to whole steps."""
-    decay_shape: str = "linear"
+    decay_shape: DecayShape = "linear"
     """Curve of each decay: a key of `schedule_cycles.DECAY_SHAPES`."""
     min_lr_ratio: float = 0.1
     """LR at the end of each decay, as a fraction of that cycle's peak."""
@@ -113,6 +146,16 @@ class RewarmConfig:
             _check(need <= length, f"cycle {number} ({start} to {cycle.end}) has {length} steps, fewer than {warmup}={cycle.warmup_steps} plus decay={cycle.decay_steps}; lengthen the cycle (cycles={self.cycles}) or shorten the warmup/decay")
             start = cycle.end
 
+    @property
+    def peak_lr(self) -> float:
+        """The largest of the cycles' peaks."""
+        return max(self.peak_lrs)
+
+    @property
+    def end_step(self) -> int:
+        """The end of the last cycle."""
+        return self.cycles[-1]
+
     def plan(self) -> tuple[Cycle, ...]:
         """The cycles this config lays out, with decay lengths in whole steps."""
         peaks = self.peak_lrs * len(self.cycles) if len(self.peak_lrs) == 1 else self.peak_lrs
@@ -128,7 +171,7 @@ class RewarmConfig:
     def build(self) -> Schedule:
         """The schedule as jit-friendly functions."""
         segments = cycle_segments(self.plan())
-        return Schedule(learning_rate=segment_learning_rate(segments, self.decay_shape), phase=segment_phase(segments))
+        return Schedule(learning_rate=LearningRate(segment_learning_rate(segments, self.decay_shape), self.peak_lr), phase=segment_phase(segments))
 
 
 @dataclass(frozen=True)
@@ -145,7 +188,7 @@ class WSDConfig:
     """Step at which the schedule ends; its last step (total_steps - 1) is at min_lr_ratio * peak_lr."""
     min_lr_ratio: float = 0.1
     """Final learning rate as a fraction of peak_lr."""
-    decay_shape: str = "linear"
+    decay_shape: DecayShape = "linear"
     """Curve of the decay: a key of `schedule_cycles.DECAY_SHAPES`."""
 
     def __post_init__(self) -> None:
@@ -154,6 +197,11 @@ class WSDConfig:
         fits = 0 < self.total_steps and self.warmup_steps + self.decay_steps <= self.total_steps
         _check(fits, f"need 0 <= warmup_steps + decay_steps <= total_steps (> 0), got {self.warmup_steps=}, {self.decay_steps=}, {self.total_steps=}; shorten warmup/decay or raise total_steps")
         check_decay_shape(self.decay_shape, self.min_lr_ratio)
+
+    @property
+    def end_step(self) -> int:
+        """total_steps."""
+        return self.total_steps
 
     def as_rewarm(self) -> RewarmConfig:
         """The same schedule as a one-cycle `RewarmConfig`."""
@@ -189,7 +237,7 @@ class WSDSConfig:
     """Length of each decay as a fraction of its cycle (0.1: 1k of 10k steps in Kestrel)."""
     rewarmup_steps: int = 0
     """Steps of the linear climb back to peak_lr after a decay (0 jumps straight back)."""
-    decay_shape: str = "linear"
+    decay_shape: DecayShape = "linear"
     """Curve of each decay: a key of `schedule_cycles.DECAY_SHAPES`."""
     min_lr_ratio: float = 0.1
     """LR at the end of each decay, as a fraction of peak_lr."""
@@ -198,6 +246,11 @@ class WSDSConfig:
         _check_lr(self.min_lr_ratio, peak_lr=self.peak_lr)
         _check(0.0 < self.decay_fraction <= 1.0, f"decay_fraction={self.decay_fraction} must be in (0, 1]; WSD-S decays every cycle (Kestrel used 0.1)")
         self.as_rewarm()
+
+    @property
+    def end_step(self) -> int:
+        """The end of the last cycle."""
+        return self.cycles[-1]
 
     def as_rewarm(self) -> RewarmConfig:
         """The same schedule as a `RewarmConfig` whose re-warmups start from the decayed LR."""
@@ -222,7 +275,7 @@ class WSDSConfig:
 class _WarmupDecayConfig:
     """Linear warmup, then one decay of shape `decay_shape` over all remaining steps."""
 
-    decay_shape: ClassVar[str]
+    decay_shape: ClassVar[DecayShape]
 
     peak_lr: float = 1e-3
     """Learning rate at the end of the warmup."""
@@ -238,6 +291,11 @@ class _WarmupDecayConfig:
         _check_steps(warmup_steps=self.warmup_steps, total_steps=self.total_steps)
         _check(self.warmup_steps < self.total_steps, f"warmup_steps={self.warmup_steps} must be < total_steps={self.total_steps}; shorten the warmup or raise total_steps")
         check_decay_shape(self.decay_shape, self.min_lr_ratio)
+
+    @property
+    def end_step(self) -> int:
+        """total_steps."""
+        return self.total_steps
 
     def as_wsd(self) -> WSDConfig:
         """The same schedule as a `WSDConfig` with no stable phase."""
@@ -259,14 +317,14 @@ class _WarmupDecayConfig:
 class CosineConfig(_WarmupDecayConfig):
     """`cosine`: linear warmup, then a half cosine from peak_lr to min_lr_ratio * peak_lr."""
 
-    decay_shape: ClassVar[str] = "cosine"
+    decay_shape: ClassVar[DecayShape] = "cosine"
 
 
 @dataclass(frozen=True)
-class LinearConfig(_WarmupDecayConfig):
+class LinearScheduleConfig(_WarmupDecayConfig):
     """`linear`: linear warmup, then a straight line from peak_lr to min_lr_ratio * peak_lr."""
 
-    decay_shape: ClassVar[str] = "linear"
+    decay_shape: ClassVar[DecayShape] = "linear"
 
 
 @dataclass(frozen=True)
@@ -285,6 +343,11 @@ class InverseSqrtConfig:
         _check_steps(warmup_steps=self.warmup_steps)
         _check(self.warmup_steps >= 1, f"warmup_steps={self.warmup_steps} must be >= 1: it sets the 1/sqrt timescale")
 
+    @property
+    def end_step(self) -> None:
+        """None: the LR keeps falling (to its floor) however long the run."""
+        return None
+
     def build(self) -> Schedule:
         """The schedule as jit-friendly functions."""
         warmup = float(self.warmup_steps)
@@ -298,15 +361,16 @@ class InverseSqrtConfig:
                 raise ValueError(f"phase(step) needs step >= 0, got {step=}")
             return "warmup" if step < self.warmup_steps else "decay"
 
-        return Schedule(learning_rate=jax.jit(learning_rate), phase=phase)
+        return Schedule(learning_rate=LearningRate(jax.jit(learning_rate), self.peak_lr), phase=phase)
 
 
-SCHEDULES: dict[str, type[ScheduleConfig]] = {
+SCHEDULES: dict[str, type] = {
     "wsd": WSDConfig,
     "wsd_s": WSDSConfig,
     "cosine": CosineConfig,
-    "linear": LinearConfig,
+    "linear": LinearScheduleConfig,
     "inverse_sqrt": InverseSqrtConfig,
     "rewarm": RewarmConfig,
 }
-register_kinds(SCHEDULES)
+ScheduleChoice = registry_union(SCHEDULES)
+"""Any registered schedule config (the union of `SCHEDULES`' classes), written `{kind: NAME, ...}` in config files."""

@@ -41,6 +41,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
+from tootsie.configfile import names_literal
+
 Scalar = Float[Array, ""]
 
 
@@ -72,6 +74,11 @@ DECAY_SHAPES: dict[str, Callable[[Scalar, Scalar, Scalar], Scalar]] = {
 Hägele et al. 2024 (WSD beyond fixed durations), which drops fastest early;
 `inv_sqrt` is `lr_from / sqrt(1 + ((lr_from / lr_to)^2 - 1) * progress)`, an
 inverse-square-root decay rescaled to land on `lr_to` (so `lr_to` must be > 0).
+"""
+DecayShape = names_literal(DECAY_SHAPES)
+"""The type of a schedule's `decay_shape` field: a key of DECAY_SHAPES, checked when a config file is loaded.
+
+A `Literal` rather than a `kind:` registry: a shape is a name with no options.
 """
 
 

@@ -194,18 +194,25 @@ def skip_bad_steps(
 
 @dataclass(frozen=True)
 class StabilityConfig:
-    """Which stability tools wrap the optimizer (defaults: the 32B run's)."""
+    """Which stability tools wrap the optimizer: by default none, a plain run.
 
-    clip_update_window: int | None = 128
-    """Steps of update-norm history (128 — 32B run); None turns update clipping off."""
+    Switched on, each tool's settings default to where they come from: update
+    clipping to the 32B run's (rolling 128, 2σ), skipping to Levanter's
+    SkipStepConfig (128, 6σ). The 32B run's own settings, which tightened the
+    skip to 2σ and changed over its phases, are the constants of
+    `tootsie.recipes.marin_32b_tables`, used by experiments/marin_32b.py.
+    """
+
+    clip_update_window: int | None = None
+    """Steps of update-norm history; None (the default) turns update clipping off (128 in the 32B run)."""
     clip_update_sigma: float = 2.0
     """Clip updates above mean + this many σ (2.0 — 32B run)."""
-    skip_bad_steps: bool = True
-    """Skip steps whose loss or gradient norm is an outlier, or non-finite (on in the 32B run)."""
+    skip_bad_steps: bool = False
+    """Skip steps whose loss or gradient norm is an outlier, or non-finite (off by default; on in the 32B run from step 72,233)."""
     skip_window: int = 128
-    """Steps of loss / gradient-norm history (128 — Levanter's SkipStepConfig default)."""
+    """Steps of loss / gradient-norm history (128 — Levanter's SkipStepConfig default, also the 32B run's)."""
     skip_sigma: float = 6.0
-    """Skip above mean + this many σ (6.0 — Levanter's SkipStepConfig default)."""
+    """Skip above mean + this many σ (6.0 — Levanter's SkipStepConfig default; the 32B run used 2.0)."""
     max_consecutive_skips: int = 16
     """Outlier skips in a row read as a level shift, which resets the skip history (16 — our choice: bad batches come alone)."""
     max_nonfinite_steps: int = 8
