@@ -173,7 +173,7 @@ def test_non_finite_steps_are_counted_and_abort_with_a_clear_message(skipper) ->
 
 @pytest.fixture(scope="module")
 def stabilized() -> optax.GradientTransformationExtraArgs:
-    return StabilityConfig(clip_update_window=4, skip_window=4).wrap(AdamWConfig().build(lambda count: jnp.asarray(1e-2, jnp.float32)))
+    return StabilityConfig(clip_update_window=4, skip_bad_steps=True, skip_window=4).wrap(AdamWConfig().build(lambda count: jnp.asarray(1e-2, jnp.float32)))
 
 
 def test_stability_metrics_are_read_from_any_state_tree_inside_jit(stabilized) -> None:
