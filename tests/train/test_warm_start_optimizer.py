@@ -88,7 +88,7 @@ def test_adamw_to_adamc_with_guards_carries_moments_and_applies_the_global_step_
         mu = adamc.beta1 * pick(saved.mu) + (1 - adamc.beta1) * grad
         nu = adamc.beta2 * pick(saved.nu) + (1 - adamc.beta2) * grad**2
         direction = (mu / (1 - adamc.beta1**count)) / (jnp.sqrt(nu / (1 - adamc.beta2**count)) + adamc.epsilon)
-        decay = adamc.weight_decay * float(lr(4)) / adamc.peak_lr * pick(before) if decays else 0.0
+        decay = adamc.weight_decay * float(lr(4)) / lr.peak_lr * pick(before) if decays else 0.0
         np.testing.assert_allclose(pick(after) - pick(before), -float(lr(4)) * (direction + decay), rtol=2e-4, atol=1e-9)
     assert float(lr(0)) < 0.3 * float(lr(4))  # what a fresh schedule count would have applied is far off
     final = load_checkpoint(checkpoint_dir(tmp_path / "adamc" / "checkpoints", 5), {"opt_state": abstract_state(target, optimizer)[2]})[0]["opt_state"]
