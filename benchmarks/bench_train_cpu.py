@@ -25,7 +25,7 @@ from tootsie.models.presets import PRESETS
 from tootsie.monitor.metrics_log import METRICS_FILE
 from tootsie.train.config import CheckpointConfig, TrainConfig
 from tootsie.train.schedule import WSDConfig
-from tootsie.train.trainer import train
+from tootsie.eval.training import run_training
 
 
 def main() -> None:
@@ -51,7 +51,7 @@ def main() -> None:
             checkpoints=CheckpointConfig(every_steps=10**9, every_minutes=None),
         )
         started = time.perf_counter()
-        train(config, str(Path(tmp) / "run"))
+        run_training(config, str(Path(tmp) / "run"))
         wall = time.perf_counter() - started
         records = [json.loads(line) for line in (Path(tmp) / "run" / METRICS_FILE).read_text().splitlines()]
     timed = records[1:]  # step 0 includes compilation

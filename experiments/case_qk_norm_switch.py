@@ -14,7 +14,7 @@ Steps (see `tootsie.recipes.case_qk_norm`):
 
 from dataclasses import replace
 
-from tootsie.eval.in_loop import train_with_eval
+from tootsie.eval.training import run_training
 from tootsie.executor import Step
 from tootsie.monitor.run_summary import RunSummaryConfig, summarize_runs
 from tootsie.recipes.case_common import CASE_BATCH, CASE_MODEL, mixture
@@ -43,10 +43,10 @@ def build_steps(switch_step: int = SWITCH_STEP, total_steps: int = TOTAL_STEPS, 
         eval=InLoopEvalConfig(heldout=dict(data.heldout), tokenizer=data.tokenizer, every_steps=eval_every, max_sequences=16),
         checkpoints=CheckpointConfig(every_steps=switch_step),
     )
-    base = Step("case_qk/base", train_with_eval, base_config)
-    control = Step("case_qk/control", train_with_eval, replace(base_config, num_steps=total_steps, warm_start=WarmStartConfig(base.ref())))
+    base = Step("case_qk/base", run_training, base_config)
+    control = Step("case_qk/control", run_training, replace(base_config, num_steps=total_steps, warm_start=WarmStartConfig(base.ref())))
     qk_norm = Step(
-        "case_qk/qk-norm", train_with_eval,
+        "case_qk/qk-norm", run_training,
         replace(base_config, model=replace(CASE_MODEL, qk_norm=True), num_steps=total_steps, warm_start=WarmStartConfig(base.ref(), add_qk_norm=True)),
     )
     runs = {"base": base.ref(), "control": control.ref(), "qk-norm": qk_norm.ref()}

@@ -15,7 +15,7 @@ from tootsie.datakit.tokenizer import TokenizerTrainConfig, train_tokenizer
 from tootsie.models.llama import LlamaConfig
 from tootsie.train.config import TrainConfig
 from tootsie.train.schedule import WSDConfig
-from tootsie.train.trainer import train
+from tootsie.eval.training import run_training
 
 
 @pytest.mark.slow
@@ -26,7 +26,7 @@ def test_eval_bpb_of_a_trained_checkpoint(tmp_path, capsys) -> None:
     tokenize_documents(TokenizeConfig(input=str(tmp_path / "docs"), tokenizer=str(tmp_path / "tok"), engine=EngineConfig(workers=1, progress=False)), str(tmp_path / "cache"))
     model = LlamaConfig(vocab_size=300, hidden_dim=16, intermediate_dim=32, num_layers=1, num_heads=2, num_kv_heads=1)
     data = MixtureConfig(caches={"code": str(tmp_path / "cache")}, stages=(MixtureStage(0, {"code": 1.0}),), seq_len=32, batch_schedule=BatchSchedule.constant(4))
-    train(TrainConfig(model=model, data=data, num_steps=6, schedule=WSDConfig(peak_lr=1e-2, warmup_steps=1, decay_steps=2, total_steps=6)), str(tmp_path / "run"))
+    run_training(TrainConfig(model=model, data=data, num_steps=6, schedule=WSDConfig(peak_lr=1e-2, warmup_steps=1, decay_steps=2, total_steps=6)), str(tmp_path / "run"))
     args = ["eval", "bpb", "--checkpoint", str(tmp_path / "run"), "--data", f"code={tmp_path / 'cache'}", "--tokenizer", str(tmp_path / "tok" / "tokenizer.json"), "--json"]
     assert main(args) == 0
     raw = json.loads(capsys.readouterr().out.strip().splitlines()[-1])

@@ -13,7 +13,7 @@ from tootsie.datakit.engine import EngineConfig
 from tootsie.datakit.parquet_io import write_table_atomic
 from tootsie.datakit.tokenize import TokenizeConfig, tokenize_documents
 from tootsie.datakit.tokenizer import TokenizerTrainConfig, train_tokenizer
-from tootsie.eval.in_loop import train_with_eval
+from tootsie.eval.training import run_training
 from tootsie.eval.lm_eval_step import LM_EVAL_FILE, LMEvalConfig, evaluate_lm_tasks
 from tootsie.eval.lm_eval_tasks import LocalTask, write_tasks
 from tootsie.models.llama import LlamaConfig
@@ -52,7 +52,7 @@ def test_eval_lm_eval_matches_the_in_loop_metrics(tmp_path, capsys) -> None:
         schedule=WSDConfig(peak_lr=1e-2, warmup_steps=1, decay_steps=2, total_steps=4),
         eval=evaluation,
     )
-    train_with_eval(config, str(tmp_path / "run"))
+    run_training(config, str(tmp_path / "run"))
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records if "eval/lm/tootsie_zen/bits_per_byte" in r] == [2, 3]
     final = records[-1]

@@ -10,7 +10,7 @@ from tootsie.datakit.engine import EngineConfig
 from tootsie.datakit.parquet_io import write_table_atomic
 from tootsie.datakit.tokenize import TokenizeConfig, tokenize_documents
 from tootsie.datakit.tokenizer import TokenizerTrainConfig, train_tokenizer
-from tootsie.eval.in_loop import train_with_eval
+from tootsie.eval.training import run_training
 from tootsie.models.llama import LlamaConfig
 from tootsie.monitor.metrics_log import read_metrics
 from tootsie.monitor.spikes import find_spikes
@@ -30,7 +30,7 @@ def test_bpb_is_logged_every_n_steps_for_raw_and_ema(tmp_path) -> None:
         schedule=WSDConfig(peak_lr=1e-2, warmup_steps=1, decay_steps=2, total_steps=7),
         eval=InLoopEvalConfig(heldout={"code": str(tmp_path / "cache")}, tokenizer=str(tmp_path / "tok" / "tokenizer.json"), every_steps=3, max_sequences=4),
     )
-    train_with_eval(config, str(tmp_path / "run"))
+    run_training(config, str(tmp_path / "run"))
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     evaluated = [r["step"] for r in records if "eval/bpb/code" in r]
     assert evaluated == [2, 5, 6]  # after steps 3, 6 and the last (7), logged on the step that produced them

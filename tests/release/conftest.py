@@ -38,7 +38,7 @@ from tootsie.release.hf_weights import model_layout
 from tootsie.train.checkpoint import save_checkpoint
 from tootsie.train.config import CheckpointConfig, TrainConfig, WarmStartConfig
 from tootsie.train.schedule import WSDConfig
-from tootsie.train.trainer import train
+from tootsie.eval.training import run_training
 
 TEXTS = [f"def f{i}(x):\n    return x + {i}  # the value {i * i}\n" for i in range(60)] + ["hello world, said the small model."] * 5
 LLAMA = LlamaConfig(vocab_size=320, hidden_dim=32, intermediate_dim=64, num_layers=2, num_heads=4, num_kv_heads=2)
@@ -103,8 +103,8 @@ def build_fake_run(prefix: Path, tokenizer: Path) -> FakeRun:
         schedule = WSDConfig(peak_lr=1e-3, warmup_steps=2, decay_steps=10, total_steps=30)
         return TrainConfig(model=LLAMA, data=data, num_steps=num_steps, schedule=schedule, warm_start=warm, checkpoints=CheckpointConfig(every_steps=10))
 
-    pretrain = Step("fake/train/pretrain", train, train_config({"code": 0.5, "prose": 0.5}, 20))
-    cooldown = Step("fake/train/cooldown", train, train_config({"code": 0.3, "prose": 0.7}, 30, WarmStartConfig(pretrain.ref("checkpoints/step-000010"))))
+    pretrain = Step("fake/train/pretrain", run_training, train_config({"code": 0.5, "prose": 0.5}, 20))
+    cooldown = Step("fake/train/cooldown", run_training, train_config({"code": 0.3, "prose": 0.7}, 30, WarmStartConfig(pretrain.ref("checkpoints/step-000010"))))
     bpb = Step("fake/eval/bpb", evaluate_bpb, EvalBPBConfig(model=LLAMA, checkpoints={"init": None, "final": cooldown.ref()}, heldout={}, tokenizer=tok.ref("tokenizer.json")))
     graph = build_graph([bpb], prefix)
     environment = Environment(tootsie_version="0.1.0", tootsie_git="abc123", experiment=None, experiment_git=None, packages={}, python="3.11", host="test", pid=1)

@@ -12,7 +12,7 @@ from dataclasses import replace
 from tootsie.configfile import load_config
 from tootsie.train.config import TrainConfig
 from tootsie.train.sharding import MeshConfig
-from tootsie.train.trainer import train
+from tootsie.eval.training import run_training
 
 
 def main(config_file: str, runs: list[str]) -> None:
@@ -21,7 +21,7 @@ def main(config_file: str, runs: list[str]) -> None:
     for run in runs:
         out, data, fsdp, tensor, steps = run.split(":")
         mesh = MeshConfig(data=int(data), fsdp=int(fsdp), tensor=int(tensor))
-        train(replace(config, mesh=mesh, num_steps=int(steps)), out)
+        run_training(replace(config, mesh=mesh, num_steps=int(steps)), out)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.models.llama import LlamaConfig
 from tootsie.train.config import CheckpointConfig, TrainConfig
 from tootsie.train.schedule import WSDConfig
-from tootsie.train.trainer import TrainState, train
+from tootsie.train.trainer import TrainState
+from tootsie.eval.training import run_training
 
 
 @pytest.fixture
@@ -36,7 +37,7 @@ def _traced_steps(out: Path) -> tuple[list[Path], set[int]]:
 
 
 def test_the_window_is_traced_for_perfetto(config: TrainConfig, tmp_path: Path) -> None:
-    train(config, str(tmp_path / "run"))
+    run_training(config, str(tmp_path / "run"))
     files, steps = _traced_steps(tmp_path / "run")
     assert {f.suffix for f in files} >= {".gz", ".pb"}  # perfetto_trace.json.gz, <host>.trace.json.gz, <host>.xplane.pb
     assert steps == {1, 2}  # step 0 (and its compilation) is outside the window
@@ -49,7 +50,7 @@ def test_the_trace_stops_when_training_fails_inside_the_window(config: TrainConf
         return {}
 
     with pytest.raises(RuntimeError, match="boom"):
-        train(config, str(tmp_path / "run"), hooks=[failing])
+        run_training(config, str(tmp_path / "run"), hooks=[failing])
     _, steps = _traced_steps(tmp_path / "run")
     assert steps == {1}
     jax.profiler.start_trace(str(tmp_path / "again"))  # raises if the failed run had left its trace running

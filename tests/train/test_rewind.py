@@ -23,7 +23,7 @@ from tootsie.train.checkpoint import list_checkpoints
 from tootsie.train.config import CheckpointConfig, TrainConfig
 from tootsie.train.rewind import DataSkips, PlateauWatch, RewindConfig
 from tootsie.train.schedule import WSDConfig
-from tootsie.train.trainer import train
+from tootsie.eval.training import run_training
 
 JUNK_START, JUNK_STEPS, STEPS = 32, 10, 72
 WATCH = RewindConfig(spikes=SpikeConfig(window=16, horizon=6, settle=3), max_rewinds=2)
@@ -81,8 +81,8 @@ def runs(tmp_path_factory) -> tuple[TrainConfig, Path]:
         checkpoints=CheckpointConfig(every_steps=4, every_minutes=None),
         ema=None,
     )
-    train(config, str(root / "plain"))
-    train(_with_rewind(config, STEPS), str(root / "rewound"))
+    run_training(config, str(root / "plain"))
+    run_training(_with_rewind(config, STEPS), str(root / "rewound"))
     return config, root
 
 

@@ -23,7 +23,8 @@ from tootsie.train.config import CheckpointConfig, TrainConfig
 from tootsie.train.schedule import WSDConfig
 from tootsie.train.sharding import MESH_AXES, MeshConfig, check_batch_sizes, make_layout, partition_specs
 from tootsie.train.stability import StabilityConfig
-from tootsie.train.trainer import abstract_state, build_optimizer, train
+from tootsie.train.trainer import abstract_state, build_optimizer
+from tootsie.eval.training import run_training
 
 MODEL = LlamaConfig(vocab_size=40, hidden_dim=16, intermediate_dim=32, num_layers=2, num_heads=2, num_kv_heads=2)
 RUNS = Path(__file__).with_name("sharded_runs.py")
@@ -99,7 +100,7 @@ def test_eight_fake_devices_match_one_device_across_meshes_and_a_resume_onto_ano
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=8".strip()}
     runs = [f"{tmp_path / 'd8'}:8:1:1:5", f"{tmp_path / 'd2f4'}:2:4:1:3", f"{tmp_path / 'd2f4'}:2:2:2:5"]  # the last resumes step 3 on data × fsdp × tensor = 2 × 2 × 2
     sharded = subprocess.Popen([sys.executable, str(RUNS), str(tmp_path / "train.yaml"), *runs], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    train(config, str(tmp_path / "one"))  # this process has one CPU device; it trains while the 8-device process does
+    run_training(config, str(tmp_path / "one"))  # this process has one CPU device; it trains while the 8-device process does
     output, _ = communicate(sharded, timeout=600)
     assert sharded.returncode == 0, output[-3000:]
 

@@ -19,7 +19,7 @@ from tootsie.monitor.trackers import TensorBoardConfig, WandbConfig
 from tootsie.train.config import CheckpointConfig, TrainConfig
 from tootsie.train.rewind import RewindConfig
 from tootsie.train.schedule import WSDConfig
-from tootsie.train.trainer import train
+from tootsie.eval.training import run_training
 
 
 @pytest.fixture
@@ -65,7 +65,7 @@ def test_a_tracker_kind_may_appear_once(config: TrainConfig) -> None:
 
 def test_training_feeds_tensorboard_the_same_losses_as_the_jsonl_log(config: TrainConfig, tmp_path: Path) -> None:
     event_pb2 = pytest.importorskip("tensorboardX.proto.event_pb2")
-    train(dataclasses.replace(config, trackers=(TensorBoardConfig(),)), str(tmp_path / "run"))
+    run_training(dataclasses.replace(config, trackers=(TensorBoardConfig(),)), str(tmp_path / "run"))
     jsonl = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     (events_file,) = (tmp_path / "run" / "tensorboard").iterdir()
     data, position, losses, phases = events_file.read_bytes(), 0, {}, []

@@ -15,7 +15,8 @@ from tootsie.train.checkpoint import latest_checkpoint, list_checkpoints, load_c
 from tootsie.train.config import CheckpointConfig, TrainConfig, WarmStartConfig
 from tootsie.train.optimizer import decay_mask
 from tootsie.train.schedule import WSDConfig
-from tootsie.train.trainer import init_model, train
+from tootsie.train.trainer import init_model
+from tootsie.eval.training import run_training
 
 MODEL = LlamaConfig(vocab_size=40, hidden_dim=16, intermediate_dim=32, num_layers=2, num_heads=2, num_kv_heads=1)
 
@@ -35,10 +36,10 @@ def _losses(directory) -> list[float]:
 
 
 def test_resume_reproduces_the_uninterrupted_run_bit_for_bit(config: TrainConfig, tmp_path) -> None:
-    train(config, str(tmp_path / "straight"))
+    run_training(config, str(tmp_path / "straight"))
     short = TrainConfig(**{**config.__dict__, "num_steps": 4})
-    train(short, str(tmp_path / "resumed"))
-    train(config, str(tmp_path / "resumed"))
+    run_training(short, str(tmp_path / "resumed"))
+    run_training(config, str(tmp_path / "resumed"))
     assert _losses(tmp_path / "straight") == _losses(tmp_path / "resumed")
     a, _ = load_checkpoint(latest_checkpoint(tmp_path / "straight" / "checkpoints"), {"model": eqx.filter(init_model(config), eqx.is_array)})
     b, _ = load_checkpoint(latest_checkpoint(tmp_path / "resumed" / "checkpoints"), {"model": eqx.filter(init_model(config), eqx.is_array)})
@@ -47,7 +48,7 @@ def test_resume_reproduces_the_uninterrupted_run_bit_for_bit(config: TrainConfig
 
 def test_training_lowers_the_loss_and_logs_every_step(config: TrainConfig, tmp_path) -> None:
     longer = TrainConfig(**{**config.__dict__, "num_steps": 12})
-    train(longer, str(tmp_path / "run"))
+    run_training(longer, str(tmp_path / "run"))
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == list(range(12))
     assert {"loss", "grad_norm", "lr", "tokens", "tokens_per_s", "phase"} <= set(records[0])
@@ -57,18 +58,18 @@ def test_training_lowers_the_loss_and_logs_every_step(config: TrainConfig, tmp_p
 
 
 def test_warm_start_continues_the_step_count(config: TrainConfig, tmp_path) -> None:
-    train(config, str(tmp_path / "pre"))
+    run_training(config, str(tmp_path / "pre"))
     cooldown = TrainConfig(**{**config.__dict__, "num_steps": 12, "warm_start": WarmStartConfig(str(tmp_path / "pre"))})
-    train(cooldown, str(tmp_path / "cool"))
+    run_training(cooldown, str(tmp_path / "cool"))
     steps = [json.loads(line)["step"] for line in (tmp_path / "cool" / "metrics.jsonl").read_text().splitlines()]
     assert steps == list(range(8, 12))
 
 
 def test_checkpoint_of_another_architecture_is_refused(config: TrainConfig, tmp_path) -> None:
-    train(config, str(tmp_path / "pre"))
+    run_training(config, str(tmp_path / "pre"))
     wider = TrainConfig(**{**config.__dict__, "model": LlamaConfig(**{**MODEL.__dict__, "hidden_dim": 32}), "warm_start": WarmStartConfig(str(tmp_path / "pre")), "num_steps": 10})
     with pytest.raises(TootsieError, match="shape"):
-        train(wider, str(tmp_path / "other"))
+        run_training(wider, str(tmp_path / "other"))
 
 
 def test_weight_decay_skips_embeddings_and_norms() -> None:
@@ -89,14 +90,14 @@ def test_llama_to_qk_norm_warm_start_continues_and_recovers(config: TrainConfig,
     from tootsie.train.stability import StabilityConfig
 
     longer = TrainConfig(**{**config.__dict__, "num_steps": 16, "schedule": WSDConfig(peak_lr=1e-2, warmup_steps=2, decay_steps=0, total_steps=40)})
-    train(longer, str(tmp_path / "llama"))
+    run_training(longer, str(tmp_path / "llama"))
     qk_model = LlamaConfig(**{**MODEL.__dict__, "qk_norm": True})
     rewarm = RewarmConfig(cycles=(16, 40), peak_lrs=(1e-2,), warmup_steps=2, rewarmup_steps=4, rewarm_from="zero", decay_steps=0)
     switched = TrainConfig(
         **{**longer.__dict__, "model": qk_model, "num_steps": 32, "schedule": rewarm, "warm_start": WarmStartConfig(str(tmp_path / "llama"), add_qk_norm=True),
            "stability": StabilityConfig(clip_update_window=8, skip_bad_steps=True, skip_window=8)}
     )
-    train(switched, str(tmp_path / "qk"))
+    run_training(switched, str(tmp_path / "qk"))
     before = [json.loads(line) for line in (tmp_path / "llama" / "metrics.jsonl").read_text().splitlines()]
     after = [json.loads(line) for line in (tmp_path / "qk" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in after] == list(range(16, 32))

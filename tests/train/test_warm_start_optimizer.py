@@ -19,7 +19,8 @@ from tootsie.train.loss import next_token_loss
 from tootsie.train.optimizer import AdamCConfig, AdamWConfig, LRScaledDecayState, MuonConfig
 from tootsie.train.schedule import WSDConfig
 from tootsie.train.stability import StabilityConfig
-from tootsie.train.trainer import abstract_state, at_global_step, build_layout, build_optimizer, initial_state, load_model, train
+from tootsie.train.trainer import abstract_state, build_layout, build_optimizer, initial_state, load_model
+from tootsie.eval.training import run_training
 from tootsie.train.warm_start import carry_optimizer_state, state_identities
 
 MODEL = LlamaConfig(vocab_size=40, hidden_dim=16, intermediate_dim=32, num_layers=2, num_heads=2, num_kv_heads=1)
@@ -35,7 +36,7 @@ def source(make_cache, tmp_path) -> TrainConfig:
     caches = {"a": make_cache("a", [[(3 * i + k) % 37 + 2 for i in range(30)] for k in range(30)], 40)}
     data = MixtureConfig(caches=caches, stages=(MixtureStage(0, {"a": 1.0}),), seq_len=16, batch_schedule=BatchSchedule.constant(4))
     config = TrainConfig(model=MODEL, data=data, num_steps=4, schedule=SCHEDULE, stability=NO_GUARDS, checkpoints=CheckpointConfig(every_steps=100))
-    train(config, str(tmp_path / "adamw"))
+    run_training(config, str(tmp_path / "adamw"))
     return config
 
 
@@ -72,7 +73,7 @@ def test_adamw_to_adamc_with_guards_carries_moments_and_applies_the_global_step_
     assert ".mu." not in fresh_log and ".nu." not in fresh_log
 
     # The first step's update is -schedule(4) times (Adam's direction from the carried moments + AdamC's decay at lr(4) / peak).
-    train(target, str(tmp_path / "adamc"))
+    run_training(target, str(tmp_path / "adamc"))
     before, after = load_model(MODEL, str(tmp_path / "adamw")), load_model(MODEL, str(tmp_path / "adamc"))
     batch = MixtureDataset(source.data).batch(4)
 
@@ -131,11 +132,12 @@ def test_identical_identities_are_ambiguous_and_start_fresh() -> None:
 
 def test_schedule_counts_follow_the_global_step_also_after_a_skipped_step() -> None:
     lr = SCHEDULE.build().learning_rate
-    optimizer = GUARDS.wrap(AdamCConfig().build(lr))
+    adamc = AdamCConfig()
+    optimizer = GUARDS.wrap(adamc.build(lr))
     ones = jax.tree_util.tree_map(jnp.ones_like, PARAMS)
-    _, state = optimizer.update(ones, at_global_step(optimizer.init(PARAMS), jnp.asarray(0)), PARAMS, value=jnp.asarray(jnp.nan))
+    _, state = optimizer.update(ones, adamc.at_global_step(optimizer.init(PARAMS), jnp.asarray(0)), PARAMS, value=jnp.asarray(jnp.nan))
     assert bool(state.skipped)  # the inner state, schedule counts included, stayed at step 0
-    state = at_global_step(state, jnp.asarray(1, jnp.int32))
+    state = adamc.at_global_step(state, jnp.asarray(1, jnp.int32))
     schedules = [n for n in jax.tree_util.tree_leaves(state, is_leaf=_is_schedule) if _is_schedule(n)]
     assert {type(n) for n in schedules} == {optax.ScaleByScheduleState, LRScaledDecayState} and all(int(n.count) == 1 for n in schedules)
     assert int(_adam_states(state)[0].count) == 0  # Adam's bias-correction count belongs to its moments, not to the schedule

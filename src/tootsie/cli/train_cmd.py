@@ -19,7 +19,7 @@ from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.demos.stdlib_demo import SOURCES, DemoSettings, build_data_steps
 from tootsie.errors import TootsieError
-from tootsie.eval.in_loop import train_with_eval
+from tootsie.eval.training import run_training
 from tootsie.executor import failure_summary, run_experiment
 from tootsie.jsonfile import write_json_atomic
 from tootsie.models.llama import LlamaConfig
@@ -67,7 +67,7 @@ def train_command(args: argparse.Namespace) -> int:
     added = tuple(TRACKERS[kind]() for kind in dict.fromkeys(args.tracker) if not any(isinstance(t, TRACKERS[kind]) for t in config.trackers))
     config = replace(config, trackers=config.trackers + added, profile_steps=args.profile or config.profile_steps)
     write_json_atomic(Path(args.out) / "config.json", to_plain(config))  # the resolved config, read by `tootsie report`
-    state = train_with_eval(config, args.out)
+    state = run_training(config, args.out)
     lines = (Path(args.out) / METRICS_FILE).read_text(encoding="utf-8").splitlines()
     final = json.loads(lines[-1]) if lines else {}
     result = {"step": state.step, "loss": final.get("loss"), "out": str(Path(args.out).resolve())}

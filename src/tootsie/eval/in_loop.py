@@ -1,7 +1,8 @@
 """In-loop evaluation: held-out bits-per-byte (raw and EMA weights) and lm-eval tasks while training.
 
-The trainer knows no evaluation; it calls step hooks. `train_with_eval` is the
-training entry point that turns `TrainConfig.eval` into hooks, so every
+The trainer knows no evaluation; it calls step hooks. `evaluation_hook` turns
+`TrainConfig.eval` into one hook, which the training entry point
+(`tootsie.eval.training.run_training`) hands to the loop, so every
 `eval.every_steps` steps (and after the last) the step's metrics record gains
 `eval/bpb/<domain>`, `eval/bpb/macro_avg`, `eval/bpb/micro_avg` and the same
 keys with an `_ema` suffix — the pairs `tootsie monitor spikes` reads as the
@@ -19,7 +20,7 @@ import equinox as eqx
 from tootsie.datakit.tokenizer import load_tokenizer, token_byte_lengths
 from tootsie.eval.bpb import domain_bpb, summarize
 from tootsie.train.config import TrainConfig
-from tootsie.train.trainer import StepHook, TrainState, train
+from tootsie.train.trainer import StepHook, TrainState
 
 
 LM_EVAL_TASKS_DIR = "lm_eval_tasks"
@@ -70,11 +71,11 @@ def lm_eval_hook(config: TrainConfig, output_path: str) -> StepHook:
     return hook
 
 
-def train_with_eval(config: TrainConfig, output_path: str) -> TrainState:
-    """`train`, plus the in-loop evaluation that `config.eval` asks for (none when it is None)."""
-    hooks = []
-    if config.eval is not None and config.eval.heldout:
-        hooks.append(bpb_hook(config))
-    if config.eval is not None and config.eval.lm_eval_tasks:
-        hooks.append(lm_eval_hook(config, output_path))
-    return train(config, output_path, hooks=hooks)
+def evaluation_hook(config: TrainConfig, output_path: str) -> StepHook:
+    """The step hook that runs everything `config.eval` asks for (held-out BPB, lm-eval tasks); `config.eval` must be set."""
+    hooks = ([bpb_hook(config)] if config.eval.heldout else []) + ([lm_eval_hook(config, output_path)] if config.eval.lm_eval_tasks else [])
+
+    def hook(state: TrainState) -> dict[str, float]:
+        return {name: value for part in hooks for name, value in part(state).items()}
+
+    return hook

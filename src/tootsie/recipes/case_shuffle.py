@@ -48,7 +48,7 @@ from matplotlib.figure import Figure
 from tootsie.data.mixture import MixtureDataset
 from tootsie.datakit.token_cache import open_token_cache
 from tootsie.errors import TootsieError
-from tootsie.eval.in_loop import train_with_eval
+from tootsie.eval.training import run_training
 from tootsie.jsonfile import read_json, write_json_atomic
 from tootsie.recipes.case_common import CASE_BATCH, metric_series, mixture, trailing_mean, write_results
 from tootsie.recipes.tiny import TINY_SEQ_LEN
@@ -130,7 +130,7 @@ class SeededTrainConfig:
 def train_with_found_seed(config: SeededTrainConfig, output_path: str) -> None:
     """Train `config.train` with the data seed from `config.seed_file` (with its in-loop evaluation)."""
     seed = int(read_json(Path(config.seed_file))["seed"])
-    train_with_eval(replace(config.train, data=replace(config.train.data, seed=seed)), output_path)
+    run_training(replace(config.train, data=replace(config.train.data, seed=seed)), output_path)
 
 
 def region_of_sequences(cache: str, local: Integer[np.ndarray, " n"]) -> Int64[np.ndarray, " n"]:

@@ -19,7 +19,7 @@ from pathlib import Path
 import yaml
 
 from tootsie.errors import TootsieError
-from tootsie.eval.in_loop import train_with_eval
+from tootsie.eval.training import run_training
 from tootsie.train.config import TrainConfig
 
 COMPONENTS_ENV = "TOOTSIE_COMPONENTS"
@@ -61,4 +61,4 @@ def train_phase(config: TrainConfig, output_path: str) -> None:
             f"{len(missing)} mixture component(s) have no token cache: {paths}; write a JSON file mapping each component "
             f"name to its token cache directory and set {COMPONENTS_ENV}=<file> (see docs/recipes.md)"
         )
-    train_with_eval(config, output_path)
+    run_training(config, output_path)

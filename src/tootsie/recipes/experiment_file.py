@@ -48,7 +48,7 @@ class RecipeExperiment:
         return recipe_plan(self.recipe, self.build_steps(scale), scale)
 
     def selected(self) -> tuple[Scale, list[Step[Any]], Callable[[], dict[str, Any]]]:
-        """SCALE, STEPS and PLAN at the scale $TOOTSIE_SCALE names: the full phases, or the tiny data, phases and reports."""
+        """SCALE, STEPS and PLAN at the scale $TOOTSIE_SCALE names: the full phases, or the tiny data and phases."""
         scale = selected_scale({"full": FULL, "tiny": self.tiny})
         if scale is self.tiny:
             steps, reports = tiny_recipe_steps(self.recipe, self.tiny, self.tiny_eval_every)

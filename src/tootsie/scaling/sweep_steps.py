@@ -29,7 +29,8 @@ from tootsie.scaling.sweep import PlannedRun, SweepPlan
 from tootsie.train.config import CheckpointConfig, TrainConfig
 from tootsie.train.optimizer import AdamWConfig
 from tootsie.train.schedule import WSDConfig
-from tootsie.train.trainer import load_model, train
+from tootsie.train.trainer import load_model
+from tootsie.eval.training import run_training
 
 
 @dataclass(frozen=True)
@@ -130,7 +131,7 @@ def sweep_steps(
     """The collect step of the whole sweep (its train and eval steps are its inputs)."""
     records = []
     for run in plan.runs:
-        trained = Step(f"{prefix}/train/{run.name}", train, train_config(run, plan, caches, mix), description=f"isoflop run {run.name}")
+        trained = Step(f"{prefix}/train/{run.name}", run_training, train_config(run, plan, caches, mix), description=f"isoflop run {run.name}")
         scored = Step(
             f"{prefix}/eval/{run.name}",
             evaluate_run,

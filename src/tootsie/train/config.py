@@ -27,6 +27,7 @@ from tootsie.executor.step import unhashed
 from tootsie.models.llama import LlamaConfig
 from tootsie.monitor.trackers import TrackerChoice
 from tootsie.train.ema import EMAConfig
+from tootsie.train.objectives import NextTokenObjective, ObjectiveChoice
 from tootsie.train.optimizer import AdamWConfig, OptimizerChoice
 from tootsie.train.rewind import DataSkips, RewindConfig
 from tootsie.train.schedule import ScheduleChoice, WSDConfig
@@ -112,6 +113,8 @@ class TrainConfig:
     """Update-norm clipping and bad-step skipping (both off by default, see `StabilityConfig`; the 32B recipe turns them on)."""
     ema: EMAConfig | None = field(default_factory=EMAConfig)
     """EMA of the weights, checkpointed and evaluable; None turns it off."""
+    objective: ObjectiveChoice = field(default_factory=NextTokenObjective)
+    """What the step minimizes (a registry entry): next-token prediction over the loss mask."""
     z_loss_weight: float = 0.0
     """Weight of the z-loss term (1e-4 in Marin's cooldowns)."""
     compute_dtype: str = "float32"
@@ -125,7 +128,7 @@ class TrainConfig:
     checkpoints: CheckpointConfig = field(default_factory=CheckpointConfig)
     """Checkpoint cadence and retention (not hashed)."""
     eval: InLoopEvalConfig | None = None
-    """In-loop held-out evaluation, run by `tootsie.eval.in_loop.train_with_eval` (hashed: its caches are inputs of the step)."""
+    """In-loop held-out evaluation, run by `tootsie.eval.training.run_training` (hashed: its caches are inputs of the step)."""
     rewind: RewindConfig | None = None
     """Rewind to the last good checkpoint and skip the data window when a loss spike becomes a plateau (off: None)."""
     trackers: tuple[TrackerChoice, ...] = unhashed(())

@@ -30,7 +30,7 @@ the type of `TrainConfig.optimizer`, is the union derived from `OPTIMIZERS`.
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -101,8 +101,30 @@ def _check_adam_fields(config: "AdamWConfig | AdamCConfig | NAdamWConfig | MuonC
         raise ValueError(f"max_grad_norm must be positive or None, got {config.max_grad_norm}")
 
 
+class ScheduledByGlobalStep:
+    """Base of every optimizer config: which of its states count the steps a learning-rate schedule reads, and how to set them.
+
+    The train step calls `at_global_step` before every update, so the LR applied
+    is always `schedule(global step)`: without it the schedule would read the
+    optimizer's own update count, which restarts at 0 when a warm start changes
+    the optimizer chain and stands still on skipped steps, while the logged `lr`
+    follows the global step. Each optimizer lists its own schedule-reading states.
+    """
+
+    schedule_states: ClassVar[tuple[type, ...]] = (optax.ScaleByScheduleState,)
+
+    def at_global_step(self, opt_state: optax.OptState, step: Int[Array, ""]) -> optax.OptState:
+        """`opt_state` with the `count` of every state in `schedule_states` set to the global `step`."""
+        states = self.schedule_states
+
+        def align(node: Any) -> Any:
+            return node._replace(count=jnp.asarray(step, node.count.dtype)) if isinstance(node, states) else node
+
+        return jax.tree_util.tree_map(align, opt_state, is_leaf=lambda node: isinstance(node, states))
+
+
 @dataclass(frozen=True)
-class AdamWConfig:
+class AdamWConfig(ScheduledByGlobalStep):
     """AdamW hyperparameters and the gradient clipping in front of it."""
 
     weight_decay: float = 0.1
@@ -162,13 +184,16 @@ def add_lr_scaled_decay(weight_decay: float, learning_rate: LearningRate, mask: 
 
 
 @dataclass(frozen=True)
-class AdamCConfig:
+class AdamCConfig(ScheduledByGlobalStep):
     """AdamW with corrected weight decay `weight_decay * lr(t) / peak_lr` (AdamC, Defazio 2025, arXiv:2506.02285).
 
     Under a decaying learning rate, AdamW's equilibrium weight norm drifts
     (and gradient norms grow near the end of training); scaling the decay by
     `lr(t) / peak_lr` keeps it steady. The 32B Bison/Mantis cooldowns used it.
     """
+
+    schedule_states: ClassVar[tuple[type, ...]] = (optax.ScaleByScheduleState, LRScaledDecayState)
+    """AdamC's decay factor `lr(t) / peak_lr` also reads the schedule at its own count."""
 
     weight_decay: float = 0.1
     """Decay at the peak learning rate; the step applies `lr * weight_decay * lr / peak_lr * p`, peak_lr the schedule's."""
@@ -208,7 +233,7 @@ class NAdamWConfig(AdamWConfig):
 
 
 @dataclass(frozen=True)
-class MuonConfig:
+class MuonConfig(ScheduledByGlobalStep):
     """Muon (`optax.contrib.muon`) on per-layer weight matrices, masked AdamW on everything else."""
 
     muon_lr_ratio: float = 1.0

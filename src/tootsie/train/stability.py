@@ -144,7 +144,7 @@ def skip_bad_steps(
     (window 128, 6σ, history of window // 2 before acting). Skipping freezes
     the inner schedule count too, so the optimizer's learning rate lags the
     global step by `skipped_steps` unless the caller realigns the counts (the
-    trainer does, `trainer.at_global_step`).
+    trainer does, the optimizer config's `at_global_step`).
     """
     min_count = _check_window(window, k_sigma, min_history)
     if max_consecutive_skips < 1:

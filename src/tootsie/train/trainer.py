@@ -13,9 +13,10 @@ directory again resumes from its newest checkpoint, and `warm_start` starts a
 new run (a cooldown, an architecture switch) from another run's checkpoint.
 
 The learning rate is a function of the global step alone: before every update
-the step sets the optimizer's schedule counts to it (`at_global_step`), so a
-warm start into another optimizer chain, or a skipped step, cannot make the
-applied LR drift from the logged one. Arrays live on a device mesh
+the step sets the optimizer's schedule counts to it (the optimizer config's
+`at_global_step`), so a warm start into another optimizer chain, or a skipped
+step, cannot make the applied LR drift from the logged one. The loss is the
+configured objective's (`tootsie.train.objectives`). Arrays live on a device mesh
 (`tootsie.train.sharding`): params, optimizer state and EMA sharded by logical
 axis, each batch split by rows; on one device that is a 1 × 1 × 1 mesh.
 
@@ -48,8 +49,7 @@ from tootsie.monitor.throughput import mfu
 from tootsie.monitor.trackers import Trackers, open_trackers
 from tootsie.train.checkpoint import STATE_FILE, checkpoint_dir, fill_matching, is_tensor, latest_checkpoint, load_checkpoint, prune_temporary, read_tensors, save_checkpoint
 from tootsie.train.config import TrainConfig
-from tootsie.train.loss import cast_floats, next_token_loss
-from tootsie.train.optimizer import LRScaledDecayState
+from tootsie.train.loss import cast_floats
 from tootsie.train.rewind import DataSkips, PlateauWatch, read_rewinds, record_rewind, rewind_event, rewind_fields, rewind_target, skips_of
 from tootsie.train.sharding import Layout, agree, barrier, check_batch_sizes, gather, global_batch, initialize_distributed, is_main_process, make_layout, place
 from tootsie.train.stability import accumulate_gradients, adam_moment_norms, per_layer_update_norms, stability_metrics
@@ -103,46 +103,29 @@ def build_optimizer(config: TrainConfig) -> optax.GradientTransformationExtraArg
     return config.stability.wrap(config.optimizer.build(config.schedule.build().learning_rate))
 
 
-SCHEDULE_STATES = (optax.ScaleByScheduleState, LRScaledDecayState)
-"""Optimizer states whose `count` is the step a learning-rate schedule is read at."""
-
-
-def at_global_step(opt_state: optax.OptState, step: jax.Array) -> optax.OptState:
-    """`opt_state` with every schedule count set to the global `step`, so the LR applied is always `schedule(step)`.
-
-    Without this the schedule would read the optimizer's own update count,
-    which restarts at 0 when a warm start changes the optimizer chain (fresh
-    counts) and stands still on skipped steps, while the logged `lr` follows
-    the global step. In a run without either the two are equal, so nothing changes.
-    """
-
-    def align(node: Any) -> Any:
-        return node._replace(count=jnp.asarray(step, node.count.dtype)) if isinstance(node, SCHEDULE_STATES) else node
-
-    return jax.tree_util.tree_map(align, opt_state, is_leaf=lambda node: isinstance(node, SCHEDULE_STATES))
-
-
 def make_train_step(config: TrainConfig, optimizer: optax.GradientTransformationExtraArgs, layout: Layout):
     """The jitted step `(model, opt_state, ema, step, tokens, segments, mask) -> (model, opt_state, ema, metrics)`, keeping `layout`'s shardings."""
     compute_dtype = jnp.dtype(config.compute_dtype)
     replicated = NamedSharding(layout.mesh, PartitionSpec())
 
+    objective = config.objective
+
     def loss_fn(model: LlamaModel, tokens: jax.Array, segment_ids: jax.Array, loss_mask: jax.Array):
-        return next_token_loss(cast_floats(model, compute_dtype), tokens, segment_ids, loss_mask, config.z_loss_weight)
+        return objective.loss(cast_floats(model, compute_dtype), tokens, segment_ids, loss_mask, config.z_loss_weight)
 
     value_and_grad = eqx.filter_value_and_grad(loss_fn, has_aux=True)
 
     @eqx.filter_jit(donate="all-except-first")
     def train_step(model: LlamaModel, opt_state: optax.OptState, ema: Any, step: jax.Array, tokens: jax.Array, segment_ids: jax.Array, loss_mask: jax.Array):
         if config.microbatches > 1:
-            total, (cross_entropy, z_loss), grads = accumulate_gradients(
-                value_and_grad, model, (tokens, segment_ids, loss_mask), config.microbatches, weight_fn=lambda t, s, m: m.sum()
+            total, objective_metrics, grads = accumulate_gradients(
+                value_and_grad, model, (tokens, segment_ids, loss_mask), config.microbatches, weight_fn=objective.batch_weight
             )
         else:
-            (total, (cross_entropy, z_loss)), grads = value_and_grad(model, tokens, segment_ids, loss_mask)
+            (total, objective_metrics), grads = value_and_grad(model, tokens, segment_ids, loss_mask)
         grads = jax.lax.with_sharding_constraint(grads, layout.params)
         params = eqx.filter(model, eqx.is_array)
-        updates, opt_state = optimizer.update(grads, at_global_step(opt_state, step), params, value=total)
+        updates, opt_state = optimizer.update(grads, config.optimizer.at_global_step(opt_state, step), params, value=total)
         model = eqx.filter_shard(eqx.apply_updates(model, updates), layout.params)
         opt_state = jax.lax.with_sharding_constraint(opt_state, layout.opt_state)
         stability = stability_metrics(opt_state)
@@ -152,8 +135,7 @@ def make_train_step(config: TrainConfig, optimizer: optax.GradientTransformation
             ema = jax.lax.with_sharding_constraint(jax.tree_util.tree_map(lambda old, new: jnp.where(skipped, old, new), ema, updated), layout.params)
         head = model.embed if model.lm_head is None else model.lm_head
         metrics = {
-            "loss": cross_entropy,
-            "z_loss": z_loss,
+            **objective_metrics,
             "grad_norm": optax.tree.norm(grads),
             "update_norm": optax.tree.norm(updates),
             "lm_head_norm": optax.tree.norm(head),
@@ -315,11 +297,19 @@ def _try_rewind(config: TrainConfig, optimizer: optax.GradientTransformation, la
     return initial_state(config, optimizer, output, layout), [*events, event]
 
 
-def train(config: TrainConfig, output_path: str, hooks: Sequence[StepHook] = ()) -> TrainState:
+def train_loop(config: TrainConfig, output_path: str, evaluation: StepHook | None = None, hooks: Sequence[StepHook] = ()) -> TrainState:
     """Train to `config.num_steps`, resuming if `output_path` has checkpoints; write metrics and checkpoints.
 
+    The loop of the train layer, which knows no evaluation: `evaluation` is the
+    step hook that carries out `config.eval`, built by the one training entry
+    point `tootsie.eval.training.run_training` (use that). A config with `eval`
+    and no `evaluation`, or the reverse, is refused rather than half run.
     On several hosts every process calls this with the same arguments; process 0 writes the files.
     """
+    if (config.eval is None) != (evaluation is None):
+        mismatch = "config.eval is set but no evaluation hook was given" if evaluation is None else "an evaluation hook was given but config.eval is None"
+        raise TootsieError(f"{mismatch}: train through tootsie.eval.training.run_training, which builds the evaluation from config.eval")
+    hooks = (evaluation, *hooks) if evaluation is not None else tuple(hooks)
     initialize_distributed(config.distributed)
     output = Path(output_path)
     data = MixtureDataset(config.data)
