@@ -53,7 +53,13 @@ def main() -> None:
             np.asarray(open_token_cache(path).tokens).sum()  # warm the page cache
         rng = np.random.default_rng(1)
         weights = {name: float(w) for name, w in zip(caches, rng.dirichlet(np.ones(args.components)))}
-        config = MixtureConfig(caches=caches, stages=(MixtureStage(0, weights),), seq_len=args.seq_len, batch_schedule=BatchSchedule.constant(args.batch_size), permutation=permutation_config(args.permutation))
+        config = MixtureConfig(
+            caches=caches,
+            stages=(MixtureStage(0, weights),),
+            seq_len=args.seq_len,
+            batch_schedule=BatchSchedule.constant(args.batch_size),
+            permutation=permutation_config(args.permutation),
+        )
         dataset = MixtureDataset(config)
         dataset.batch(0)
         started = time.perf_counter()
@@ -84,8 +90,12 @@ def main() -> None:
         "baseline_random_slice_tokens_per_s": round(tokens / baseline_seconds),
         "ratio_to_baseline": round(baseline_seconds / batch_seconds, 3),
     }
-    print(f"batch(step): {result['tokens_per_s'] / 1e6:.1f} M tokens/s, {result['sequences_per_s']} sequences/s on one core; index math {100 * result['index_math_share']:.0f} % of the time")
-    print(f"baseline random {args.seq_len}-token memmap slices: {result['baseline_random_slice_tokens_per_s'] / 1e6:.1f} M tokens/s (batch/baseline {result['ratio_to_baseline']:.2f})")
+    print(
+        f"batch(step): {result['tokens_per_s'] / 1e6:.1f} M tokens/s, {result['sequences_per_s']} sequences/s on one core; index math {100 * result['index_math_share']:.0f} % of the time"
+    )
+    print(
+        f"baseline random {args.seq_len}-token memmap slices: {result['baseline_random_slice_tokens_per_s'] / 1e6:.1f} M tokens/s (batch/baseline {result['ratio_to_baseline']:.2f})"
+    )
     print(json.dumps(result))
 
 

@@ -63,8 +63,13 @@ print(json.dumps({"seconds": seconds, "self_rss_mb": resource.getrusage(resource
 
 def run_stage(stage: str, env: dict[str, str] | None = None, **args: object) -> dict:
     """Run one stage in a fresh interpreter (with extra environment `env`) and return its timing and memory record."""
-    completed = subprocess.run([sys.executable, "-c", CHILD, stage, json.dumps(args)], capture_output=True, text=True, check=True,
-                               env={**os.environ, **(env or {})})
+    completed = subprocess.run(
+        [sys.executable, "-c", CHILD, stage, json.dumps(args)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, **(env or {})},
+    )
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
@@ -84,12 +89,19 @@ def bench_size(root: Path, megabytes: int, workers: int, repeats: int, tokenizer
         for stage in order:
             if stage == "tokenize":
                 out = str(root / f"cache-{megabytes}-{round_index}")
-                runs[stage].append(run_stage("tokenize", threads, input=normalized_dir, tokenizer=str(tokenizer), out=out, workers=workers))
+                runs[stage].append(
+                    run_stage(
+                        "tokenize", threads, input=normalized_dir, tokenizer=str(tokenizer), out=out, workers=workers
+                    )
+                )
                 shutil.rmtree(out)
             else:
                 runs[stage].append(run_stage("raw_encode", threads, input=normalized_dir, tokenizer=str(tokenizer)))
-        print(f"  {megabytes} MB round {round_index + 1}/{repeats}: tokenize {runs['tokenize'][-1]['seconds']:.1f} s, "
-              f"raw encode_batch {runs['raw_encode_batch'][-1]['seconds']:.1f} s", flush=True)
+        print(
+            f"  {megabytes} MB round {round_index + 1}/{repeats}: tokenize {runs['tokenize'][-1]['seconds']:.1f} s, "
+            f"raw encode_batch {runs['raw_encode_batch'][-1]['seconds']:.1f} s",
+            flush=True,
+        )
     ratios = [r["seconds"] / t["seconds"] for t, r in zip(runs["tokenize"], runs["raw_encode_batch"], strict=True)]
     mb = text_bytes / 1e6
     figures = {
@@ -105,7 +117,11 @@ def bench_size(root: Path, megabytes: int, workers: int, repeats: int, tokenizer
 
 
 def _spread(values: list[float], digits: int) -> dict[str, float]:
-    return {"median": round(float(np.median(values)), digits), "min": round(min(values), digits), "max": round(max(values), digits)}
+    return {
+        "median": round(float(np.median(values)), digits),
+        "min": round(min(values), digits),
+        "max": round(max(values), digits),
+    }
 
 
 def _rates(records: list[dict], docs: int, mb: float, cores: int) -> dict:
@@ -125,7 +141,9 @@ def main() -> None:
     """Parse flags, run every size, print a table and the JSON line."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="30,300", help="corpus sizes in MB, comma-separated")
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="tokenize processes = the peer's Rayon threads")
+    parser.add_argument(
+        "--workers", type=int, default=os.cpu_count() or 1, help="tokenize processes = the peer's Rayon threads"
+    )
     parser.add_argument("--repeats", type=int, default=3, help="rounds of tokenize and raw encode_batch, interleaved")
     args = parser.parse_args()
     results, tokenizer = [], None
@@ -133,16 +151,32 @@ def main() -> None:
         for size in (int(s) for s in args.sizes.split(",")):
             figures, tokenizer = bench_size(Path(tmp), size, args.workers, args.repeats, tokenizer)
             results.append(figures)
-            print(f"{figures['megabytes']} MB, {figures['docs']} docs, {args.workers} cores per side, {args.repeats} rounds (median [min-max])")
+            print(
+                f"{figures['megabytes']} MB, {figures['docs']} docs, {args.workers} cores per side, {args.repeats} rounds (median [min-max])"
+            )
             for stage in ("normalize", "tokenize", "raw_encode_batch"):
                 r = figures[stage]
-                print(f"  {stage:<17} {r['seconds']['median']:>8.1f} s [{r['seconds']['min']:.1f}-{r['seconds']['max']:.1f}]  "
-                      f"{r['mb_per_s']['median']:>6.2f} MB/s [{r['mb_per_s']['min']:.2f}-{r['mb_per_s']['max']:.2f}]  "
-                      f"{r['mb_per_s_per_core']['median']:>6.2f} MB/s/core  worker RSS {r['peak_rss_mb_worker']:>7.1f} MB  main RSS {r['peak_rss_mb_main']:>7.1f} MB")
+                print(
+                    f"  {stage:<17} {r['seconds']['median']:>8.1f} s [{r['seconds']['min']:.1f}-{r['seconds']['max']:.1f}]  "
+                    f"{r['mb_per_s']['median']:>6.2f} MB/s [{r['mb_per_s']['min']:.2f}-{r['mb_per_s']['max']:.2f}]  "
+                    f"{r['mb_per_s_per_core']['median']:>6.2f} MB/s/core  worker RSS {r['peak_rss_mb_worker']:>7.1f} MB  main RSS {r['peak_rss_mb_main']:>7.1f} MB"
+                )
             ratio = figures["tokenize_vs_raw_encode_ratio"]
-            print(f"  tokenize / raw encode_batch throughput: {ratio['median']:.2f} [{ratio['min']:.2f}-{ratio['max']:.2f}]")
-    print(json.dumps({"benchmark": "datakit", "workers": args.workers, "repeats": args.repeats, "cpu_count": os.cpu_count(),
-                      "loadavg_1min_end": os.getloadavg()[0], "results": results}))
+            print(
+                f"  tokenize / raw encode_batch throughput: {ratio['median']:.2f} [{ratio['min']:.2f}-{ratio['max']:.2f}]"
+            )
+    print(
+        json.dumps(
+            {
+                "benchmark": "datakit",
+                "workers": args.workers,
+                "repeats": args.repeats,
+                "cpu_count": os.cpu_count(),
+                "loadavg_1min_end": os.getloadavg()[0],
+                "results": results,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

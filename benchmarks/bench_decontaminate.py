@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for the test sui
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # for corpus.py
 
 from corpus import documents as corpus_documents  # noqa: E402
+
 from tests.datakit.test_decontaminate import gsm8k_style_items, plant, write_documents, write_jsonl  # noqa: E402
 from tootsie.datakit.decontaminate import DecontaminateConfig, decontaminate  # noqa: E402
 from tootsie.datakit.engine import EngineConfig  # noqa: E402
@@ -71,10 +72,17 @@ def main() -> None:
     parser.add_argument("--mb", type=float, default=40.0, help="corpus size in MB of text")
     parser.add_argument("--doc-chars", type=int, default=4000, help="characters per document")
     parser.add_argument("--eval-items", type=int, default=1319, help="eval questions (GSM8K test has 1,319)")
-    parser.add_argument("--plant-every", type=int, default=100, help="plant an eval question in one document in this many")
+    parser.add_argument(
+        "--plant-every", type=int, default=100, help="plant an eval question in one document in this many"
+    )
     parser.add_argument("--shards", type=int, default=8, help="document shards")
     parser.add_argument("--workers", type=int, default=1, help="worker processes of the stage")
-    parser.add_argument("--workdir", type=Path, default=None, help="where to write the corpus (default: a temporary directory, removed after)")
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=None,
+        help="where to write the corpus (default: a temporary directory, removed after)",
+    )
     args = parser.parse_args()
 
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench-decon-"))
@@ -90,12 +98,18 @@ def main() -> None:
             planted[k] = item["id"]
             sibling = k + args.plant_every // 2
             if sibling < len(documents):
-                documents[sibling] = plant(siblings[rng.randrange(len(siblings))]["question"], documents[sibling], k, rng)
+                documents[sibling] = plant(
+                    siblings[rng.randrange(len(siblings))]["question"], documents[sibling], k, rng
+                )
                 sibling_docs.append(sibling)
         write_documents(workdir / "docs", documents, shards=args.shards)
         eval_file = write_jsonl(workdir / "gsm8k_style_test.jsonl", items)
         corpus_mb = sum(len(d.encode("utf-8")) for d in documents) / 1e6
-        config = DecontaminateConfig(input=str(workdir / "docs"), eval_files=(str(eval_file),), engine=EngineConfig(workers=args.workers, progress=False))
+        config = DecontaminateConfig(
+            input=str(workdir / "docs"),
+            eval_files=(str(eval_file),),
+            engine=EngineConfig(workers=args.workers, progress=False),
+        )
 
         start = time.perf_counter()
         index = NgramIndex.build([[item["question"]] for item in items], config.ngram)
@@ -135,11 +149,19 @@ def main() -> None:
             "sibling_median_max_overlap": round(sibling_overlap, 4),
             "stats": stats,
         }
-        print(f"corpus: {len(documents):,} docs, {corpus_mb:.1f} MB; eval: {len(items):,} items, {len(index.keys):,} distinct {config.ngram}-grams (index built in {index_seconds * 1e3:.0f} ms)")
-        print(f"stage with {args.workers} worker(s): {stage_seconds:.2f} s wall -> {result['docs_per_s_per_core']:,} docs/s/core, {result['mb_per_s_per_core']} MB/s/core")
-        print(f"stage CPU time (all processes): {stage_cpu:.2f} s -> {result['docs_per_cpu_s']:,} docs per CPU-second, {result['mb_per_cpu_s']} MB per CPU-second")
+        print(
+            f"corpus: {len(documents):,} docs, {corpus_mb:.1f} MB; eval: {len(items):,} items, {len(index.keys):,} distinct {config.ngram}-grams (index built in {index_seconds * 1e3:.0f} ms)"
+        )
+        print(
+            f"stage with {args.workers} worker(s): {stage_seconds:.2f} s wall -> {result['docs_per_s_per_core']:,} docs/s/core, {result['mb_per_s_per_core']} MB/s/core"
+        )
+        print(
+            f"stage CPU time (all processes): {stage_cpu:.2f} s -> {result['docs_per_cpu_s']:,} docs per CPU-second, {result['mb_per_cpu_s']} MB per CPU-second"
+        )
         print(f"scan phases in one process: {result['scan_phases_s']} -> {result['scan_only_mb_per_s']} MB/s")
-        print(f"planted recall: {found}/{len(planted)}; siblings flagged: {sibling_flagged:.1%} (median max_overlap {sibling_overlap:.3f}); stats: {stats}")
+        print(
+            f"planted recall: {found}/{len(planted)}; siblings flagged: {sibling_flagged:.1%} (median max_overlap {sibling_overlap:.3f}); stats: {stats}"
+        )
         print(json.dumps(result))
     finally:
         if args.workdir is None:

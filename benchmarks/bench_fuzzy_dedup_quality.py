@@ -84,13 +84,17 @@ def jaccard(a: set[bytes], b: set[bytes]) -> float:
 def dissimilar_bases(count: int, seed: int) -> list[str]:
     """`count` stdlib pieces, none with an estimated Jaccard >= 0.3 to an earlier one."""
     pieces = stdlib_pieces(seed)
-    hasher = MinHashConfig(num_bands=143).build()  # 2 rows per band: a pair at J = 0.3 shares a band with probability ~1
+    hasher = MinHashConfig(
+        num_bands=143
+    ).build()  # 2 rows per band: a pair at J = 0.3 shares a band with probability ~1
     signatures = hasher.signatures(pieces)
     clusters = lsh_clusters(iter(hasher.band_keys(signatures)), np.arange(len(pieces)), signatures, 0.3)
     dropped = set(clusters.members[clusters.members != clusters.firsts].tolist())
     kept = [piece for i, piece in enumerate(pieces) if i not in dropped]
     if len(kept) < count:
-        raise SystemExit(f"only {len(kept)} mutually dissimilar base documents in this stdlib; ask for --bases {len(kept)} or fewer")
+        raise SystemExit(
+            f"only {len(kept)} mutually dissimilar base documents in this stdlib; ask for --bases {len(kept)} or fewer"
+        )
     return kept[:count]
 
 
@@ -127,7 +131,9 @@ def groups(out: Path) -> list[int]:
     table = pa.concat_tables([pq.read_table(p) for p in sorted(out.glob("part-*.parquet"))])
     first_with_id: dict[str, int] = {}
     result = []
-    for ordinal, (doc_id, cluster) in enumerate(zip(table.column("id").to_pylist(), table.column("fuzzy_cluster").to_pylist(), strict=True)):
+    for ordinal, (doc_id, cluster) in enumerate(
+        zip(table.column("id").to_pylist(), table.column("fuzzy_cluster").to_pylist(), strict=True)
+    ):
         first = first_with_id.setdefault(doc_id, ordinal)
         result.append(cluster if cluster >= 0 else first)
     return result
@@ -148,28 +154,54 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         write_shards(Path(tmp) / "docs", docs, args.shards)
         started = time.perf_counter()
-        stats = dedup(DedupConfig(input=str(Path(tmp) / "docs"), threshold=args.threshold, paragraphs=False, engine=EngineConfig(workers=args.workers, progress=False)), str(Path(tmp) / "out"))
+        stats = dedup(
+            DedupConfig(
+                input=str(Path(tmp) / "docs"),
+                threshold=args.threshold,
+                paragraphs=False,
+                engine=EngineConfig(workers=args.workers, progress=False),
+            ),
+            str(Path(tmp) / "out"),
+        )
         seconds = time.perf_counter() - started
         group = groups(Path(tmp) / "out")
 
     members: dict[int, list[int]] = defaultdict(list)
     for ordinal, f in enumerate(family):
         members[f].append(ordinal)
-    labelled = [(i, j, jaccard(shingles[i], shingles[j])) for docs_of_family in members.values() for i, j in itertools.combinations(docs_of_family, 2)]
+    labelled = [
+        (i, j, jaccard(shingles[i], shingles[j]))
+        for docs_of_family in members.values()
+        for i, j in itertools.combinations(docs_of_family, 2)
+    ]
     clustered: dict[int, list[int]] = defaultdict(list)
     for ordinal, g in enumerate(group):
         clustered[g].append(ordinal)
-    cross = [jaccard(shingles[i], shingles[j]) for docs_of_group in clustered.values() for i, j in itertools.combinations(docs_of_group, 2) if family[i] != family[j]]
+    cross = [
+        jaccard(shingles[i], shingles[j])
+        for docs_of_group in clustered.values()
+        for i, j in itertools.combinations(docs_of_group, 2)
+        if family[i] != family[j]
+    ]
 
     truth = np.array([j for _, _, j in labelled])
     merged = np.array([group[a] == group[b] for a, b, _ in labelled])
     rows = []
-    print(f"{len(docs)} documents ({args.bases} bases x {args.variants} variants), {len(labelled)} labelled pairs, threshold {args.threshold}")
+    print(
+        f"{len(docs)} documents ({args.bases} bases x {args.variants} variants), {len(labelled)} labelled pairs, threshold {args.threshold}"
+    )
     print(f"{'true Jaccard':<14}{'pairs':>7}{'merged':>8}{'rate':>8}")
     for lo, hi in itertools.pairwise(BUCKETS):
         in_bucket = (truth >= lo) & (truth < hi)
         rate = float(merged[in_bucket].mean()) if in_bucket.any() else float("nan")
-        rows.append({"bucket": f"[{lo:.1f},{min(hi, 1.0):.1f}{']' if hi > 1 else ')'}", "pairs": int(in_bucket.sum()), "merged": int(merged[in_bucket].sum()), "rate": round(rate, 4)})
+        rows.append(
+            {
+                "bucket": f"[{lo:.1f},{min(hi, 1.0):.1f}{']' if hi > 1 else ')'}",
+                "pairs": int(in_bucket.sum()),
+                "merged": int(merged[in_bucket].sum()),
+                "rate": round(rate, 4),
+            }
+        )
         print(f"{rows[-1]['bucket']:<14}{rows[-1]['pairs']:>7}{rows[-1]['merged']:>8}{rate:>8.3f}")
     above = truth >= args.threshold
     true_merges = int((merged & above).sum()) + sum(j >= args.threshold for j in cross)
@@ -196,13 +228,23 @@ def main() -> None:
     result["precision_base_variant"] = round(float((truth[direct & merged] >= args.threshold).mean()), 4)
     by_kind = {}
     for kind in KINDS:
-        pairs = [m for (a, b, j), m in zip(labelled, merged, strict=True) if j >= args.threshold and {kinds[a], kinds[b]} == {"base", kind}]
+        pairs = [
+            m
+            for (a, b, j), m in zip(labelled, merged, strict=True)
+            if j >= args.threshold and {kinds[a], kinds[b]} == {"base", kind}
+        ]
         by_kind[kind] = round(float(np.mean(pairs)), 4) if pairs else None
     result["recall_by_kind"] = by_kind
-    print(f"recall (true J >= {args.threshold}): {recall:.4f} (goal >= 0.95)   precision: {precision:.4f} ({len(cross)} merges across families)")
-    print(f"precision of base-variant pairs alone (no transitive merges between variants): {result['precision_base_variant']:.4f}")
+    print(
+        f"recall (true J >= {args.threshold}): {recall:.4f} (goal >= 0.95)   precision: {precision:.4f} ({len(cross)} merges across families)"
+    )
+    print(
+        f"precision of base-variant pairs alone (no transitive merges between variants): {result['precision_base_variant']:.4f}"
+    )
     print("recall of base-variant pairs by kind: " + ", ".join(f"{k} {v}" for k, v in by_kind.items()))
-    print(f"LSH index: {result['index_bytes_per_doc']} bytes/doc; signatures for verification: {4 * num_perms} bytes/doc (memory-mapped)")
+    print(
+        f"LSH index: {result['index_bytes_per_doc']} bytes/doc; signatures for verification: {4 * num_perms} bytes/doc (memory-mapped)"
+    )
     print(f"dedup stage: {seconds:.2f} s, {len(docs) / seconds:.0f} docs/s with {args.workers} workers")
     print(json.dumps(result))
 

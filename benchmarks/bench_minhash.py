@@ -107,7 +107,9 @@ def word_shingles(text: str) -> list[bytes]:
     tokens = words(text)
     if len(tokens) < NGRAM:
         return [b" ".join(tokens)] if tokens else []
-    return list(map(b" ".join, zip(*(tokens[i:] for i in range(NGRAM)))))  # the fastest pure-Python 5-gram join measured
+    return list(
+        map(b" ".join, zip(*(tokens[i:] for i in range(NGRAM))))
+    )  # the fastest pure-Python 5-gram join measured
 
 
 def true_jaccard(a: str, b: str) -> float:
@@ -204,7 +206,9 @@ def accuracy(docs: list[str], pairs: int, seed: int) -> dict[str, dict[str, floa
     shingles = [word_shingles(text) for text in originals + copies]
     estimates = {"tootsie": estimated_jaccard(signatures[:pairs], signatures[pairs:])}
     for name, num_perms in [("rensa", NUM_PERMS), (f"rensa@{RENSA_EQUAL_ERROR_PERMS}", RENSA_EQUAL_ERROR_PERMS)]:
-        rows = np.array(RMinHash.digest_matrix_from_token_byte_sets(shingles, num_perms, SEED).to_rows(), dtype=np.uint32)
+        rows = np.array(
+            RMinHash.digest_matrix_from_token_byte_sets(shingles, num_perms, SEED).to_rows(), dtype=np.uint32
+        )
         estimates[name] = estimated_jaccard(rows[:pairs], rows[pairs:])
     for name, kwargs in [("datasketch", {}), ("datasketch-xxh32", {"hashfunc": xxhash.xxh32_intdigest})]:
         sketches = MinHash.bulk(shingles, num_perm=NUM_PERMS, seed=SEED, **kwargs)
@@ -212,7 +216,11 @@ def accuracy(docs: list[str], pairs: int, seed: int) -> dict[str, dict[str, floa
     out = {"truth": {"mean": float(truth.mean()), "pairs": pairs}}
     for name, estimate in estimates.items():
         error = estimate - truth
-        out[name] = {"mae": float(np.abs(error).mean()), "mae_se": float(np.abs(error).std(ddof=1) / np.sqrt(pairs)), "bias": float(error.mean())}
+        out[name] = {
+            "mae": float(np.abs(error).mean()),
+            "mae_se": float(np.abs(error).std(ddof=1) / np.sqrt(pairs)),
+            "bias": float(error.mean()),
+        }
     return out
 
 
@@ -225,7 +233,9 @@ def main() -> None:
     """Build the documents, time every implementation in rotating order, check accuracy, print a table and a JSON line."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", type=int, default=3000, help="documents to sign")
-    parser.add_argument("--repeats", type=int, default=9, help="rounds; each runs every implementation once, in rotating order")
+    parser.add_argument(
+        "--repeats", type=int, default=9, help="rounds; each runs every implementation once, in rotating order"
+    )
     parser.add_argument("--pairs", type=int, default=1000, help="edited pairs for the accuracy check")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
@@ -240,8 +250,12 @@ def main() -> None:
     docs = stdlib_documents(args.docs, args.seed)
     mb = sum(len(d.encode("utf-8")) for d in docs) / 1e6
     shingles = sum(len(word_shingles(d)) for d in docs)
-    print(f"{len(docs)} documents, {mb:.2f} MB, {shingles / len(docs):.0f} word 5-grams per document, {NUM_PERMS} permutations, batches of {BATCH_ROWS}")
-    print(f"datasketch {datasketch.__version__}, rensa {version('rensa')}, numpy {np.__version__}, RAYON_NUM_THREADS={os.environ['RAYON_NUM_THREADS']}")
+    print(
+        f"{len(docs)} documents, {mb:.2f} MB, {shingles / len(docs):.0f} word 5-grams per document, {NUM_PERMS} permutations, batches of {BATCH_ROWS}"
+    )
+    print(
+        f"datasketch {datasketch.__version__}, rensa {version('rensa')}, numpy {np.__version__}, RAYON_NUM_THREADS={os.environ['RAYON_NUM_THREADS']}"
+    )
     runs = implementations(docs)
     names = list(runs)
     times: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
@@ -253,28 +267,48 @@ def main() -> None:
         load.append(os.getloadavg()[0])
 
     result: dict[str, object] = {"docs": len(docs), "mb": round(mb, 3), "num_perms": NUM_PERMS, "repeats": args.repeats}
-    result |= {"datasketch_version": datasketch.__version__, "rensa_version": version("rensa"), "loadavg_1min": spread(load)}
-    print(f"\n1-minute load average on {os.cpu_count()} CPUs, before the run and after each repeat: median {np.median(load):.2f} [{min(load):.2f}-{max(load):.2f}]")
-    print(f"{'implementation':<22} {'docs/s wall: median [min-max]':>32} {'docs/CPU-s: median [min-max]':>32} {'CPU/wall':>9}")
+    result |= {
+        "datasketch_version": datasketch.__version__,
+        "rensa_version": version("rensa"),
+        "loadavg_1min": spread(load),
+    }
+    print(
+        f"\n1-minute load average on {os.cpu_count()} CPUs, before the run and after each repeat: median {np.median(load):.2f} [{min(load):.2f}-{max(load):.2f}]"
+    )
+    print(
+        f"{'implementation':<22} {'docs/s wall: median [min-max]':>32} {'docs/CPU-s: median [min-max]':>32} {'CPU/wall':>9}"
+    )
     for name in names:
         wall = spread([len(docs) / w for w, _ in times[name]])
         cpu = spread([len(docs) / c for _, c in times[name]])
         load = np.median([c / w for w, c in times[name]])
         result[name] = {"docs_per_s": wall, "docs_per_cpu_s": cpu, "cpu_over_wall": float(load)}
-        print(f"{name:<22} {wall['median']:>12,.0f} [{wall['min']:>7,.0f}-{wall['max']:>7,.0f}] {cpu['median']:>14,.0f} [{cpu['min']:>7,.0f}-{cpu['max']:>7,.0f}] {load:>9.2f}")
+        print(
+            f"{name:<22} {wall['median']:>12,.0f} [{wall['min']:>7,.0f}-{wall['max']:>7,.0f}] {cpu['median']:>14,.0f} [{cpu['min']:>7,.0f}-{cpu['max']:>7,.0f}] {load:>9.2f}"
+        )
     print("\ntootsie's speed-up per repeat, median [min-max]:")
-    for peer in ["datasketch-bulk", "datasketch-bulk-xxh32", "rensa-matrix", "rensa-update", f"rensa-matrix@{RENSA_EQUAL_ERROR_PERMS}"]:
+    for peer in [
+        "datasketch-bulk",
+        "datasketch-bulk-xxh32",
+        "rensa-matrix",
+        "rensa-update",
+        f"rensa-matrix@{RENSA_EQUAL_ERROR_PERMS}",
+    ]:
         wall = spread([p[0] / t[0] for t, p in zip(times["tootsie"], times[peer], strict=True)])
         cpu = spread([p[1] / t[1] for t, p in zip(times["tootsie"], times[peer], strict=True)])
         result[f"speedup_over_{peer}"] = {"wall": wall, "cpu": cpu}
-        print(f"  over {peer:<22} wall {wall['median']:5.2f}x [{wall['min']:.2f}-{wall['max']:.2f}]  CPU {cpu['median']:5.2f}x [{cpu['min']:.2f}-{cpu['max']:.2f}]")
+        print(
+            f"  over {peer:<22} wall {wall['median']:5.2f}x [{wall['min']:.2f}-{wall['max']:.2f}]  CPU {cpu['median']:5.2f}x [{cpu['min']:.2f}-{cpu['max']:.2f}]"
+        )
     sketch = spread([r[1] / t[1] for t, r in zip(times["sketch:tootsie"], times["sketch:rensa"], strict=True)])
     print(f"  sketch only (same shingle keys), CPU: {sketch['median']:.2f}x [{sketch['min']:.2f}-{sketch['max']:.2f}]")
     result["sketch_only_speedup_cpu"] = sketch
 
     errors = accuracy(docs, args.pairs, args.seed)
     result["accuracy"] = errors
-    print(f"\naccuracy on {args.pairs} edited pairs (mean true J {errors['truth']['mean']:.3f}), MAE +- standard error (mean signed error):")
+    print(
+        f"\naccuracy on {args.pairs} edited pairs (mean true J {errors['truth']['mean']:.3f}), MAE +- standard error (mean signed error):"
+    )
     for name in ["tootsie", "datasketch", "datasketch-xxh32", "rensa", f"rensa@{RENSA_EQUAL_ERROR_PERMS}"]:
         e = errors[name]
         print(f"  {name:<17} {e['mae']:.4f} +- {e['mae_se']:.4f} ({e['bias']:+.4f})")

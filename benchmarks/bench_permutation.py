@@ -48,8 +48,13 @@ def main() -> None:
     for kind in args.kinds.split(","):
         permutation = make_permutation(kind, args.length, args.seed)
         results[kind] = {name: best_rate(permutation, indices, args.repeats) for name, indices in patterns.items()}
-        print(f"{kind:>8}: " + "  ".join(f"{name} {rate / 1e6:7.1f} M indices/s" for name, rate in results[kind].items()), flush=True)
-    print(json.dumps({"length": args.length, "count": args.count, "repeats": args.repeats, "indices_per_second": results}))
+        print(
+            f"{kind:>8}: " + "  ".join(f"{name} {rate / 1e6:7.1f} M indices/s" for name, rate in results[kind].items()),
+            flush=True,
+        )
+    print(
+        json.dumps({"length": args.length, "count": args.count, "repeats": args.repeats, "indices_per_second": results})
+    )
 
 
 if __name__ == "__main__":

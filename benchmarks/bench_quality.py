@@ -62,7 +62,9 @@ def write_documents(directory: Path, texts: list[str], shard_mb: float) -> tuple
         size += len(text.encode("utf-8"))
         if size >= shard_mb * 1e6 or i == len(texts) - 1:
             ids = [content_id(t) for t in shard]
-            pq.write_table(pa.table({"id": ids, "text": shard, "source_id": ids}), directory / f"part-{index:05d}.parquet")
+            pq.write_table(
+                pa.table({"id": ids, "text": shard, "source_id": ids}), directory / f"part-{index:05d}.parquet"
+            )
             total, shard, size, index = total + size, [], 0, index + 1
     return len(texts), total
 
@@ -77,7 +79,13 @@ def report(label: str, docs: int, nbytes: int, wall: float, cpu: float, cores: i
     """Print and return one run's figures."""
     mb = nbytes / 1e6
     rate = mb / wall
-    row = {"docs": docs, "mb": round(mb, 2), "seconds": round(wall, 2), "cpu_seconds": round(cpu, 2), "docs_per_s": round(docs / wall, 1)}
+    row = {
+        "docs": docs,
+        "mb": round(mb, 2),
+        "seconds": round(wall, 2),
+        "cpu_seconds": round(cpu, 2),
+        "docs_per_s": round(docs / wall, 1),
+    }
     row |= {"mb_per_s": round(rate, 3), "mb_per_s_per_core": round(rate / cores, 3), "mb_per_cpu_s": round(mb / cpu, 3)}
     print(
         f"{label:<28} {docs:>6} docs {mb:5.1f} MB {wall:6.2f} s {row['docs_per_s']:>6.0f} docs/s "
@@ -108,7 +116,14 @@ def main() -> None:
                 out = root / f"quality-{source}-{workers}"
                 started, cpu = time.perf_counter(), cpu_seconds()
                 stats = quality(QualityConfig(input=str(root / source), rules=rules, engine=engine), str(out))
-                row = report(f"quality {source} workers={workers}", docs, nbytes, time.perf_counter() - started, cpu_seconds() - cpu, workers)
+                row = report(
+                    f"quality {source} workers={workers}",
+                    docs,
+                    nbytes,
+                    time.perf_counter() - started,
+                    cpu_seconds() - cpu,
+                    workers,
+                )
                 results[f"quality_{source}_w{workers}"] = row | {"kept": stats["kept"]}
         workers = worker_counts[-1]
         attributes = str(root / f"quality-prose-{workers}")
@@ -118,9 +133,25 @@ def main() -> None:
         )
         docs, nbytes = len(corpora["prose"][0]), sum(len(t.encode("utf-8")) for t in corpora["prose"][0])
         started, cpu = time.perf_counter(), cpu_seconds()
-        stats = consolidate(ConsolidateConfig(input=str(root / "prose"), attributes=filters, engine=EngineConfig(workers=workers, progress=False)), str(root / "consolidated"))
-        row = report(f"consolidate prose workers={workers}", docs, nbytes, time.perf_counter() - started, cpu_seconds() - cpu, workers)
-        results[f"consolidate_prose_w{workers}"] = row | {"output_docs": stats["output_docs"], "removed_by": stats["removed_by"], "chars_removed_by": stats["chars_removed_by"]}
+        stats = consolidate(
+            ConsolidateConfig(
+                input=str(root / "prose"), attributes=filters, engine=EngineConfig(workers=workers, progress=False)
+            ),
+            str(root / "consolidated"),
+        )
+        row = report(
+            f"consolidate prose workers={workers}",
+            docs,
+            nbytes,
+            time.perf_counter() - started,
+            cpu_seconds() - cpu,
+            workers,
+        )
+        results[f"consolidate_prose_w{workers}"] = row | {
+            "output_docs": stats["output_docs"],
+            "removed_by": stats["removed_by"],
+            "chars_removed_by": stats["chars_removed_by"],
+        }
     print(json.dumps(results))
 
 

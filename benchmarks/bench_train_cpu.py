@@ -21,11 +21,11 @@ import numpy as np
 from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.datakit.token_cache import TokenCacheWriter
+from tootsie.eval.training import run_training
 from tootsie.models.presets import PRESETS
 from tootsie.monitor.metrics_log import METRICS_FILE
 from tootsie.train.config import CheckpointConfig, TrainConfig
 from tootsie.train.schedule import WSDConfig
-from tootsie.eval.training import run_training
 
 
 def main() -> None:
@@ -44,7 +44,12 @@ def main() -> None:
         writer.close()
         config = TrainConfig(
             model=model,
-            data=MixtureConfig(caches={"synthetic": str(Path(tmp) / "cache")}, stages=(MixtureStage(0, {"synthetic": 1.0}),), seq_len=args.seq_len, batch_schedule=BatchSchedule.constant(args.batch_size)),
+            data=MixtureConfig(
+                caches={"synthetic": str(Path(tmp) / "cache")},
+                stages=(MixtureStage(0, {"synthetic": 1.0}),),
+                seq_len=args.seq_len,
+                batch_schedule=BatchSchedule.constant(args.batch_size),
+            ),
             num_steps=args.steps + 1,
             schedule=WSDConfig(peak_lr=1e-3, warmup_steps=2, decay_steps=0, total_steps=args.steps + 1),
             ema=None,
@@ -67,7 +72,9 @@ def main() -> None:
         "wall_seconds": round(wall, 1),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
-    print(f"tootsie train, {result['parameters'] / 1e6:.1f} M parameters: {result['tokens_per_s']:.0f} tokens/s, peak RSS {result['peak_rss_mb']:.0f} MB")
+    print(
+        f"tootsie train, {result['parameters'] / 1e6:.1f} M parameters: {result['tokens_per_s']:.0f} tokens/s, peak RSS {result['peak_rss_mb']:.0f} MB"
+    )
     print(json.dumps(result))
 
 

@@ -76,8 +76,10 @@ optimizer:
 def setup(root: Path, steps: int, seq_len: int, batch_size: int) -> None:
     """Write the documents, the id-per-word tokenizer and Levanter's config under `root`, which must be new or empty."""
     if root.exists() and any(root.iterdir()):
-        raise SystemExit(f"{root} is not empty: Levanter would reuse the token cache of an earlier run there; "
-                         "give every run a fresh directory, e.g. --dir $(mktemp -d /tmp/levbench-XXXX)")
+        raise SystemExit(
+            f"{root} is not empty: Levanter would reuse the token cache of an earlier run there; "
+            "give every run a fresh directory, e.g. --dir $(mktemp -d /tmp/levbench-XXXX)"
+        )
     root.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(0)
     lengths = rng.integers(100, 2000, size=4000)
@@ -89,9 +91,14 @@ def setup(root: Path, steps: int, seq_len: int, batch_size: int) -> None:
     tokenizer = Tokenizer(models.WordLevel({str(i): i for i in range(VOCAB_SIZE)}, unk_token="0"))
     tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tokenizer.save(str(tokenizer_dir / "tokenizer.json"))
-    (tokenizer_dir / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "0"}), encoding="utf-8")
+    (tokenizer_dir / "tokenizer_config.json").write_text(
+        json.dumps({"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "0"}), encoding="utf-8"
+    )
     # One warm-up step (compilation) plus the timed ones, as bench_train_cpu.py.
-    (root / "config.yaml").write_text(CONFIG.format(root=root, tokenizer=tokenizer_dir, seq_len=seq_len, batch_size=batch_size, steps=steps + 1), encoding="utf-8")
+    (root / "config.yaml").write_text(
+        CONFIG.format(root=root, tokenizer=tokenizer_dir, seq_len=seq_len, batch_size=batch_size, steps=steps + 1),
+        encoding="utf-8",
+    )
     print(f"wrote {root}/config.yaml ({int(lengths.sum()):,} tokens of documents)")
 
 

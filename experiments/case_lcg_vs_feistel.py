@@ -17,7 +17,14 @@ from tootsie.executor import Step
 from tootsie.monitor.run_summary import RunSummaryConfig, summarize_runs
 from tootsie.recipes.case_common import CASE_MODEL, mixture
 from tootsie.recipes.case_shuffle import (
-    ORDERED, SEED_FILE, SeededTrainConfig, SeedSearchConfig, ShuffleAnalysisConfig, analyze_shuffle, find_poor_lcg_seed, train_with_found_seed,
+    ORDERED,
+    SEED_FILE,
+    SeededTrainConfig,
+    SeedSearchConfig,
+    ShuffleAnalysisConfig,
+    analyze_shuffle,
+    find_poor_lcg_seed,
+    train_with_found_seed,
 )
 from tootsie.recipes.tiny_data import ConcatCachesConfig, concatenate_caches, tiny_data_steps
 from tootsie.train.config import CheckpointConfig, InLoopEvalConfig, TrainConfig
@@ -35,7 +42,11 @@ PERMUTATIONS = ("linear", "feistel")
 def build_steps(train_steps: int = TRAIN_STEPS, eval_every: int = EVAL_EVERY) -> list[Step]:
     """The case study's steps for runs of `train_steps` steps (tests build a shorter one)."""
     data = tiny_data_steps()
-    ordered = Step("case_lcg/ordered-corpus", concatenate_caches, ConcatCachesConfig(tuple(data.train[kind] for kind in REGIONS), tokens_each=TOKENS_EACH))
+    ordered = Step(
+        "case_lcg/ordered-corpus",
+        concatenate_caches,
+        ConcatCachesConfig(tuple(data.train[kind] for kind in REGIONS), tokens_each=TOKENS_EACH),
+    )
     seed = Step("case_lcg/seed", find_poor_lcg_seed, SeedSearchConfig(cache=ordered.ref(), steps=train_steps, bands=3))
     arms = {}
     for permutation in PERMUTATIONS:
@@ -46,14 +57,24 @@ def build_steps(train_steps: int = TRAIN_STEPS, eval_every: int = EVAL_EVERY) ->
             optimizer=AdamWConfig(weight_decay=0.1),
             schedule=WSDConfig(peak_lr=3e-3, warmup_steps=20, decay_steps=0, total_steps=train_steps),
             ema=None,
-            eval=InLoopEvalConfig(heldout={kind: data.heldout[kind] for kind in REGIONS}, tokenizer=data.tokenizer, every_steps=eval_every, max_sequences=16),
+            eval=InLoopEvalConfig(
+                heldout={kind: data.heldout[kind] for kind in REGIONS},
+                tokenizer=data.tokenizer,
+                every_steps=eval_every,
+                max_sequences=16,
+            ),
             checkpoints=CheckpointConfig(every_steps=train_steps),
         )
-        arms[permutation] = Step(f"case_lcg/train-{permutation}", train_with_found_seed, SeededTrainConfig(train, seed.ref(SEED_FILE)))
+        arms[permutation] = Step(
+            f"case_lcg/train-{permutation}", train_with_found_seed, SeededTrainConfig(train, seed.ref(SEED_FILE))
+        )
     runs = {permutation: step.ref() for permutation, step in arms.items()}
     analysis = Step(
-        "case_lcg/analysis", analyze_shuffle,
-        ShuffleAnalysisConfig(runs=runs, cache=ordered.ref(), seed_file=seed.ref(SEED_FILE), regions=REGIONS, steps=train_steps),
+        "case_lcg/analysis",
+        analyze_shuffle,
+        ShuffleAnalysisConfig(
+            runs=runs, cache=ordered.ref(), seed_file=seed.ref(SEED_FILE), regions=REGIONS, steps=train_steps
+        ),
     )
     figures = {"Case study: LCG vs Feistel on an ordered corpus": analysis.ref("figure.png")}
     return [analysis, Step("case_lcg/report", summarize_runs, RunSummaryConfig(runs=runs, figures=figures))]

@@ -40,18 +40,32 @@ def build_steps(switch_step: int = SWITCH_STEP, total_steps: int = TOTAL_STEPS, 
         optimizer=AdamWConfig(weight_decay=0.1),
         schedule=WSDConfig(peak_lr=3e-3, warmup_steps=20, decay_steps=0, total_steps=total_steps),
         ema=None,
-        eval=InLoopEvalConfig(heldout=dict(data.heldout), tokenizer=data.tokenizer, every_steps=eval_every, max_sequences=16),
+        eval=InLoopEvalConfig(
+            heldout=dict(data.heldout), tokenizer=data.tokenizer, every_steps=eval_every, max_sequences=16
+        ),
         checkpoints=CheckpointConfig(every_steps=switch_step),
     )
     base = Step("case_qk/base", run_training, base_config)
-    control = Step("case_qk/control", run_training, replace(base_config, num_steps=total_steps, warm_start=WarmStartConfig(base.ref())))
+    control = Step(
+        "case_qk/control",
+        run_training,
+        replace(base_config, num_steps=total_steps, warm_start=WarmStartConfig(base.ref())),
+    )
     qk_norm = Step(
-        "case_qk/qk-norm", run_training,
-        replace(base_config, model=replace(CASE_MODEL, qk_norm=True), num_steps=total_steps, warm_start=WarmStartConfig(base.ref(), add_qk_norm=True)),
+        "case_qk/qk-norm",
+        run_training,
+        replace(
+            base_config,
+            model=replace(CASE_MODEL, qk_norm=True),
+            num_steps=total_steps,
+            warm_start=WarmStartConfig(base.ref(), add_qk_norm=True),
+        ),
     )
     runs = {"base": base.ref(), "control": control.ref(), "qk-norm": qk_norm.ref()}
     analysis = Step(
-        "case_qk/analysis", analyze_qk_norm, QKNormAnalysisConfig(runs=runs, switch_step=switch_step, tokens_per_step=CASE_BATCH * TINY_SEQ_LEN)
+        "case_qk/analysis",
+        analyze_qk_norm,
+        QKNormAnalysisConfig(runs=runs, switch_step=switch_step, tokens_per_step=CASE_BATCH * TINY_SEQ_LEN),
     )
     figures = {"Case study: the QK-norm warm start, penalty and recovery": analysis.ref("figure.png")}
     return [analysis, Step("case_qk/report", summarize_runs, RunSummaryConfig(runs=runs, figures=figures))]

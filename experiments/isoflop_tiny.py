@@ -39,7 +39,9 @@ SWEEP = SweepConfig(
 )
 
 tokenizer, caches = build_data_steps(DemoSettings())
-SWEEP_PLAN = load_plan(os.environ["TOOTSIE_SCALING_PLAN"]) if os.environ.get("TOOTSIE_SCALING_PLAN") else plan_sweep(SWEEP)
+SWEEP_PLAN = (
+    load_plan(os.environ["TOOTSIE_SCALING_PLAN"]) if os.environ.get("TOOTSIE_SCALING_PLAN") else plan_sweep(SWEEP)
+)
 STEPS = [
     sweep_steps(
         SWEEP_PLAN,

@@ -48,15 +48,32 @@ QK_NORM_SCHEDULE = RewarmConfig(
     decay_steps=0,
 )
 COOLDOWN_SCHEDULE = WSDConfig(
-    peak_lr=t.PEAK_LR, warmup_steps=0, decay_steps=t.COOLDOWN_END - t.PHASE3_END, total_steps=t.COOLDOWN_END, min_lr_ratio=t.COOLDOWN_MIN_LR_RATIO
+    peak_lr=t.PEAK_LR,
+    warmup_steps=0,
+    decay_steps=t.COOLDOWN_END - t.PHASE3_END,
+    total_steps=t.COOLDOWN_END,
+    min_lr_ratio=t.COOLDOWN_MIN_LR_RATIO,
 )
 NO_GUARDS = StabilityConfig(clip_update_window=None, skip_bad_steps=False)
 ALL_GUARDS = StabilityConfig(
-    clip_update_window=t.UPDATE_CLIP_WINDOW, clip_update_sigma=t.UPDATE_CLIP_SIGMA, skip_bad_steps=True, skip_window=t.SKIP_WINDOW, skip_sigma=t.SKIP_SIGMA
+    clip_update_window=t.UPDATE_CLIP_WINDOW,
+    clip_update_sigma=t.UPDATE_CLIP_SIGMA,
+    skip_bad_steps=True,
+    skip_window=t.SKIP_WINDOW,
+    skip_sigma=t.SKIP_SIGMA,
 )
-SKIP_ONLY = StabilityConfig(clip_update_window=None, skip_bad_steps=True, skip_window=t.SKIP_WINDOW, skip_sigma=t.SKIP_SIGMA)
+SKIP_ONLY = StabilityConfig(
+    clip_update_window=None, skip_bad_steps=True, skip_window=t.SKIP_WINDOW, skip_sigma=t.SKIP_SIGMA
+)
 ADAMW = AdamWConfig(weight_decay=t.WEIGHT_DECAY, max_grad_norm=t.GRAD_CLIP)
-PHASE1_SHARED = dict(retro_phase="phase1", model="marin-32b", schedule=PRETRAIN_SCHEDULE, ema=EMA, z_loss_weight=t.Z_LOSS, permutation="linear")
+PHASE1_SHARED = dict(
+    retro_phase="phase1",
+    model="marin-32b",
+    schedule=PRETRAIN_SCHEDULE,
+    ema=EMA,
+    z_loss_weight=t.Z_LOSS,
+    permutation="linear",
+)
 COOLDOWN = dict(
     start_step=t.PHASE3_END,
     end_step=t.COOLDOWN_END,
@@ -76,38 +93,75 @@ RECIPE = Recipe(
     notes=t.NOTES,
     phases=(
         Phase(
-            name="phase1a", start_step=0, end_step=t.GRAD_CLIP_TIGHTENED_AT, **PHASE1_SHARED,
-            optimizer=AdamWConfig(weight_decay=t.WEIGHT_DECAY, max_grad_norm=t.GRAD_CLIP_BEFORE), stability=NO_GUARDS,
-            mixture=(mix_stage(0, t.PRETRAINING_MIX),), batch_sizes=t.BATCH_SCHEDULE,
+            name="phase1a",
+            start_step=0,
+            end_step=t.GRAD_CLIP_TIGHTENED_AT,
+            **PHASE1_SHARED,
+            optimizer=AdamWConfig(weight_decay=t.WEIGHT_DECAY, max_grad_norm=t.GRAD_CLIP_BEFORE),
+            stability=NO_GUARDS,
+            mixture=(mix_stage(0, t.PRETRAINING_MIX),),
+            batch_sizes=t.BATCH_SCHEDULE,
             note="exp1295_32b: Llama 32B, Nemotron-CC pretraining mix, AdamW 7e-4, grad clip 1.0",
         ),
         Phase(
-            name="phase1b", start_step=t.GRAD_CLIP_TIGHTENED_AT, end_step=t.UPDATE_CLIP_FROM, **PHASE1_SHARED,
-            optimizer=ADAMW, stability=NO_GUARDS, parent="phase1a",
+            name="phase1b",
+            start_step=t.GRAD_CLIP_TIGHTENED_AT,
+            end_step=t.UPDATE_CLIP_FROM,
+            **PHASE1_SHARED,
+            optimizer=ADAMW,
+            stability=NO_GUARDS,
+            parent="phase1a",
             note="max grad norm tightened 1.0 -> 0.2 at ~56.4k",
         ),
         Phase(
-            name="phase1c", start_step=t.UPDATE_CLIP_FROM, end_step=t.UPDATE_CLIP_OFF_FROM, **PHASE1_SHARED,
-            optimizer=ADAMW, stability=ALL_GUARDS, parent="phase1b",
+            name="phase1c",
+            start_step=t.UPDATE_CLIP_FROM,
+            end_step=t.UPDATE_CLIP_OFF_FROM,
+            **PHASE1_SHARED,
+            optimizer=ADAMW,
+            stability=ALL_GUARDS,
+            parent="phase1b",
             note="update-norm clipping (rolling 128, 2 sigma) and skip bad steps from 72,233",
         ),
         Phase(
-            name="phase1d", start_step=t.UPDATE_CLIP_OFF_FROM, end_step=t.PHASE1_END, **PHASE1_SHARED,
-            optimizer=ADAMW, stability=SKIP_ONLY, parent="phase1c",
+            name="phase1d",
+            start_step=t.UPDATE_CLIP_OFF_FROM,
+            end_step=t.PHASE1_END,
+            **PHASE1_SHARED,
+            optimizer=ADAMW,
+            stability=SKIP_ONLY,
+            parent="phase1c",
             note="update clipping accidentally off ~74k-80k (issue #1390), as recorded",
         ),
         Phase(
-            name="phase3", retro_phase="phase3", start_step=t.PHASE1_END, end_step=t.PHASE3_END, model="marin-32b-qk-norm",
-            schedule=QK_NORM_SCHEDULE, optimizer=ADAMW, stability=ALL_GUARDS, ema=EMA, z_loss_weight=t.Z_LOSS, permutation="linear",
-            parent="phase1d", add_qk_norm=True,
+            name="phase3",
+            retro_phase="phase3",
+            start_step=t.PHASE1_END,
+            end_step=t.PHASE3_END,
+            model="marin-32b-qk-norm",
+            schedule=QK_NORM_SCHEDULE,
+            optimizer=ADAMW,
+            stability=ALL_GUARDS,
+            ema=EMA,
+            z_loss_weight=t.Z_LOSS,
+            permutation="linear",
+            parent="phase1d",
+            add_qk_norm=True,
             note="exp1395_qwen3_32b: warm start from the 80k Llama checkpoint into QK-norm, 1,000-step re-warm, LR held",
         ),
         Phase(
-            name="bison", retro_phase="bison", **COOLDOWN, permutation="linear", mixture=(mix_stage(t.PHASE3_END, t.BISON_MIX),),
+            name="bison",
+            retro_phase="bison",
+            **COOLDOWN,
+            permutation="linear",
+            mixture=(mix_stage(t.PHASE3_END, t.BISON_MIX),),
             note="exp1529_32b_bison_cooldown (abandoned): GSM8K-contaminated Dolmino math, LCG phase shift near 190k",
         ),
         Phase(
-            name="mantis", retro_phase="mantis", **COOLDOWN, permutation="feistel",
+            name="mantis",
+            retro_phase="mantis",
+            **COOLDOWN,
+            permutation="feistel",
             mixture=(mix_stage(t.PHASE3_END, t.MANTIS_MIX), mix_stage(t.STACKV2_PYTHON_FROM, t.MANTIS_STACKV2_MIX)),
             note="exp1529_32b_mantis_cooldown (released): Feistel shuffle, MegaMath, StackV2 Python from ~174k",
         ),

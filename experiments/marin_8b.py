@@ -34,11 +34,19 @@ from tootsie.train.schedule import RewarmConfig, WSDConfig, WSDSConfig
 from tootsie.train.stability import StabilityConfig
 
 KESTREL_SCHEDULE = WSDSConfig(
-    peak_lr=t.KESTREL_PEAK_LR, warmup_steps=t.KESTREL_WARMUP, cycles=t.WSD_S_CYCLES, decay_fraction=t.WSD_S_DECAY_FRACTION, min_lr_ratio=t.WSD_S_MIN_LR_RATIO
+    peak_lr=t.KESTREL_PEAK_LR,
+    warmup_steps=t.KESTREL_WARMUP,
+    cycles=t.WSD_S_CYCLES,
+    decay_fraction=t.WSD_S_DECAY_FRACTION,
+    min_lr_ratio=t.WSD_S_MIN_LR_RATIO,
 )
 # Ocelot holds the peak of the WSD whose decay is Jellyfish (the Jellyfish step warm-starts where the decay begins).
 WSD_SCHEDULE = WSDConfig(
-    peak_lr=t.OCELOT_PEAK_LR, warmup_steps=0, decay_steps=t.JELLYFISH_STEPS, total_steps=t.JELLYFISH_END, min_lr_ratio=t.JELLYFISH_MIN_LR_RATIO
+    peak_lr=t.OCELOT_PEAK_LR,
+    warmup_steps=0,
+    decay_steps=t.JELLYFISH_STEPS,
+    total_steps=t.JELLYFISH_END,
+    min_lr_ratio=t.JELLYFISH_MIN_LR_RATIO,
 )
 PHOENIX_SCHEDULE = RewarmConfig(
     cycles=(t.JELLYFISH_END, t.REWARM_CYCLE_END),
@@ -50,17 +58,31 @@ PHOENIX_SCHEDULE = RewarmConfig(
     min_lr_ratio=t.JELLYFISH_MIN_LR_RATIO,
 )
 STARLING_SCHEDULE = WSDConfig(
-    peak_lr=t.OCELOT_PEAK_LR, warmup_steps=0, decay_steps=t.STARLING_STEPS, total_steps=t.STARLING_END, min_lr_ratio=t.STARLING_MIN_LR_RATIO
+    peak_lr=t.OCELOT_PEAK_LR,
+    warmup_steps=0,
+    decay_steps=t.STARLING_STEPS,
+    total_steps=t.STARLING_END,
+    min_lr_ratio=t.STARLING_MIN_LR_RATIO,
 )
 DEEP_END = t.JELLYFISH_END + t.RACCOON_STEPS
 
 
 def deep_cooldown(min_lr_ratio: float) -> WSDConfig:
     """A linear decay from Jellyfish's final LR over the deep-cooldown branch."""
-    return WSDConfig(peak_lr=t.DEEP_COOLDOWN_START_LR, warmup_steps=0, decay_steps=t.RACCOON_STEPS, total_steps=DEEP_END, min_lr_ratio=min_lr_ratio)
+    return WSDConfig(
+        peak_lr=t.DEEP_COOLDOWN_START_LR,
+        warmup_steps=0,
+        decay_steps=t.RACCOON_STEPS,
+        total_steps=DEEP_END,
+        min_lr_ratio=min_lr_ratio,
+    )
 
 
-SHARED = dict(optimizer=AdamWConfig(weight_decay=t.WEIGHT_DECAY, max_grad_norm=t.GRAD_CLIP), stability=StabilityConfig(clip_update_window=None, skip_bad_steps=False), permutation="linear")
+SHARED = dict(
+    optimizer=AdamWConfig(weight_decay=t.WEIGHT_DECAY, max_grad_norm=t.GRAD_CLIP),
+    stability=StabilityConfig(clip_update_window=None, skip_bad_steps=False),
+    permutation="linear",
+)
 LATER = dict(SHARED, model="marin-8b-llama3-rope", ema=EMAConfig(beta=t.EMA_BETA))
 BRANCH = dict(LATER, start_step=t.JELLYFISH_END, end_step=DEEP_END, parent="jellyfish")
 
@@ -72,42 +94,92 @@ RECIPE = Recipe(
     notes=t.NOTES,
     phases=(
         Phase(
-            name="kestrel", retro_phase="kestrel", start_step=0, end_step=t.KESTREL_END, model="marin-8b", schedule=KESTREL_SCHEDULE, ema=None,
-            z_loss_weight=0.0, mixture=(mix_stage(0, t.KESTREL_MIX),), batch_sizes=((0, t.KESTREL_BATCH),), **SHARED,
+            name="kestrel",
+            retro_phase="kestrel",
+            start_step=0,
+            end_step=t.KESTREL_END,
+            model="marin-8b",
+            schedule=KESTREL_SCHEDULE,
+            ema=None,
+            z_loss_weight=0.0,
+            mixture=(mix_stage(0, t.KESTREL_MIX),),
+            batch_sizes=((0, t.KESTREL_BATCH),),
+            **SHARED,
             note="DCLM + StarCoder + ProofPile 2 with WSD-S (decays every 10k, then 20k steps), Llama 2 RoPE settings",
         ),
         Phase(
-            name="ocelot", retro_phase="ocelot", start_step=t.KESTREL_END, end_step=t.OCELOT_END, schedule=WSD_SCHEDULE, z_loss_weight=0.0,
-            batch_sizes=((t.KESTREL_END, t.OCELOT_BATCH),), parent="kestrel", **LATER,
+            name="ocelot",
+            retro_phase="ocelot",
+            start_step=t.KESTREL_END,
+            end_step=t.OCELOT_END,
+            schedule=WSD_SCHEDULE,
+            z_loss_weight=0.0,
+            batch_sizes=((t.KESTREL_END, t.OCELOT_BATCH),),
+            parent="kestrel",
+            **LATER,
             note="batch 4Mi -> 12Mi tokens, LR x sqrt(3) to 1.7e-3, WSD, EMA 0.995, RoPE Llama 2 -> Llama 3 settings",
         ),
         Phase(
-            name="jellyfish", retro_phase="jellyfish", start_step=t.OCELOT_END, end_step=t.JELLYFISH_END, schedule=WSD_SCHEDULE, z_loss_weight=0.0,
-            mixture=(mix_stage(t.OCELOT_END, t.JELLYFISH_MIX),), parent="ocelot", **LATER,
+            name="jellyfish",
+            retro_phase="jellyfish",
+            start_step=t.OCELOT_END,
+            end_step=t.JELLYFISH_END,
+            schedule=WSD_SCHEDULE,
+            z_loss_weight=0.0,
+            mixture=(mix_stage(t.OCELOT_END, t.JELLYFISH_MIX),),
+            parent="ocelot",
+            **LATER,
             note="first cooldown: 1.7e-3 -> 1.7e-4 over 1e12 tokens on the Dolmino/Dolma high-quality mix",
         ),
         Phase(
-            name="phoenix", retro_phase="phoenix", start_step=t.JELLYFISH_END, end_step=t.PHOENIX_END, schedule=PHOENIX_SCHEDULE, z_loss_weight=0.0,
-            mixture=(mix_stage(t.JELLYFISH_END, t.PHOENIX_MIX, transition_steps=t.PHOENIX_TRANSITION_STEPS),), parent="jellyfish", **LATER,
+            name="phoenix",
+            retro_phase="phoenix",
+            start_step=t.JELLYFISH_END,
+            end_step=t.PHOENIX_END,
+            schedule=PHOENIX_SCHEDULE,
+            z_loss_weight=0.0,
+            mixture=(mix_stage(t.JELLYFISH_END, t.PHOENIX_MIX, transition_steps=t.PHOENIX_TRANSITION_STEPS),),
+            parent="jellyfish",
+            **LATER,
             note="reheat: LR 1.7e-4 -> 1.7e-3 and mixture Jellyfish -> Nemotron-CC, both linear over 2,000 steps, then hold",
         ),
         Phase(
-            name="raccoon", retro_phase="raccoon", schedule=deep_cooldown(t.RACCOON_MIN_LR_RATIO), z_loss_weight=0.0, **BRANCH,
+            name="raccoon",
+            retro_phase="raccoon",
+            schedule=deep_cooldown(t.RACCOON_MIN_LR_RATIO),
+            z_loss_weight=0.0,
+            **BRANCH,
             note="deep cooldown 1.7e-4 -> 1.7e-5 over ~100B tokens: the loss creeps up",
         ),
         Phase(
-            name="spoonbill", retro_phase="spoonbill", schedule=deep_cooldown(t.SPOONBILL_MIN_LR / t.DEEP_COOLDOWN_START_LR), z_loss_weight=0.0,
-            mixture=(mix_stage(t.JELLYFISH_END, t.SPOONBILL_MIX),), **BRANCH,
+            name="spoonbill",
+            retro_phase="spoonbill",
+            schedule=deep_cooldown(t.SPOONBILL_MIN_LR / t.DEEP_COOLDOWN_START_LR),
+            z_loss_weight=0.0,
+            mixture=(mix_stage(t.JELLYFISH_END, t.SPOONBILL_MIX),),
+            **BRANCH,
             note="cooldown to 3e-5 with Tulu v3 and FLAN: the creep repeats (lm_head norm explosion)",
         ),
         Phase(
-            name="spoonbill-zloss", retro_phase="spoonbill-zloss", schedule=deep_cooldown(t.SPOONBILL_MIN_LR / t.DEEP_COOLDOWN_START_LR),
-            z_loss_weight=t.Z_LOSS, mixture=(mix_stage(t.JELLYFISH_END, t.SPOONBILL_MIX),), **BRANCH,
+            name="spoonbill-zloss",
+            retro_phase="spoonbill-zloss",
+            schedule=deep_cooldown(t.SPOONBILL_MIN_LR / t.DEEP_COOLDOWN_START_LR),
+            z_loss_weight=t.Z_LOSS,
+            mixture=(mix_stage(t.JELLYFISH_END, t.SPOONBILL_MIX),),
+            **BRANCH,
             note="Spoonbill with the fix: z-loss 1e-4",
         ),
         Phase(
-            name="starling", retro_phase="starling", start_step=t.PHOENIX_END, end_step=t.STARLING_END, schedule=STARLING_SCHEDULE, z_loss_weight=t.Z_LOSS,
-            mixture=(mix_stage(t.PHOENIX_END, t.STARLING_MIX),), batch_sizes=((t.PHOENIX_END, t.STARLING_BATCH),), parent="phoenix", **LATER,
+            name="starling",
+            retro_phase="starling",
+            start_step=t.PHOENIX_END,
+            end_step=t.STARLING_END,
+            schedule=STARLING_SCHEDULE,
+            z_loss_weight=t.Z_LOSS,
+            mixture=(mix_stage(t.PHOENIX_END, t.STARLING_MIX),),
+            batch_sizes=((t.PHOENIX_END, t.STARLING_BATCH),),
+            parent="phoenix",
+            **LATER,
             note="second cooldown 1.7e-3 -> 1.7e-5 over 1.34T tokens, batch 16Mi, z-loss 1e-4, Starling mix with oversampling",
         ),
     ),

@@ -68,7 +68,9 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.section("skips are failures under CI=true", sep="=", red=True, bold=True)
         for nodeid, reason in _SKIPPED:
             terminalreporter.line(f"{nodeid}: {reason}")
-        terminalreporter.line("install every extra (make test does: pip install -e '.[dev,all]') and keep ../shared/seeds beside the repo")
+        terminalreporter.line(
+            "install every extra (make test does: pip install -e '.[dev,all]') and keep ../shared/seeds beside the repo"
+        )
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -22,4 +22,6 @@ def communicate(process: subprocess.Popen, timeout: float) -> tuple[str, str]:
     except subprocess.TimeoutExpired:
         process.kill()
         out, err = process.communicate(timeout=30)
-        pytest.fail(f"{process.args} still ran after {timeout} s; killed it. Its output ended:\n{str(out)[-2000:]}\n{str(err)[-2000:]}")
+        pytest.fail(
+            f"{process.args} still ran after {timeout} s; killed it. Its output ended:\n{str(out)[-2000:]}\n{str(err)[-2000:]}"
+        )

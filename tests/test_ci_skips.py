@@ -33,7 +33,22 @@ def _run_pytest(tmp_path: Path, body: str, ci: str | None) -> subprocess.Complet
     env = {key: value for key, value in os.environ.items() if key != "CI"} | {"PYTHONPATH": str(REPO)}
     if ci is not None:
         env["CI"] = ci
-    argv = [sys.executable, "-m", "pytest", "-p", "tests.conftest", "-q", "-ra", "--rootdir", str(tmp_path), "-c", os.devnull, "-p", "no:cacheprovider", str(tmp_path)]
+    argv = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "tests.conftest",
+        "-q",
+        "-ra",
+        "--rootdir",
+        str(tmp_path),
+        "-c",
+        os.devnull,
+        "-p",
+        "no:cacheprovider",
+        str(tmp_path),
+    ]
     return subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120, check=False)
 
 

@@ -11,7 +11,11 @@ from tootsie.train.config import TrainConfig
 
 CONFIG = TrainConfig(
     model=LlamaConfig(vocab_size=512, hidden_dim=64, num_heads=4, num_kv_heads=2),
-    data=MixtureConfig(caches={"a": "/x", "b": "/y"}, stages=(MixtureStage(0, {"a": 1.0}), MixtureStage(10, {"b": 1.0}, 5)), batch_schedule=BatchSchedule(((0, 8), (20, 16)))),
+    data=MixtureConfig(
+        caches={"a": "/x", "b": "/y"},
+        stages=(MixtureStage(0, {"a": 1.0}), MixtureStage(10, {"b": 1.0}, 5)),
+        batch_schedule=BatchSchedule(((0, 8), (20, 16))),
+    ),
     num_steps=30,
 )
 
@@ -25,7 +29,10 @@ def test_round_trip(tmp_path) -> None:
     ("edit", "message"),
     [
         (lambda t: t.replace("num_steps: 30", "num_steps: 30\nnum_stepz: 3"), "unknown field 'num_stepz'"),
-        (lambda t: t.replace("num_kv_heads: 2", "num_kv_heads: 3"), r"config.model: num_heads=4 must be a multiple of num_kv_heads=3"),
+        (
+            lambda t: t.replace("num_kv_heads: 2", "num_kv_heads: 3"),
+            r"config.model: num_heads=4 must be a multiple of num_kv_heads=3",
+        ),
         (lambda t: t.replace("hidden_dim: 64", "hidden_dim: wide"), r"config.model.hidden_dim: expected int"),
         (lambda t: t.replace("num_steps: 30\n", ""), "missing required field 'num_steps'"),
     ],
@@ -57,11 +64,26 @@ def test_registered_unions_are_tagged_by_kind(tmp_path) -> None:
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (lambda t: t.replace("remat: full", "remat: ful"), r"config.model.remat: unknown name 'ful'; choose one of \['dots', 'full', 'none'\]"),
-        (lambda t: t.replace("decay_shape: linear", "decay_shape: exp"), r"config.schedule.decay_shape: unknown name 'exp'; choose one of \['cosine', 'inv_sqrt', 'linear', 'sqrt'\]"),
-        (lambda t: t.replace("kind: wsd\n", "kind: wsdx\n"), r"config.schedule.kind: unknown kind 'wsdx'; choose one of \['cosine', 'inverse_sqrt', 'linear', 'rewarm', 'wsd', 'wsd_s'\]"),
-        (lambda t: t.replace("kind: feistel\n", "kind: fiestel\n"), r"config.data.permutation.kind: unknown kind 'fiestel'; choose one of \['block', 'era', 'feistel', 'linear'\]"),
-        (lambda t: t.replace("  kind: adamw\n", "  kind: adamx\n"), r"config.optimizer.kind: unknown kind 'adamx'; choose one of \['adamc', 'adamw', 'muon', 'nadamw'\]"),
+        (
+            lambda t: t.replace("remat: full", "remat: ful"),
+            r"config.model.remat: unknown name 'ful'; choose one of \['dots', 'full', 'none'\]",
+        ),
+        (
+            lambda t: t.replace("decay_shape: linear", "decay_shape: exp"),
+            r"config.schedule.decay_shape: unknown name 'exp'; choose one of \['cosine', 'inv_sqrt', 'linear', 'sqrt'\]",
+        ),
+        (
+            lambda t: t.replace("kind: wsd\n", "kind: wsdx\n"),
+            r"config.schedule.kind: unknown kind 'wsdx'; choose one of \['cosine', 'inverse_sqrt', 'linear', 'rewarm', 'wsd', 'wsd_s'\]",
+        ),
+        (
+            lambda t: t.replace("kind: feistel\n", "kind: fiestel\n"),
+            r"config.data.permutation.kind: unknown kind 'fiestel'; choose one of \['block', 'era', 'feistel', 'linear'\]",
+        ),
+        (
+            lambda t: t.replace("  kind: adamw\n", "  kind: adamx\n"),
+            r"config.optimizer.kind: unknown kind 'adamx'; choose one of \['adamc', 'adamw', 'muon', 'nadamw'\]",
+        ),
     ],
 )
 def test_every_choice_is_checked_at_load_with_the_valid_names(tmp_path, edit, message: str) -> None:
@@ -81,9 +103,14 @@ def _plain() -> dict:
 def test_a_bare_name_where_a_kind_belongs_says_what_to_write() -> None:
     from tootsie.configfile import from_plain
 
-    with pytest.raises(TootsieError, match=r"config.schedule: a bare name 'cosine' is not accepted here; write \{kind: cosine\}"):
+    with pytest.raises(
+        TootsieError, match=r"config.schedule: a bare name 'cosine' is not accepted here; write \{kind: cosine\}"
+    ):
         from_plain(TrainConfig, {**_plain(), "schedule": "cosine"}, "config")
-    with pytest.raises(TootsieError, match=r"config.data.permutation: unknown kind 'random'; choose one of \['block', 'era', 'feistel', 'linear'\], written as \{kind: NAME\}"):
+    with pytest.raises(
+        TootsieError,
+        match=r"config.data.permutation: unknown kind 'random'; choose one of \['block', 'era', 'feistel', 'linear'\], written as \{kind: NAME\}",
+    ):
         from_plain(TrainConfig, {**_plain(), "data": {**_plain()["data"], "permutation": "random"}}, "config")
 
 
@@ -98,7 +125,11 @@ def test_the_choice_unions_are_the_registries(registry_name: str) -> None:
     from tootsie.train.optimizer import OPTIMIZERS
     from tootsie.train.schedule import SCHEDULES
 
-    registry, union = {"optimizer": (OPTIMIZERS, OptimizerChoice), "schedule": (SCHEDULES, ScheduleChoice), "permutation": (PERMUTATIONS, PermutationChoice)}[registry_name]
+    registry, union = {
+        "optimizer": (OPTIMIZERS, OptimizerChoice),
+        "schedule": (SCHEDULES, ScheduleChoice),
+        "permutation": (PERMUTATIONS, PermutationChoice),
+    }[registry_name]
     assert typing.get_args(union) == tuple(registry.values())
     for kind, cls in registry.items():
         assert type(from_plain(union, {"kind": kind}, "config")) is cls

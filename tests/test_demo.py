@@ -40,10 +40,15 @@ def test_tiny_demo_trains_evaluates_and_skips_on_rerun(tmp_path) -> None:
     assert [r["step"] for r in records] == list(range(16))
     assert {"step", "loss", "grad_norm", "lr", "tokens", "tokens_per_s"} <= set(records[0])
     assert (summary_dir / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    report = (summary_dir / "report.html").read_text(encoding="utf-8")  # both phases' mixtures and the offline BPB table
+    report = (summary_dir / "report.html").read_text(
+        encoding="utf-8"
+    )  # both phases' mixtures and the offline BPB table
     assert "<td>pretrain</td><td>0</td><td>0–11</td><td>0</td><td>50.0%</td><td>50.0%</td>" in report
     assert "<td>cooldown</td><td>0</td><td>12–15</td><td>0</td><td>30.0%</td><td>70.0%</td>" in report
-    assert all(f"<tr><td>{label}</td>" in report for label in ("init", "pretrain", "final")) and "Train loss (raw and smoothed)" in report
+    assert (
+        all(f"<tr><td>{label}</td>" in report for label in ("init", "pretrain", "final"))
+        and "Train loss (raw and smoothed)" in report
+    )
 
     second = run_experiment(build_steps(TINY), tmp_path)
     assert second.ok and not any(s.reason.startswith("run") for s in second.steps)

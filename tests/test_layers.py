@@ -9,13 +9,35 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "tootsie"
 # Lowest first; a module may import its own layer and any layer before it. `monitor` sits
 # below `train` because the trainer logs through its trackers; it reads runs only as files.
 # `demos` (experiments shipped in the package, e.g. the README's demo) strings the layers below together.
-LAYERS = ["errors", "jsonfile", "configfile", "executor", "datakit", "data", "models", "monitor", "train", "eval", "scaling", "recipes", "release", "demos", "cli"]
+LAYERS = [
+    "errors",
+    "jsonfile",
+    "configfile",
+    "executor",
+    "datakit",
+    "data",
+    "models",
+    "monitor",
+    "train",
+    "eval",
+    "scaling",
+    "recipes",
+    "release",
+    "demos",
+    "cli",
+]
 
 
 def _imported_layers(path: Path) -> set[str]:
     found = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+        names = (
+            [alias.name for alias in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module or ""]
+            if isinstance(node, ast.ImportFrom)
+            else []
+        )
         for name in names:
             parts = name.split(".")
             if parts[0] == "tootsie" and len(parts) > 1:

@@ -46,7 +46,7 @@ def register_kinds(registry: dict[str, type]) -> None:
 def registry_union(registry: dict[str, type]) -> Any:
     """The union of a registry's config classes, registered as `kind:` tags: the type of a field that takes any of them."""
     register_kinds(registry)
-    return typing.Union[tuple(registry.values())]
+    return typing.Union[tuple(registry.values())]  # noqa: UP007 - X | Y cannot spread a tuple built at run time
 
 
 def names_literal(registry: dict[str, Any]) -> Any:
@@ -102,10 +102,17 @@ def from_plain(hint: Any, value: Any, where: str) -> Any:
         if not isinstance(value, dict):
             raise TootsieError(f"{where}: expected a mapping, got {value!r}")
         checked_keys = args[0] not in (str, Any)
-        return {from_plain(args[0], str(k), f"{where} key") if checked_keys else str(k): from_plain(args[1], v, f"{where}.{k}") for k, v in value.items()}
+        return {
+            from_plain(args[0], str(k), f"{where} key") if checked_keys else str(k): from_plain(
+                args[1], v, f"{where}.{k}"
+            )
+            for k, v in value.items()
+        }
     if hint is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
-    if hint in (int, float, str, bool) and not (isinstance(value, hint) and (hint is bool or not isinstance(value, bool))):
+    if hint in (int, float, str, bool) and not (
+        isinstance(value, hint) and (hint is bool or not isinstance(value, bool))
+    ):
         raise TootsieError(f"{where}: expected {hint.__name__}, got {value!r}")
     return value
 
@@ -136,14 +143,22 @@ def _dataclass_from_plain(cls: type[T], value: Any, where: str) -> T:
         raise TootsieError(f"{where}: expected a mapping of {cls.__name__} fields, got {value!r}")
     if KIND_KEY in value and cls in _KIND_OF:
         if value[KIND_KEY] != _KIND_OF[cls]:
-            raise TootsieError(f"{where}.kind: {value[KIND_KEY]!r} does not fit here; this field takes kind {_KIND_OF[cls]!r}")
+            raise TootsieError(
+                f"{where}.kind: {value[KIND_KEY]!r} does not fit here; this field takes kind {_KIND_OF[cls]!r}"
+            )
         value = {k: v for k, v in value.items() if k != KIND_KEY}
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     unknown = sorted(set(value) - set(fields))
     if unknown:
-        raise TootsieError(f"{where}: unknown field {unknown[0]!r} for {cls.__name__}; known fields: {', '.join(sorted(fields))}")
-    missing = [name for name, f in fields.items() if name not in value and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+        raise TootsieError(
+            f"{where}: unknown field {unknown[0]!r} for {cls.__name__}; known fields: {', '.join(sorted(fields))}"
+        )
+    missing = [
+        name
+        for name, f in fields.items()
+        if name not in value and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
     if missing:
         raise TootsieError(f"{where}: missing required field {missing[0]!r} of {cls.__name__}")
     kwargs = {name: from_plain(hints[name], item, f"{where}.{name}") for name, item in value.items()}

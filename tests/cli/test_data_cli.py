@@ -17,9 +17,20 @@ def test_inspect_cache_and_mixture_and_throughput(tmp_path, make_cache, capsys) 
     b = make_cache("b", [[10, 11, 12]] * 40)
     assert main(["data", "inspect", a, "--json"]) == 0
     cache = _last_json(capsys)
-    assert cache["kind"] == "cache" and cache["docs"] == 20 and cache["tokens"] == 180 and cache["token_id_range_first_1M"] == [1, 9]
+    assert (
+        cache["kind"] == "cache"
+        and cache["docs"] == 20
+        and cache["tokens"] == 180
+        and cache["token_id_range_first_1M"] == [1, 9]
+    )
 
-    config = MixtureConfig(caches={"a": a, "b": b}, stages=(MixtureStage(0, {"a": 0.75, "b": 0.25}), MixtureStage(10, {"b": 1.0})), seq_len=4, batch_schedule=BatchSchedule.constant(8), block_size=8)
+    config = MixtureConfig(
+        caches={"a": a, "b": b},
+        stages=(MixtureStage(0, {"a": 0.75, "b": 0.25}), MixtureStage(10, {"b": 1.0})),
+        seq_len=4,
+        batch_schedule=BatchSchedule.constant(8),
+        block_size=8,
+    )
     (tmp_path / "mix.yaml").write_text(dump_config(config))
     assert main(["data", "inspect", str(tmp_path / "mix.yaml"), "--steps", "0:20", "--json"]) == 0
     mixture = _last_json(capsys)

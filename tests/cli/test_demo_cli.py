@@ -7,7 +7,7 @@ import pytest
 
 from tootsie.cli.main import main
 
-EXPERIMENT = '''
+EXPERIMENT = """
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,7 +24,7 @@ def greet(config: GreetingConfig, output_path: str) -> None:
 
 
 STEPS = [Step("greeting/hello", greet, GreetingConfig("hello"))]
-'''
+"""
 
 
 def test_demo_runs_the_steps_of_an_experiment_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

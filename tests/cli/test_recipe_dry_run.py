@@ -57,7 +57,9 @@ def test_dry_run_json_carries_the_32b_plan(dry_run: tuple[Path, dict[str, Any]])
     assert payload["missing_components"] and all(path is None for path in payload["components"].values())
 
 
-def test_status_json_carries_the_plan_too(dry_run: tuple[Path, dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_status_json_carries_the_plan_too(
+    dry_run: tuple[Path, dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
     prefix, planned = dry_run
     monkeypatch.delenv("TOOTSIE_COMPONENTS", raising=False)
     code, out, _ = run_cli("status", str(MARIN_32B), "--prefix", str(prefix), "--json")
@@ -78,12 +80,18 @@ def _experiment(tmp_path: Path, plan: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("plan", ["PLAN = {'phases': [1], 'total_tokens': 5}", "def PLAN():\n    return {'phases': [1], 'total_tokens': 5}"])
+@pytest.mark.parametrize(
+    "plan", ["PLAN = {'phases': [1], 'total_tokens': 5}", "def PLAN():\n    return {'phases': [1], 'total_tokens': 5}"]
+)
 def test_a_plan_dict_or_function_is_merged(tmp_path: Path, plan: str) -> None:
     path = _experiment(tmp_path, plan)
     code, out, _ = run_cli("run", str(path), "--dry-run", "--json", "--prefix", str(tmp_path / "out"))
     payload = last_json(out)
-    assert code == 0 and (payload["phases"], payload["total_tokens"]) == ([1], 5) and payload["steps"][0]["name"] == "exp/a"
+    assert (
+        code == 0
+        and (payload["phases"], payload["total_tokens"]) == ([1], 5)
+        and payload["steps"][0]["name"] == "exp/a"
+    )
     code, out, _ = run_cli("run", str(path), "--dry-run", "--prefix", str(tmp_path / "out"))
     assert code == 0 and out.splitlines()[-1] == "total_tokens: 5"
 
@@ -98,6 +106,8 @@ def test_a_plan_dict_or_function_is_merged(tmp_path: Path, plan: str) -> None:
     ],
 )
 def test_a_bad_plan_is_a_one_line_error(tmp_path: Path, plan: str, message: str) -> None:
-    code, out, err = run_cli("run", str(_experiment(tmp_path, plan)), "--dry-run", "--json", "--prefix", str(tmp_path / "out"))
+    code, out, err = run_cli(
+        "run", str(_experiment(tmp_path, plan)), "--dry-run", "--json", "--prefix", str(tmp_path / "out")
+    )
     assert code == 2 and err.startswith("tootsie: ") and len(err.strip().splitlines()) == 1
     assert re.search(message, err), err

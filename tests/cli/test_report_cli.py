@@ -12,7 +12,11 @@ def test_report_json_names_the_file_panels_spikes_and_skips(tmp_path, capsys) ->
     assert main(["report", str(run), "--out", str(tmp_path / "out" / "r.html"), "--json"]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     page = Path(result["report"]).read_text(encoding="utf-8")
-    assert result["report"] == str(tmp_path / "out" / "r.html") and result["bytes"] == len(page.encode()) and not (run / "report.html").exists()
+    assert (
+        result["report"] == str(tmp_path / "out" / "r.html")
+        and result["bytes"] == len(page.encode())
+        and not (run / "report.html").exists()
+    )
     assert result["panels"] == {title: True for title in PANEL_TITLES}
     assert [(s["step"], s["kind"]) for s in result["spikes"]] == [(SPIKE_STEP, "recoverable")]
     assert result["skipped"]["unparseable_lines"] == 2 and result["runs"]["run"]["config"] == str(run / "config.json")

@@ -24,7 +24,9 @@ def _train(tmp_path: Path, permutation: str) -> tuple[int, str, Path]:
     out = tmp_path / "run"
     process = subprocess.Popen(
         [sys.executable, "-m", "tootsie.cli.main", "train", "--config", str(tmp_path / "bad.yaml"), "--out", str(out)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     _, err = communicate(process, timeout=120)
     return process.returncode, err, out
@@ -33,9 +35,18 @@ def _train(tmp_path: Path, permutation: str) -> tuple[int, str, Path]:
 @pytest.mark.parametrize(
     ("permutation", "message"),
     [
-        ("{kind: fiestel}", "tootsie: bad.yaml:train.data.permutation.kind: unknown kind 'fiestel'; choose one of ['block', 'era', 'feistel', 'linear']"),
-        ("{kind: era, era_lenght: 64}", "tootsie: bad.yaml:train.data.permutation: unknown field 'era_lenght' for EraConfig; known fields: era_length, rounds"),
-        ("feistel", "tootsie: bad.yaml:train.data.permutation: a bare name 'feistel' is not accepted here; write {kind: feistel} (options of the kind as more keys)"),
+        (
+            "{kind: fiestel}",
+            "tootsie: bad.yaml:train.data.permutation.kind: unknown kind 'fiestel'; choose one of ['block', 'era', 'feistel', 'linear']",
+        ),
+        (
+            "{kind: era, era_lenght: 64}",
+            "tootsie: bad.yaml:train.data.permutation: unknown field 'era_lenght' for EraConfig; known fields: era_length, rounds",
+        ),
+        (
+            "feistel",
+            "tootsie: bad.yaml:train.data.permutation: a bare name 'feistel' is not accepted here; write {kind: feistel} (options of the kind as more keys)",
+        ),
     ],
     ids=["misspelt-kind", "misspelt-option", "bare-name"],
 )

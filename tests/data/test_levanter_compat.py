@@ -51,7 +51,9 @@ def _reference(kind: str, length: int, params: tuple[int, ...], x: int) -> int:
 @pytest.mark.parametrize("key_seed", [0, 7])
 def test_matches_the_scalar_reference(kind: str, length: int, key_seed: int) -> None:
     key = jax.random.PRNGKey(key_seed)
-    x = np.unique(np.concatenate([np.arange(min(length, 300)), np.random.default_rng(key_seed).integers(0, length, size=300)]))
+    x = np.unique(
+        np.concatenate([np.arange(min(length, 300)), np.random.default_rng(key_seed).integers(0, length, size=300)])
+    )
     params = _levanter_parameters(kind, length, key)
     expected = [_reference(kind, length, params, int(v)) for v in x]
     assert permutation(kind, length, key)(x).tolist() == expected
@@ -82,7 +84,9 @@ def test_seed_follows_jax_threefry_setting() -> None:
 
 def test_typed_and_raw_keys_agree() -> None:
     x = np.arange(1000)
-    assert np.array_equal(permutation("feistel", 1000, jax.random.key(3))(x), permutation("feistel", 1000, jax.random.PRNGKey(3))(x))
+    assert np.array_equal(
+        permutation("feistel", 1000, jax.random.key(3))(x), permutation("feistel", 1000, jax.random.PRNGKey(3))(x)
+    )
 
 
 def test_feistel_rounds_are_levanters_keyword() -> None:
@@ -100,7 +104,9 @@ def test_numpy2_float64_reproduces_levanters_rounding() -> None:
     assert rounded(x[:2000]).tolist() == expected
     assert len(np.unique(rounded(x))) < len(np.unique(x)) == len(np.unique(exact(x)))  # no longer a permutation
     small = np.arange(1000)
-    assert np.array_equal(permutation("linear", 1000, key, numpy2_float64=True)(small), permutation("linear", 1000, key)(small))
+    assert np.array_equal(
+        permutation("linear", 1000, key, numpy2_float64=True)(small), permutation("linear", 1000, key)(small)
+    )
 
 
 def test_errors_name_the_fix() -> None:

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.configfile import from_plain, to_plain
+from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureDataset, MixtureStage, block_counts
 from tootsie.data.permutation import EraConfig, FeistelConfig, LinearPermutationConfig
 from tootsie.errors import TootsieError
@@ -19,16 +19,34 @@ BASES = {"a": 1, "b": 11, "c": 21}
 
 @pytest.fixture
 def caches(make_cache) -> dict[str, str]:
-    return {name: make_cache(name, [[base + (i % 7) for i in range(n)] for n in (50, 30, 41)]) for name, base in BASES.items()}
+    return {
+        name: make_cache(name, [[base + (i % 7) for i in range(n)] for n in (50, 30, 41)])
+        for name, base in BASES.items()
+    }
 
 
-def _config(caches: dict[str, str], stages: tuple[MixtureStage, ...], schedule: BatchSchedule = BatchSchedule.constant(8), block_size: int = 16, **extra) -> MixtureConfig:
-    return MixtureConfig(caches=caches, stages=stages, seq_len=8, batch_schedule=schedule, block_size=block_size, seed=4, **extra)
+def _config(
+    caches: dict[str, str],
+    stages: tuple[MixtureStage, ...],
+    schedule: BatchSchedule = BatchSchedule.constant(8),
+    block_size: int = 16,
+    **extra,
+) -> MixtureConfig:
+    return MixtureConfig(
+        caches=caches, stages=stages, seq_len=8, batch_schedule=schedule, block_size=block_size, seed=4, **extra
+    )
 
 
 @settings(max_examples=100, deadline=None)
-@given(weights=st.lists(st.one_of(st.just(0.0), st.floats(1e-6, 10.0)), min_size=1, max_size=6).filter(lambda w: sum(w) > 0.1), size=st.integers(1, 300))
-@example(weights=[0.0, 1.0, 1.0], size=1)  # every floor is 0: the remainder goes to a weighted component, never the zero one
+@given(
+    weights=st.lists(st.one_of(st.just(0.0), st.floats(1e-6, 10.0)), min_size=1, max_size=6).filter(
+        lambda w: sum(w) > 0.1
+    ),
+    size=st.integers(1, 300),
+)
+@example(
+    weights=[0.0, 1.0, 1.0], size=1
+)  # every floor is 0: the remainder goes to a weighted component, never the zero one
 @example(weights=[3.0, 0.0, 7.0], size=10)  # 0.3 * 10 = 2.9999999999999996 still counts as 3
 def test_block_counts_are_the_floors_plus_the_remainder_on_the_largest(weights: list[float], size: int) -> None:
     vector = np.array(weights) / sum(weights)
@@ -37,7 +55,9 @@ def test_block_counts_are_the_floors_plus_the_remainder_on_the_largest(weights: 
     assert ((floors <= exact + 1e-9) & (floors > exact - 1)).all()  # floors, up to float rounding of an exact share
     counts = block_counts(vector, size)
     extra = counts - floors
-    assert counts.sum() == size and (extra >= 0).all() and np.count_nonzero(extra) <= 1  # the whole remainder on one component
+    assert (
+        counts.sum() == size and (extra >= 0).all() and np.count_nonzero(extra) <= 1
+    )  # the whole remainder on one component
     if extra.any():
         receiver = int(np.argmax(extra))
         assert floors[receiver] == floors.max() and vector[receiver] > 0, (counts, floors)
@@ -52,7 +72,9 @@ def test_every_block_realizes_its_counts(caches) -> None:
         assert np.array_equal(np.bincount(components, minlength=3), expected)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])  # caches are read-only
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)  # caches are read-only
 @given(
     seed=st.integers(0, 2**32 - 1),
     first=st.tuples(*[st.sampled_from([0.0, 0.05, 0.3, 1.0, 2.5])] * 3).filter(any),
@@ -61,11 +83,24 @@ def test_every_block_realizes_its_counts(caches) -> None:
     batch=st.integers(1, 48),
     switch=st.integers(1, 12),
 )
-def test_every_block_realizes_its_counts_and_every_draw_is_taken_once(caches, seed: int, first: tuple, second: tuple, block: int, batch: int, switch: int) -> None:
+def test_every_block_realizes_its_counts_and_every_draw_is_taken_once(
+    caches, seed: int, first: tuple, second: tuple, block: int, batch: int, switch: int
+) -> None:
     names = sorted(BASES)
     stages = (MixtureStage(0, dict(zip(names, first))), MixtureStage(switch, dict(zip(names, second))))
-    dataset = MixtureDataset(MixtureConfig(caches=caches, stages=stages, seq_len=8, batch_schedule=BatchSchedule.constant(batch), block_size=block, seed=seed))
-    first_segment, second_segment = dataset.segments  # the switch at step `switch` usually cuts a block: a partial one ends the first
+    dataset = MixtureDataset(
+        MixtureConfig(
+            caches=caches,
+            stages=stages,
+            seq_len=8,
+            batch_schedule=BatchSchedule.constant(batch),
+            block_size=block,
+            seed=seed,
+        )
+    )
+    first_segment, second_segment = (
+        dataset.segments
+    )  # the switch at step `switch` usually cuts a block: a partial one ends the first
     stop = second_segment.start + 3 * block
     components, draws = dataset.draws(np.arange(stop))
     for segment, end in ((first_segment, first_segment.end), (second_segment, stop)):
@@ -111,7 +146,10 @@ def _slice_statistics(dataset: MixtureDataset, batches: int) -> tuple[float, np.
         mean[lo // batch] += (hi - lo) * shares
         variance[lo // batch] += (hi - lo) * shares * (1 - shares) * (block - (hi - lo)) / (block - 1)
         for c in np.flatnonzero(taken >= 2):
-            first, k = (lo // block) * int(counts[c]), int(taken[c])  # this block's draws of c are first .. first + K - 1
+            first, k = (
+                (lo // block) * int(counts[c]),
+                int(taken[c]),
+            )  # this block's draws of c are first .. first + K - 1
             evens = (first + int(counts[c]) + 1) // 2 - (first + 1) // 2
             p = (comb(evens, k) + comb(int(counts[c]) - evens, k)) / comb(int(counts[c]), k)
             locked += len(np.unique(draws[lo:hi][components[lo:hi] == c] % 2)) == 1
@@ -123,14 +161,25 @@ def _slice_statistics(dataset: MixtureDataset, batches: int) -> tuple[float, np.
 
 def _one_stage(caches: dict[str, str], weights: list[float], batch: int, block: int, seed: int) -> MixtureDataset:
     stage = MixtureStage(0, dict(zip(sorted(caches), weights)))
-    return MixtureDataset(MixtureConfig(caches=caches, stages=(stage,), seq_len=8, batch_schedule=BatchSchedule.constant(batch), block_size=block, seed=seed))
+    return MixtureDataset(
+        MixtureConfig(
+            caches=caches,
+            stages=(stage,),
+            seq_len=8,
+            batch_schedule=BatchSchedule.constant(batch),
+            block_size=block,
+            seed=seed,
+        )
+    )
 
 
 # Tolerances: over 794 random shapes of both tests (about 800 batches each), the variance ratio stayed in 0.87–1.19
 # (standard deviation 0.045) and the parity z-score in −3.1..3.6 (standard deviation 1.03). The Feistel slot shuffle this
 # replaced gives a ratio of 0.04 at block 256, batch 16 (the example) and fails 48 of 77 random shapes (ratios 0.32–2.05,
 # parity z-scores up to 28).
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])  # caches are read-only
+@settings(
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)  # caches are read-only
 @given(
     seed=st.integers(0, 2**32 - 1),
     weights=st.lists(st.floats(0.05, 1.0), min_size=2, max_size=5),
@@ -138,24 +187,41 @@ def _one_stage(caches: dict[str, str], weights: list[float], batch: int, block: 
     extra=st.integers(1, 256),
 )
 @example(seed=0, weights=[0.5, 0.3, 0.2], batch=16, extra=240)  # docs/case-studies.md: every batch of 16 had one parity
-def test_a_batch_smaller_than_a_block_is_a_uniform_random_slice_of_it(five_caches, seed: int, weights: list[float], batch: int, extra: int) -> None:
+def test_a_batch_smaller_than_a_block_is_a_uniform_random_slice_of_it(
+    five_caches, seed: int, weights: list[float], batch: int, extra: int
+) -> None:
     block = batch + extra
-    ratio, count_z, parity_z = _slice_statistics(_one_stage(five_caches, weights, batch, block, seed), batches=max(800, ceil(4 * block / batch)))
+    ratio, count_z, parity_z = _slice_statistics(
+        _one_stage(five_caches, weights, batch, block, seed), batches=max(800, ceil(4 * block / batch))
+    )
     assert 0.7 < ratio < 1.4, f"component counts per batch vary {ratio:.2f}× as much as in a random slice"
     assert np.abs(count_z).max() < 6
-    assert abs(parity_z) < 6, f"batches draw ranks of one parity far more (or less) often than a random slice: z = {parity_z:.1f}"
+    assert abs(parity_z) < 6, (
+        f"batches draw ranks of one parity far more (or less) often than a random slice: z = {parity_z:.1f}"
+    )
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(seed=st.integers(0, 2**32 - 1), weights=st.lists(st.floats(0.05, 1.0), min_size=2, max_size=5), block=st.integers(4, 64), data=st.data())
-def test_a_batch_larger_than_a_block_takes_uniform_slices_of_the_blocks_it_cuts(five_caches, seed: int, weights: list[float], block: int, data: st.DataObject) -> None:
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    weights=st.lists(st.floats(0.05, 1.0), min_size=2, max_size=5),
+    block=st.integers(4, 64),
+    data=st.data(),
+)
+def test_a_batch_larger_than_a_block_takes_uniform_slices_of_the_blocks_it_cuts(
+    five_caches, seed: int, weights: list[float], block: int, data: st.DataObject
+) -> None:
     batch = data.draw(st.integers(block + 1, 3 * block).filter(lambda b: b % block))
     ratio, count_z, parity_z = _slice_statistics(_one_stage(five_caches, weights, batch, block, seed), batches=800)
     assert 0.7 < ratio < 1.4 and np.abs(count_z).max() < 6 and abs(parity_z) < 6, (ratio, count_z, parity_z)
 
 
 def test_transition_realizes_interpolated_weights_step_by_step(caches) -> None:
-    stages = (MixtureStage(0, {"a": 1.0}), MixtureStage(4, {"b": 1.0}, transition_steps=4), MixtureStage(20, {"c": 1.0}))
+    stages = (
+        MixtureStage(0, {"a": 1.0}),
+        MixtureStage(4, {"b": 1.0}, transition_steps=4),
+        MixtureStage(20, {"c": 1.0}),
+    )
     config = _config(caches, stages, BatchSchedule.constant(20))
     dataset = MixtureDataset(config)
     assert np.allclose(config.weights_at(5), [0.5, 0.5, 0.0]) and np.allclose(config.weights_at(7), [0.0, 1.0, 0.0])
@@ -179,7 +245,9 @@ def test_stage_boundaries_hold_under_a_changing_batch_size(caches) -> None:
         assert names <= ({"a", "b"} if step < 5 else {"c"}), (step, names)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])  # caches are read-only
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)  # caches are read-only
 @given(step=st.integers(0, 200), workers=st.sampled_from([1, 2, 4, 8]))
 def test_worker_slices_concatenate_to_the_global_batch(caches, step: int, workers: int) -> None:
     config = _config(caches, (MixtureStage(0, {"a": 0.3, "b": 0.3}), MixtureStage(50, {"c": 0.4, "a": 0.6}, 10)))
@@ -208,12 +276,20 @@ def test_epochs_cover_every_sequence_once_and_reshuffle(caches) -> None:
 
 def test_the_permutation_config_and_its_options_reach_the_stream(caches) -> None:
     # Windows of one item shuffle nothing: each epoch reads the component in stored order.
-    ordered = MixtureDataset(_config(caches, (MixtureStage(0, {"a": 1.0}),), block_size=1, permutation=EraConfig(era_length=1)))
+    ordered = MixtureDataset(
+        _config(caches, (MixtureStage(0, {"a": 1.0}),), block_size=1, permutation=EraConfig(era_length=1))
+    )
     n = ordered.sources["a"].num_sequences
     assert ordered.sequence_sources(np.arange(2 * n))[1].tolist() == list(range(n)) * 2
     streams = {
-        name: MixtureDataset(_config(caches, (MixtureStage(0, {"a": 1.0}),), block_size=1, permutation=config)).sequence_sources(np.arange(n))[1].tolist()
-        for name, config in (("feistel", FeistelConfig()), ("feistel-3", FeistelConfig(rounds=3)), ("linear", LinearPermutationConfig()))
+        name: MixtureDataset(_config(caches, (MixtureStage(0, {"a": 1.0}),), block_size=1, permutation=config))
+        .sequence_sources(np.arange(n))[1]
+        .tolist()
+        for name, config in (
+            ("feistel", FeistelConfig()),
+            ("feistel-3", FeistelConfig(rounds=3)),
+            ("linear", LinearPermutationConfig()),
+        )
     }
     assert all(sorted(stream) == list(range(n)) for stream in streams.values())
     assert len({tuple(stream) for stream in streams.values()}) == 3
@@ -248,7 +324,9 @@ def test_adding_a_component_keeps_the_others_order(caches, make_cache) -> None:
 
 def test_loss_mask_skips_cross_document_predictions(make_cache) -> None:
     cache = make_cache("docs", [[1, 2, 3], [4, 5, 6, 7, 8], [9, 10, 11, 12, 13, 14, 15, 16]])
-    batch = MixtureDataset(_config({"d": cache}, (MixtureStage(0, {"d": 1.0}),), BatchSchedule.constant(2), block_size=2)).batch(0)
+    batch = MixtureDataset(
+        _config({"d": cache}, (MixtureStage(0, {"d": 1.0}),), BatchSchedule.constant(2), block_size=2)
+    ).batch(0)
     for segments, mask in zip(batch.segment_ids, batch.loss_mask):
         assert mask.tolist() == [float(segments[t] == segments[t + 1]) for t in range(7)] + [0.0]
 
@@ -279,7 +357,9 @@ def test_a_used_component_with_no_documents_is_an_error(caches, make_cache) -> N
 def test_batch_schedule_offsets_and_validation() -> None:
     schedule = BatchSchedule(((0, 8192), (18_500, 7680), (21_010, 8192)))
     assert schedule.offset(21_010) == 18_500 * 8192 + 2_510 * 7680
-    assert schedule.step_of(schedule.offset(21_010)) == 21_010 and schedule.step_of(schedule.offset(21_010) - 1) == 21_009
+    assert (
+        schedule.step_of(schedule.offset(21_010)) == 21_010 and schedule.step_of(schedule.offset(21_010) - 1) == 21_009
+    )
     with pytest.raises(ValueError, match="strictly increase"):
         BatchSchedule(((0, 8), (5, 4), (5, 8)))
 
@@ -288,7 +368,9 @@ def test_exposure_counts_epochs_from_the_permutations(make_cache) -> None:
     from tootsie.data.exposure import document_exposure
 
     cache = make_cache("ten", [[5] * 8 for _ in range(10)])  # ten documents of exactly one sequence each
-    dataset = MixtureDataset(_config({"d": cache}, (MixtureStage(0, {"d": 1.0}),), BatchSchedule.constant(10), block_size=10))
+    dataset = MixtureDataset(
+        _config({"d": cache}, (MixtureStage(0, {"d": 1.0}),), BatchSchedule.constant(10), block_size=10)
+    )
     assert np.allclose(document_exposure(dataset, 0, 4)["d"], 4.0)
 
 
@@ -296,7 +378,9 @@ def test_exposure_credits_split_documents_by_tokens(make_cache) -> None:
     from tootsie.data.exposure import document_exposure
 
     cache = make_cache("split", [[1] * 4, [2] * 12, [3] * 8])  # 24 tokens = 3 sequences of 8, doc 1 spans two
-    dataset = MixtureDataset(_config({"d": cache}, (MixtureStage(0, {"d": 1.0}),), BatchSchedule.constant(3), block_size=3))
+    dataset = MixtureDataset(
+        _config({"d": cache}, (MixtureStage(0, {"d": 1.0}),), BatchSchedule.constant(3), block_size=3)
+    )
     assert np.allclose(document_exposure(dataset, 0, 1)["d"], [1.0, 1.0, 1.0])
     assert np.allclose(document_exposure(dataset, 0, 5)["d"], [5.0, 5.0, 5.0])
 
@@ -311,7 +395,9 @@ def test_packed_reads_match_the_per_token_definition(make_cache, lengths: list[i
     for length in lengths:
         documents.append(list(range(token, token + length)))
         token += length
-    cache = open_token_cache(make_cache(f"p{len(lengths)}-{seq_len}-{sum(lengths)}", [[t % 60000 for t in d] for d in documents], 60000))
+    cache = open_token_cache(
+        make_cache(f"p{len(lengths)}-{seq_len}-{sum(lengths)}", [[t % 60000 for t in d] for d in documents], 60000)
+    )
     if cache.num_tokens < seq_len:
         return
     sequences = PackedSequences(cache, seq_len)
@@ -326,11 +412,13 @@ def test_document_packing_keeps_documents_whole(make_cache) -> None:
     from tootsie.data.exposure import document_exposure
 
     cache = make_cache("whole", [[1, 2, 3], [4, 5, 6, 7, 8, 9, 10, 11, 12, 13], [14]])
-    config = _config({"d": cache}, (MixtureStage(0, {"d": 1.0}),), BatchSchedule.constant(3), block_size=3, document_packed=("d",))
+    config = _config(
+        {"d": cache}, (MixtureStage(0, {"d": 1.0}),), BatchSchedule.constant(3), block_size=3, document_packed=("d",)
+    )
     batch = MixtureDataset(config).batch(0)
     rows = {tuple(row[row > 0]) for row in batch.tokens}
     assert rows == {(1, 2, 3), (4, 5, 6, 7, 8, 9, 10, 11), (14,)}  # seq_len 8: the long one is truncated, never split
-    for tokens, segments, mask in zip(batch.tokens, batch.segment_ids, batch.loss_mask):
+    for segments, mask in zip(batch.segment_ids, batch.loss_mask):
         length = int((segments >= 0).sum())
         assert mask.tolist() == [1.0] * (length - 1) + [0.0] * (8 - length + 1)
     assert np.allclose(document_exposure(MixtureDataset(config), 0, 2)["d"], [2.0, 1.6, 2.0])
@@ -347,9 +435,15 @@ def test_a_cache_in_object_storage_reads_by_byte_range(make_cache) -> None:
         fs.pipe(f"/bucket/cache/{name}", Path(local, name).read_bytes())
     remote = open_token_cache("memory://bucket/cache")
     assert remote.num_docs == 3 and remote.document(1).tolist() == [5, 6, 7, 8, 9, 10]
-    local_batch = MixtureDataset(_config({"d": local}, (MixtureStage(0, {"d": 1.0}),), BatchSchedule.constant(1), block_size=1)).batch(0)
-    remote_batch = MixtureDataset(_config({"d": "memory://bucket/cache"}, (MixtureStage(0, {"d": 1.0}),), BatchSchedule.constant(1), block_size=1)).batch(0)
-    assert np.array_equal(local_batch.tokens, remote_batch.tokens) and np.array_equal(local_batch.segment_ids, remote_batch.segment_ids)
+    local_batch = MixtureDataset(
+        _config({"d": local}, (MixtureStage(0, {"d": 1.0}),), BatchSchedule.constant(1), block_size=1)
+    ).batch(0)
+    remote_batch = MixtureDataset(
+        _config({"d": "memory://bucket/cache"}, (MixtureStage(0, {"d": 1.0}),), BatchSchedule.constant(1), block_size=1)
+    ).batch(0)
+    assert np.array_equal(local_batch.tokens, remote_batch.tokens) and np.array_equal(
+        local_batch.segment_ids, remote_batch.segment_ids
+    )
     fs.pipe("/bucket/cache/tokens.bin", b"\0\0")
     with pytest.raises(TootsieError, match="tokens.bin has 2 bytes"):
         open_token_cache("memory://bucket/cache")

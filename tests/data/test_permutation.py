@@ -10,11 +10,11 @@ from hypothesis import strategies as st
 from tootsie.configfile import from_plain, to_plain
 from tootsie.data.permutation import (
     PERMUTATIONS,
-    PermutationChoice,
     BlockPermutation,
     EraPermutation,
     FeistelPermutation,
     LinearPermutation,
+    PermutationChoice,
     affine_mod,
     cycle_walk,
     feistel_bits,
@@ -56,9 +56,20 @@ def test_bijection_on_special_lengths(kind: str, length: int) -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(kind=st.sampled_from(KINDS), length=st.integers(1, 5000), seed=st.integers(0, 2**32 - 1), window=st.integers(1, 300), blocks=st.integers(1, 9))
+@given(
+    kind=st.sampled_from(KINDS),
+    length=st.integers(1, 5000),
+    seed=st.integers(0, 2**32 - 1),
+    window=st.integers(1, 300),
+    blocks=st.integers(1, 9),
+)
 def test_bijection_property(kind: str, length: int, seed: int, window: int, blocks: int) -> None:
-    options = {"linear": {}, "feistel": {}, "era": {"era_length": window}, "block": {"block_size": window, "window_blocks": blocks}}[kind]
+    options = {
+        "linear": {},
+        "feistel": {},
+        "era": {"era_length": window},
+        "block": {"block_size": window, "window_blocks": blocks},
+    }[kind]
     assert _is_bijection(make_permutation(kind, length, seed, **options)(np.arange(length)), length)
 
 
@@ -96,7 +107,9 @@ def test_affine_mod_is_exact(n: int, data: st.DataObject) -> None:
     assert affine_mod(a, np.array(x, dtype=np.uint64), b, n).tolist() == [(a * v + b) % n for v in x]
 
 
-@pytest.mark.parametrize("length, expected", [(1, 0), (2, 1), (3, 1), (4, 1), (5, 2), (8, 2), (9, 2), (1000, 5), (2**33 + 5, 17)])
+@pytest.mark.parametrize(
+    "length, expected", [(1, 0), (2, 1), (3, 1), (4, 1), (5, 2), (8, 2), (9, 2), (1000, 5), (2**33 + 5, 17)]
+)
 def test_feistel_bits_split_as_the_seeds_say(length: int, expected: int) -> None:
     """m = next power of two, bits = log2 m, right half = bits - bits // 2."""
     assert feistel_bits(length) == expected
@@ -178,7 +191,9 @@ def test_config_files_pick_the_kind_and_its_options(kind: str) -> None:
     assert plain["kind"] == kind
     loaded = from_plain(PermutationChoice, plain, "data.permutation")
     assert loaded == config
-    assert np.array_equal(loaded.build(1000, 3)(np.arange(1000)), make_permutation(kind, 1000, 3, **SMALL_OPTIONS[kind])(np.arange(1000)))
+    assert np.array_equal(
+        loaded.build(1000, 3)(np.arange(1000)), make_permutation(kind, 1000, 3, **SMALL_OPTIONS[kind])(np.arange(1000))
+    )
 
 
 def test_forced_multiplier_keeps_the_drawn_offset() -> None:
@@ -199,7 +214,9 @@ def test_out_of_range_index_is_rejected() -> None:
 def test_unknown_kind_and_option_name_the_choices() -> None:
     with pytest.raises(ValueError, match="feistel"):
         make_permutation("random", 10, seed=0)
-    with pytest.raises(ValueError, match=r"\['era_length'\] do not apply to permutation 'linear'; its options are \['multiplier'\]"):
+    with pytest.raises(
+        ValueError, match=r"\['era_length'\] do not apply to permutation 'linear'; its options are \['multiplier'\]"
+    ):
         make_permutation("linear", 10, seed=0, era_length=3)
     with pytest.raises(ValueError, match="era_length must be >= 1, got era_length=0"):
         make_permutation("era", 10, seed=0, era_length=0)

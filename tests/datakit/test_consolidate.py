@@ -56,9 +56,25 @@ def _corpus(tmp_path) -> None:
         ids = [content_id(t) for t in texts]
         _write(tmp_path / "docs", name, {"id": ids, "text": texts, "source_id": [f"src-{t[:3]}" for t in texts]})
         _write(tmp_path / "dedup", name, {"id": ids, "exact_duplicate": [t.startswith("gamma") for t in texts]})
-        _write(tmp_path / "decon", name, {"id": ids, "max_overlap": [0.9 if t.startswith("delta") else (None if t.startswith("zeta") else 0.1) for t in texts]})
-        spans = [[[9, 26]] if t.startswith("beta") else [[3, 7], [6, 9]] if t.startswith("   cut") else [] for t in texts]
-        _write(tmp_path / "para", name, {"id": ids, "duplicate_paragraph_spans": spans}, pa.schema([("id", pa.string()), ("duplicate_paragraph_spans", SPANS)]))
+        _write(
+            tmp_path / "decon",
+            name,
+            {
+                "id": ids,
+                "max_overlap": [
+                    0.9 if t.startswith("delta") else (None if t.startswith("zeta") else 0.1) for t in texts
+                ],
+            },
+        )
+        spans = [
+            [[9, 26]] if t.startswith("beta") else [[3, 7], [6, 9]] if t.startswith("   cut") else [] for t in texts
+        ]
+        _write(
+            tmp_path / "para",
+            name,
+            {"id": ids, "duplicate_paragraph_spans": spans},
+            pa.schema([("id", pa.string()), ("duplicate_paragraph_spans", SPANS)]),
+        )
 
 
 def _filters(tmp_path) -> tuple[AttributeFilter, ...]:
@@ -71,16 +87,37 @@ def _filters(tmp_path) -> tuple[AttributeFilter, ...]:
 
 def test_consolidate_counts_each_filter_and_rewrites_changed_documents(tmp_path) -> None:
     _corpus(tmp_path)
-    stats = consolidate(ConsolidateConfig(input=str(tmp_path / "docs"), attributes=_filters(tmp_path), engine=ENGINE), str(tmp_path / "out"))
-    assert stats["removed_by"] == {"exact_dedup": 1, "decontamination": 1, "paragraph_dedup": 0, "empty_after_span_removal": 1}
-    assert stats["chars_removed_by"] == {"exact_dedup": 9, "decontamination": 9, "paragraph_dedup": 17 + 6, "empty_after_span_removal": 6}
+    stats = consolidate(
+        ConsolidateConfig(input=str(tmp_path / "docs"), attributes=_filters(tmp_path), engine=ENGINE),
+        str(tmp_path / "out"),
+    )
+    assert stats["removed_by"] == {
+        "exact_dedup": 1,
+        "decontamination": 1,
+        "paragraph_dedup": 0,
+        "empty_after_span_removal": 1,
+    }
+    assert stats["chars_removed_by"] == {
+        "exact_dedup": 9,
+        "decontamination": 9,
+        "paragraph_dedup": 17 + 6,
+        "empty_after_span_removal": 6,
+    }
     assert stats["input_docs"] - stats["output_docs"] == sum(stats["removed_by"].values())
     assert stats["input_chars"] - stats["output_chars"] == sum(stats["chars_removed_by"].values())
-    assert (stats["total"], stats["kept"], stats["dropped"]) == (stats["input_docs"], stats["output_docs"], stats["removed_by"])
+    assert (stats["total"], stats["kept"], stats["dropped"]) == (
+        stats["input_docs"],
+        stats["output_docs"],
+        stats["removed_by"],
+    )
     first = pq.read_table(tmp_path / "out" / "part-00000.parquet").to_pylist()
     assert [row["text"] for row in first] == ["alpha doc", "beta doc\n"]
     beta = first[1]
-    assert beta["id"] == content_id("beta doc\n") and beta["parent_id"] == content_id(SHARDS[0][1]) and beta["source_id"] == "src-bet"
+    assert (
+        beta["id"] == content_id("beta doc\n")
+        and beta["parent_id"] == content_id(SHARDS[0][1])
+        and beta["source_id"] == "src-bet"
+    )
     assert first[0]["id"] == first[0]["parent_id"] == content_id("alpha doc")
     second = pq.read_table(tmp_path / "out" / "part-00001.parquet")
     assert second.column("text").to_pylist() == ["epsilon doc", "zeta doc"]  # a null max_overlap keeps the doc
@@ -92,7 +129,11 @@ def test_a_document_dropped_by_two_filters_counts_under_the_first(tmp_path) -> N
     _corpus(tmp_path)
     both = AttributeFilter("again", str(tmp_path / "dedup"), "exact_duplicate", drop_value=True)
     config = ConsolidateConfig(input=str(tmp_path / "docs"), attributes=(*_filters(tmp_path)[:1], both), engine=ENGINE)
-    assert consolidate(config, str(tmp_path / "out"))["removed_by"] == {"exact_dedup": 1, "again": 0, "empty_after_span_removal": 0}
+    assert consolidate(config, str(tmp_path / "out"))["removed_by"] == {
+        "exact_dedup": 1,
+        "again": 0,
+        "empty_after_span_removal": 0,
+    }
 
 
 def test_rerun_is_idempotent(tmp_path) -> None:
@@ -106,15 +147,23 @@ def test_rerun_is_idempotent(tmp_path) -> None:
 
 def test_quality_attributes_drive_consolidation(tmp_path) -> None:
     texts = [PROSE.replace(" Nobody", "\nSubscribe\nNobody"), "\n".join(["Same line repeated here."] * 30)]
-    _write(tmp_path / "docs", "part-00000.parquet", {"id": [content_id(t) for t in texts], "text": texts, "source_id": ["a", "b"]})
+    _write(
+        tmp_path / "docs",
+        "part-00000.parquet",
+        {"id": [content_id(t) for t in texts], "text": texts, "source_id": ["a", "b"]},
+    )
     quality(QualityConfig(input=str(tmp_path / "docs"), engine=ENGINE), str(tmp_path / "q"))
     filters = (
         AttributeFilter("quality", str(tmp_path / "q"), "quality_pass", drop_value=False),
         AttributeFilter("c4_lines", str(tmp_path / "q"), "c4_removed_spans", remove_spans=True),
     )
-    stats = consolidate(ConsolidateConfig(input=str(tmp_path / "docs"), attributes=filters, engine=ENGINE), str(tmp_path / "out"))
+    stats = consolidate(
+        ConsolidateConfig(input=str(tmp_path / "docs"), attributes=filters, engine=ENGINE), str(tmp_path / "out")
+    )
     assert stats["removed_by"]["quality"] == 1 and stats["chars_removed_by"]["c4_lines"] == len("Subscribe\n")
-    assert pq.read_table(tmp_path / "out" / "part-00000.parquet").column("text").to_pylist() == [PROSE.replace(" Nobody", "\nNobody")]
+    assert pq.read_table(tmp_path / "out" / "part-00000.parquet").column("text").to_pylist() == [
+        PROSE.replace(" Nobody", "\nNobody")
+    ]
 
 
 def test_misaligned_attributes_name_both_files(tmp_path) -> None:
@@ -122,10 +171,15 @@ def test_misaligned_attributes_name_both_files(tmp_path) -> None:
     table = pq.read_table(tmp_path / "dedup" / "part-00001.parquet")
     pq.write_table(table.take([1, 0, 2]), tmp_path / "dedup" / "part-00001.parquet")
     config = ConsolidateConfig(input=str(tmp_path / "docs"), attributes=_filters(tmp_path), engine=ENGINE)
-    with pytest.raises(TootsieError, match=r"dedup/part-00001.parquet is not co-partitioned with document shard .*docs/part-00001.parquet: row 0"):
+    with pytest.raises(
+        TootsieError,
+        match=r"dedup/part-00001.parquet is not co-partitioned with document shard .*docs/part-00001.parquet: row 0",
+    ):
         consolidate(config, str(tmp_path / "out"))
     pq.write_table(table.slice(0, 2), tmp_path / "dedup" / "part-00001.parquet")
-    with pytest.raises(TootsieError, match=r"dedup/part-00001.parquet has 2 rows but document shard .*docs/part-00001.parquet has 3"):
+    with pytest.raises(
+        TootsieError, match=r"dedup/part-00001.parquet has 2 rows but document shard .*docs/part-00001.parquet has 3"
+    ):
         consolidate(config, str(tmp_path / "out2"))
 
 
@@ -139,9 +193,16 @@ def test_missing_shard_wrong_type_and_bad_spans_are_clear_errors(tmp_path) -> No
     with pytest.raises(TootsieError, match="exact_duplicate.* is bool, but this filter needs a number"):
         consolidate(ConsolidateConfig(input=docs, attributes=(wrong,), engine=ENGINE), str(tmp_path / "b"))
     ids = [content_id(t) for t in SHARDS[0]]
-    _write(tmp_path / "para", "part-00000.parquet", {"id": ids, "duplicate_paragraph_spans": [[[0, 99]], [], [], []]}, pa.schema([("id", pa.string()), ("duplicate_paragraph_spans", SPANS)]))
+    _write(
+        tmp_path / "para",
+        "part-00000.parquet",
+        {"id": ids, "duplicate_paragraph_spans": [[[0, 99]], [], [], []]},
+        pa.schema([("id", pa.string()), ("duplicate_paragraph_spans", SPANS)]),
+    )
     with pytest.raises(TootsieError, match=r"span \[0, 99\] is not \[start, end\)"):
-        consolidate(ConsolidateConfig(input=docs, attributes=_filters(tmp_path)[2:], engine=ENGINE), str(tmp_path / "c"))
+        consolidate(
+            ConsolidateConfig(input=docs, attributes=_filters(tmp_path)[2:], engine=ENGINE), str(tmp_path / "c")
+        )
 
 
 @pytest.mark.parametrize(

@@ -76,8 +76,19 @@ def gsm8k_style_items(count: int, seed: int) -> list[dict[str, str]]:
         pronouns = PRONOUNS[gender]
         slots = {key: rng.choice(pool) for key, pool in POOLS.items()}
         slots |= {f"n{i}": rng.randint(3, 90) * (10 if i == 3 else 1) for i in range(1, 7)}
-        slots |= {"name": name, "name2": name2, "month": month, "month2": month2, "obj": rng.choice(OBJECTS), "bill": rng.choice([20, 50, 100])}
-        slots |= pronouns | {key.capitalize(): value.capitalize() for key, value in pronouns.items()} | {"him2": PRONOUNS[rng.choice(["she", "he"])]["him"]}
+        slots |= {
+            "name": name,
+            "name2": name2,
+            "month": month,
+            "month2": month2,
+            "obj": rng.choice(OBJECTS),
+            "bill": rng.choice([20, 50, 100]),
+        }
+        slots |= (
+            pronouns
+            | {key.capitalize(): value.capitalize() for key, value in pronouns.items()}
+            | {"him2": PRONOUNS[rng.choice(["she", "he"])]["him"]}
+        )
         question = template.format(**slots)
         if question not in seen:
             seen.add(question)
@@ -140,7 +151,11 @@ def write_documents(directory: Path, texts: list[str], shards: int) -> None:
     per_shard = -(-len(texts) // shards)
     for shard in range(shards):
         part = texts[shard * per_shard : (shard + 1) * per_shard]
-        table = {"id": [content_id(t) for t in part], "text": part, "source_id": [f"doc{shard}-{i}" for i in range(len(part))]}
+        table = {
+            "id": [content_id(t) for t in part],
+            "text": part,
+            "source_id": [f"doc{shard}-{i}" for i in range(len(part))],
+        }
         pq.write_table(pa.table(table), directory / f"part-{shard:05d}.parquet")
 
 
@@ -164,16 +179,26 @@ def planted_run(tmp_path_factory):
     random.Random(2).shuffle(texts)
     write_documents(root / "docs", texts, shards=4)
     eval_file = write_jsonl(root / "gsm_test.jsonl", items)
-    config = DecontaminateConfig(input=str(root / "docs"), eval_files=(str(eval_file),), engine=EngineConfig(workers=2, progress=False))
+    config = DecontaminateConfig(
+        input=str(root / "docs"), eval_files=(str(eval_file),), engine=EngineConfig(workers=2, progress=False)
+    )
     stats = decontaminate(config, str(root / "out"))
     attributes = _attributes(root / "out").to_pylist()
     text_of = {content_id(t): t for t in texts}
-    return {"root": root, "config": config, "stats": stats, "planted": planted, "rows": [(text_of[row["id"]], row) for row in attributes]}
+    return {
+        "root": root,
+        "config": config,
+        "stats": stats,
+        "planted": planted,
+        "rows": [(text_of[row["id"]], row) for row in attributes],
+    }
 
 
 def test_planted_items_are_found_through_formatting_changes(planted_run) -> None:
     planted, rows = planted_run["planted"], planted_run["rows"]
-    found = [row["contaminated"] and row["matched_eval_ids"][0] == planted[text] for text, row in rows if text in planted]
+    found = [
+        row["contaminated"] and row["matched_eval_ids"][0] == planted[text] for text, row in rows if text in planted
+    ]
     recall = sum(found) / len(found)
     assert len(found) == 300 and recall >= 0.99, f"{recall=}"
     assert all(row["max_overlap"] == 1.0 for text, row in rows if text in planted)
@@ -191,10 +216,16 @@ def test_stats_and_report(planted_run) -> None:
     stats = planted_run["stats"]
     assert set(stats) == {"docs", "contaminated", "eval_items_matched", "total", "kept", "dropped"}
     assert stats["docs"] == 3300 and stats["contaminated"] >= 297
-    assert (stats["total"], stats["kept"], stats["dropped"]) == (3300, 3300 - stats["contaminated"], {"contaminated": stats["contaminated"]})
+    assert (stats["total"], stats["kept"], stats["dropped"]) == (
+        3300,
+        3300 - stats["contaminated"],
+        {"contaminated": stats["contaminated"]},
+    )
     assert json.loads((out / STATS_FILE).read_text()) == stats
     report = json.loads((out / "report.json").read_text())
-    assert {key: report[key] for key in ("docs", "contaminated", "eval_items_matched")} == {key: stats[key] for key in ("docs", "contaminated", "eval_items_matched")}
+    assert {key: report[key] for key in ("docs", "contaminated", "eval_items_matched")} == {
+        key: stats[key] for key in ("docs", "contaminated", "eval_items_matched")
+    }
     counts = {entry["eval_id"]: entry["docs"] for entry in report["matched"]}
     assert set(planted_run["planted"].values()) <= set(counts) and len(counts) == stats["eval_items_matched"]
     assert sum(report["docs_by_max_overlap"].values()) == 3300 and report["docs_by_max_overlap"]["1.0"] == 300
@@ -219,18 +250,31 @@ def test_rerun_skips_finished_shards_and_redoes_a_missing_one(planted_run) -> No
 
 def test_normalization_ignores_formatting() -> None:
     expected = ["q", "natalia", "s", "cookies", "cost", "1", "200"]
-    assert normalized_words("**Q:** Natalia\u2019s  \u201ccookies\u201d\ncost $1,200.") == normalized_words("q natalia's cookies cost 1 200") == expected
+    assert (
+        normalized_words("**Q:** Natalia\u2019s  \u201ccookies\u201d\ncost $1,200.")
+        == normalized_words("q natalia's cookies cost 1 200")
+        == expected
+    )
     question = "Natalia's class has 48 pupils; how many pupils are in 2 classes?"
     words = normalized_words(question)
     for style in range(len(STYLES)):
         formatted = normalized_words(STYLES[style](question, style))
-        assert any(formatted[i : i + len(words)] == words for i in range(len(formatted))), STYLES[style](question, style)
+        assert any(formatted[i : i + len(words)] == words for i in range(len(formatted))), STYLES[style](
+            question, style
+        )
 
 
-def _scan(tmp_path: Path, documents: list[str], records: list[dict[str, object]], **overrides: object) -> list[dict[str, object]]:
+def _scan(
+    tmp_path: Path, documents: list[str], records: list[dict[str, object]], **overrides: object
+) -> list[dict[str, object]]:
     write_documents(tmp_path / "docs", documents, shards=1)
     eval_file = write_jsonl(tmp_path / "eval.jsonl", records)
-    config = DecontaminateConfig(input=str(tmp_path / "docs"), eval_files=(str(eval_file),), engine=EngineConfig(workers=1, progress=False), **overrides)
+    config = DecontaminateConfig(
+        input=str(tmp_path / "docs"),
+        eval_files=(str(eval_file),),
+        engine=EngineConfig(workers=1, progress=False),
+        **overrides,
+    )
     decontaminate(config, str(tmp_path / "out"))
     return _attributes(tmp_path / "out").to_pylist()
 
@@ -249,13 +293,19 @@ def test_near_copies_pass_the_threshold_and_fragments_do_not(tmp_path) -> None:
     middle = len(words) // 2
     edited = " ".join(words[:middle] + ["banana"] + words[middle + 1 :])
     fragment = " ".join(words[:14])
-    rows = _scan(tmp_path, [f"Intro. {edited} Outro.", f"Intro. {fragment} Outro."], [{"id": "q1", "question": question}])
+    rows = _scan(
+        tmp_path, [f"Intro. {edited} Outro.", f"Intro. {fragment} Outro."], [{"id": "q1", "question": question}]
+    )
     assert rows[0]["contaminated"] and 0.5 <= rows[0]["max_overlap"] < 1.0
     assert not rows[1]["contaminated"] and 0.0 < rows[1]["max_overlap"] < 0.5
 
 
 def test_several_eval_fields_each_add_ngrams(tmp_path) -> None:
-    record = {"id": "q", "question": "Tom has three red apples and five green pears in a basket today", "choices": "apples pears plums"}
+    record = {
+        "id": "q",
+        "question": "Tom has three red apples and five green pears in a basket today",
+        "choices": "apples pears plums",
+    }
     document = ["the choices were: apples, pears, plums!"]
     rows = _scan(tmp_path, document, [record], eval_field=("question", "choices"), threshold=0.6)
     assert rows[0]["matched_eval_ids"] == [] and rows[0]["max_overlap"] == 0.5
@@ -272,7 +322,10 @@ def test_module_docstring_example(tmp_path) -> None:
     question = "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. How many clips did she sell?"
     document = "## Practice\n\n**Q:** NATALIA sold clips to 48 of her\nfriends in April, and then she sold half as many clips in May. How many clips did she sell?"
     rows = _scan(tmp_path, [document, "unrelated text"], [{"id": "gsm:1", "question": question}])
-    assert [(row["contaminated"], row["max_overlap"], row["matched_eval_ids"]) for row in rows] == [(True, 1.0, ["gsm:1"]), (False, 0.0, [])]
+    assert [(row["contaminated"], row["max_overlap"], row["matched_eval_ids"]) for row in rows] == [
+        (True, 1.0, ["gsm:1"]),
+        (False, 0.0, []),
+    ]
 
 
 def test_gzipped_jsonl_and_parquet_eval_files(tmp_path) -> None:
@@ -282,9 +335,18 @@ def test_gzipped_jsonl_and_parquet_eval_files(tmp_path) -> None:
     pq.write_table(pa.table({"question": [questions[1]], "id": ["p-1"]}), tmp_path / "second.parquet")
     write_documents(tmp_path / "docs", [f"x {questions[0]} y", f"x {questions[1]} y"], shards=1)
     config = DecontaminateConfig(
-        input=str(tmp_path / "docs"), eval_files=(str(tmp_path / "first.jsonl.gz"), str(tmp_path / "second.parquet")), engine=EngineConfig(workers=1, progress=False)
+        input=str(tmp_path / "docs"),
+        eval_files=(str(tmp_path / "first.jsonl.gz"), str(tmp_path / "second.parquet")),
+        engine=EngineConfig(workers=1, progress=False),
     )
-    assert decontaminate(config, str(tmp_path / "out")) == {"docs": 2, "contaminated": 2, "eval_items_matched": 2, "total": 2, "kept": 0, "dropped": {"contaminated": 2}}
+    assert decontaminate(config, str(tmp_path / "out")) == {
+        "docs": 2,
+        "contaminated": 2,
+        "eval_items_matched": 2,
+        "total": 2,
+        "kept": 0,
+        "dropped": {"contaminated": 2},
+    }
     assert [row["matched_eval_ids"] for row in _attributes(tmp_path / "out").to_pylist()] == [["first:1"], ["p-1"]]
 
 
@@ -295,7 +357,9 @@ def test_missing_eval_field_names_the_file_and_field(tmp_path) -> None:
 
 def test_missing_eval_file_is_a_clear_error(tmp_path) -> None:
     write_documents(tmp_path / "docs", ["some text"], shards=1)
-    config = DecontaminateConfig(input=str(tmp_path / "docs"), eval_files=(str(tmp_path / "nope.jsonl"),), engine=EngineConfig(workers=1))
+    config = DecontaminateConfig(
+        input=str(tmp_path / "docs"), eval_files=(str(tmp_path / "nope.jsonl"),), engine=EngineConfig(workers=1)
+    )
     with pytest.raises(TootsieError, match="eval file not found: .*nope.jsonl"):
         decontaminate(config, str(tmp_path / "out"))
 
@@ -303,12 +367,24 @@ def test_missing_eval_file_is_a_clear_error(tmp_path) -> None:
 def test_output_of_another_eval_set_is_not_resumed(tmp_path) -> None:
     _scan(tmp_path, ["some text"], [{"question": "a b c"}])
     write_jsonl(tmp_path / "eval.jsonl", [{"question": "d e f"}])
-    config = DecontaminateConfig(input=str(tmp_path / "docs"), eval_files=(str(tmp_path / "eval.jsonl"),), engine=EngineConfig(workers=1, progress=False))
+    config = DecontaminateConfig(
+        input=str(tmp_path / "docs"),
+        eval_files=(str(tmp_path / "eval.jsonl"),),
+        engine=EngineConfig(workers=1, progress=False),
+    )
     with pytest.raises(TootsieError, match="other eval items or settings"):
         decontaminate(config, str(tmp_path / "out"))
 
 
-@pytest.mark.parametrize(("override", "field"), [({"threshold": 0.0}, "threshold"), ({"ngram": 0}, "ngram"), ({"eval_files": ()}, "eval_files"), ({"eval_field": ""}, "eval_field")])
+@pytest.mark.parametrize(
+    ("override", "field"),
+    [
+        ({"threshold": 0.0}, "threshold"),
+        ({"ngram": 0}, "ngram"),
+        ({"eval_files": ()}, "eval_files"),
+        ({"eval_field": ""}, "eval_field"),
+    ],
+)
 def test_config_validation_names_the_field(override: dict[str, object], field: str) -> None:
     with pytest.raises(ValueError, match=field):
         DecontaminateConfig(**({"input": "docs", "eval_files": ("e.jsonl",)} | override))

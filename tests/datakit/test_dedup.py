@@ -32,7 +32,13 @@ def _edit(text: str, positions: tuple[int, ...], word: str = "edited") -> str:
 def _write_docs(directory: Path, shards: list[list[str]]) -> str:
     directory.mkdir(parents=True)
     for index, texts in enumerate(shards):
-        table = pa.table({"id": [content_id(t) for t in texts], "text": texts, "source_id": [f"s{index}-{i}" for i in range(len(texts))]})
+        table = pa.table(
+            {
+                "id": [content_id(t) for t in texts],
+                "text": texts,
+                "source_id": [f"s{index}-{i}" for i in range(len(texts))],
+            }
+        )
         pq.write_table(table, directory / f"part-{index:05d}.parquet")
     return str(directory)
 
@@ -89,7 +95,12 @@ def test_marks_exact_fuzzy_and_paragraph_duplicates(corpus: str, tmp_path: Path)
     assert rows[6]["duplicate_paragraph_fraction"] == pytest.approx(2 * len(PARAGRAPH) / len(second))
     assert rows[4]["duplicate_paragraph_fraction"] == 1.0  # an exact copy repeats its only paragraph
     assert json.loads((out / STATS_FILE).read_text()) == stats
-    assert stats["docs"] == 9 and stats["exact_duplicates"] == 2 and stats["fuzzy_duplicates"] == 2 and stats["fuzzy_clusters"] == 1
+    assert (
+        stats["docs"] == 9
+        and stats["exact_duplicates"] == 2
+        and stats["fuzzy_duplicates"] == 2
+        and stats["fuzzy_clusters"] == 1
+    )
     assert (stats["total"], stats["kept"], stats["dropped"]) == (9, 5, {"exact_duplicate": 2, "fuzzy_duplicate": 2})
     assert stats["duplicate_paragraphs"] == 4 and stats["failed_shards"] == {}
     assert not (out / WORK_DIR).exists()
@@ -113,7 +124,9 @@ def test_switches_leave_the_columns_in_place(corpus: str, tmp_path: Path) -> Non
     assert stats["exact_duplicates"] == 2 and stats["fuzzy_duplicates"] == 0
 
 
-def test_rerun_skips_finished_work_and_rewrites_nothing(corpus: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rerun_skips_finished_work_and_rewrites_nothing(
+    corpus: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     out = tmp_path / "out"
     first = dedup(DedupConfig(input=corpus, engine=ENGINE), str(out))
     before = _file_bytes(out)
@@ -126,7 +139,9 @@ def test_rerun_skips_finished_work_and_rewrites_nothing(corpus: str, tmp_path: P
     assert _file_bytes(out) == before
 
 
-def test_a_run_killed_after_the_map_resumes_to_identical_bytes(corpus: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_run_killed_after_the_map_resumes_to_identical_bytes(
+    corpus: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     clean = tmp_path / "clean"
     dedup(DedupConfig(input=corpus, engine=ENGINE), str(clean))
     killed = tmp_path / "killed"
@@ -159,7 +174,10 @@ def test_a_failed_shard_within_budget_is_reported_and_the_rest_is_written(tmp_pa
     corpus = _write_docs(tmp_path / "docs", [[A, B], [A]])
     (Path(corpus) / "part-00002.parquet").write_bytes(b"not parquet")
     out = tmp_path / "out"
-    stats = dedup(DedupConfig(input=corpus, engine=EngineConfig(workers=1, retries=0, max_failed_shards=1, progress=False)), str(out))
+    stats = dedup(
+        DedupConfig(input=corpus, engine=EngineConfig(workers=1, retries=0, max_failed_shards=1, progress=False)),
+        str(out),
+    )
     assert list(stats["failed_shards"]) == ["part-00002"] and stats["exact_duplicates"] == 1
     assert sorted(p.name for p in out.glob("part-*.parquet")) == ["part-00000.parquet", "part-00001.parquet"]
     assert (out / WORK_DIR).exists()  # kept so that a rerun redoes only the failed shard

@@ -37,26 +37,54 @@ def _tasks(tmp_path: Path, n: int = 4) -> list[ShardTask]:
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_failures_are_retried_and_stats_kept_in_task_order(tmp_path, workers: int) -> None:
-    result = map_shards(flaky_shard, Behaviour({"part-00001": 2}), _tasks(tmp_path), tmp_path / "done", EngineConfig(workers=workers, retries=2, progress=False))
+    result = map_shards(
+        flaky_shard,
+        Behaviour({"part-00001": 2}),
+        _tasks(tmp_path),
+        tmp_path / "done",
+        EngineConfig(workers=workers, retries=2, progress=False),
+    )
     assert list(result.stats) == [f"part-{i:05d}" for i in range(4)] and not result.failed
     assert merge_counts(list(result.stats.values())) == {"docs": 60, "rejected": {"empty": 4}}
 
 
 def test_a_worker_killed_mid_shard_is_retried(tmp_path) -> None:
-    result = map_shards(flaky_shard, Behaviour({"part-00002": 1}, mode="kill"), _tasks(tmp_path), tmp_path / "done", EngineConfig(workers=2, retries=1, progress=False))
+    result = map_shards(
+        flaky_shard,
+        Behaviour({"part-00002": 1}, mode="kill"),
+        _tasks(tmp_path),
+        tmp_path / "done",
+        EngineConfig(workers=2, retries=1, progress=False),
+    )
     assert len(result.stats) == 4 and not result.failed
 
 
 def test_failures_within_budget_are_reported_not_fatal(tmp_path) -> None:
-    result = map_shards(flaky_shard, Behaviour({"part-00003": 9}), _tasks(tmp_path), tmp_path / "done", EngineConfig(workers=1, retries=1, max_failed_shards=1, progress=False))
+    result = map_shards(
+        flaky_shard,
+        Behaviour({"part-00003": 9}),
+        _tasks(tmp_path),
+        tmp_path / "done",
+        EngineConfig(workers=1, retries=1, max_failed_shards=1, progress=False),
+    )
     assert list(result.failed) == ["part-00003"] and "bad record in part-00003" in result.failed["part-00003"]
     assert len(result.stats) == 3
 
 
 def test_failures_over_budget_fail_after_the_rest_finished(tmp_path) -> None:
     with pytest.raises(TootsieError, match="1 of 4 shards failed .*part-00000.*rerun"):
-        map_shards(flaky_shard, Behaviour({"part-00000": 9}), _tasks(tmp_path), tmp_path / "done", EngineConfig(workers=1, retries=0, progress=False))
-    assert sorted(p.name for p in (tmp_path / "done").glob("*.json")) == ["part-00001.json", "part-00002.json", "part-00003.json"]
+        map_shards(
+            flaky_shard,
+            Behaviour({"part-00000": 9}),
+            _tasks(tmp_path),
+            tmp_path / "done",
+            EngineConfig(workers=1, retries=0, progress=False),
+        )
+    assert sorted(p.name for p in (tmp_path / "done").glob("*.json")) == [
+        "part-00001.json",
+        "part-00002.json",
+        "part-00003.json",
+    ]
 
 
 def test_rerun_skips_finished_shards(tmp_path) -> None:

@@ -11,13 +11,13 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from tests.processes import finish
 from tootsie.datakit.engine import EngineConfig
 from tootsie.datakit.normalize import NormalizeConfig, normalize
 from tootsie.datakit.parquet_io import write_table_atomic
 from tootsie.datakit.stats import STATS_FILE
 from tootsie.datakit.tokenize import TokenizeConfig, tokenize_documents
 from tootsie.datakit.tokenizer import TokenizerTrainConfig, train_tokenizer
-from tests.processes import finish
 
 INLINE = EngineConfig(workers=1, progress=False)
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
@@ -46,7 +46,9 @@ def test_normalize_killed_mid_run_resumes_to_identical_bytes(tmp_path) -> None:
     inputs = tmp_path / "inputs"
     inputs.mkdir()
     for f in range(40):
-        (inputs / f"in-{f:03d}.jsonl").write_text("".join(json.dumps({"text": _text(f * 1000 + i)}) + "\n" for i in range(1500)))
+        (inputs / f"in-{f:03d}.jsonl").write_text(
+            "".join(json.dumps({"text": _text(f * 1000 + i)}) + "\n" for i in range(1500))
+        )
     config = NormalizeConfig(inputs=(str(inputs),), shard_bytes=200_000, engine=INLINE)
     normalize(config, str(tmp_path / "straight"))
 
@@ -66,7 +68,9 @@ def test_tokenize_killed_mid_run_resumes_to_identical_bytes(tmp_path) -> None:
     docs = tmp_path / "docs"
     for shard in range(30):
         texts = [_text(shard * 500 + i) for i in range(400)]
-        write_table_atomic(pa.table({"id": [str(i) for i in range(len(texts))], "text": texts}), docs / f"part-{shard:05d}.parquet")
+        write_table_atomic(
+            pa.table({"id": [str(i) for i in range(len(texts))], "text": texts}), docs / f"part-{shard:05d}.parquet"
+        )
     train_tokenizer(TokenizerTrainConfig(inputs=(str(docs),), vocab_size=300), str(tmp_path / "tok"))
     config = TokenizeConfig(input=str(docs), tokenizer=str(tmp_path / "tok"), engine=INLINE)
     tokenize_documents(config, str(tmp_path / "straight"))
@@ -77,6 +81,8 @@ def test_tokenize_killed_mid_run_resumes_to_identical_bytes(tmp_path) -> None:
         tokenize_documents(TokenizeConfig(input={str(docs)!r}, tokenizer={str(tmp_path / "tok")!r}, engine=EngineConfig(workers=1, progress=False)), {str(tmp_path / "killed")!r})
     """)
     done = tmp_path / "killed" / ".shards" / "done"
-    _kill_when(script, lambda: done.is_dir() and len(list(done.glob("*.json"))) >= 6, tmp_path / "killed" / "ledger.json")
+    _kill_when(
+        script, lambda: done.is_dir() and len(list(done.glob("*.json"))) >= 6, tmp_path / "killed" / "ledger.json"
+    )
     tokenize_documents(config, str(tmp_path / "killed"))
     assert _files_bytes(tmp_path / "killed") == _files_bytes(tmp_path / "straight")

@@ -8,7 +8,17 @@ import pytest
 import xxhash
 
 from tootsie.datakit import minhash
-from tootsie.datakit.minhash import EMPTY, MinHashConfig, UnionFind, cluster_firsts, estimated_jaccard, is_empty, lsh_clusters, normalize_for_shingles, words
+from tootsie.datakit.minhash import (
+    EMPTY,
+    MinHashConfig,
+    UnionFind,
+    cluster_firsts,
+    estimated_jaccard,
+    is_empty,
+    lsh_clusters,
+    normalize_for_shingles,
+    words,
+)
 
 VOCAB = np.array([f"w{i}" for i in range(50_000)])
 
@@ -79,7 +89,16 @@ def test_vectorized_xxh3_matches_xxhash_on_every_short_length() -> None:
 
 
 def test_word_tokens_are_the_low_bits_of_each_words_xxh3() -> None:
-    texts = ["", "  ...  ", "a", "Hello, World! " * 3, "x" * 17 + " " + "y" * 300 + " z", "naïve café — “quoted” İstanbul", PINNED_TEXTS[4], ""]
+    texts = [
+        "",
+        "  ...  ",
+        "a",
+        "Hello, World! " * 3,
+        "x" * 17 + " " + "y" * 300 + " z",
+        "naïve café — “quoted” İstanbul",
+        PINNED_TEXTS[4],
+        "",
+    ]
     tokens, counts = minhash.word_tokens(texts)
     expected = [[(xxhash.xxh3_64_intdigest(w) & 0xFFFFFFFF) | 1 for w in words(t)] for t in texts]
     assert counts.tolist() == [len(e) for e in expected]
@@ -88,7 +107,10 @@ def test_word_tokens_are_the_low_bits_of_each_words_xxh3() -> None:
 
 
 def test_signatures_are_deterministic_and_depend_on_the_seed() -> None:
-    texts = ["the quick brown fox jumps over the lazy dog again", "a completely different sentence with many words in it"]
+    texts = [
+        "the quick brown fox jumps over the lazy dog again",
+        "a completely different sentence with many words in it",
+    ]
     first = MinHashConfig().build().signatures(texts)
     assert first.shape == (2, 286) and first.dtype == np.uint32
     np.testing.assert_array_equal(first, MinHashConfig().build().signatures(texts))
@@ -109,12 +131,29 @@ PINNED_TEXTS = [
 @pytest.mark.parametrize(
     ("config", "signatures_sha256", "first_row", "bands_sha256"),
     [
-        (MinHashConfig(), "57ab47ee431e21f3fbc643c708ca0f100ff74d782444bc5306eb7ac106f2dad3", [25091613, 230398277, 28701613, 777569393], "f74dddfe689cb3213fbef55f16dc66332a3d34b47e42e2114b81c8c77b6b15ec"),
-        (MinHashConfig(shingle="char", ngram=4), "81ddb201157fa2a47c5a1197154445341dc350d0ea8c3baeb605397eb28b164f", [78283285, 48358803, 28816655, 346349002], "977e5733e8713c2cb8a738a6094b2c40f6e7075f763d3f0a3815167bdb02ca98"),
-        (MinHashConfig(num_perms=64, num_bands=8, ngram=3, seed=5), "622ba040505ab406c6025b8d436809e0d75fdaffef16855bbe9f45ce07886e9b", [370730968, 930944226, 889902020, 150876995], "b39a7df2c39de44ae3c58dd4969a3a839c539b9e6ad4a873e9b06a7dfb9bf972"),
+        (
+            MinHashConfig(),
+            "57ab47ee431e21f3fbc643c708ca0f100ff74d782444bc5306eb7ac106f2dad3",
+            [25091613, 230398277, 28701613, 777569393],
+            "f74dddfe689cb3213fbef55f16dc66332a3d34b47e42e2114b81c8c77b6b15ec",
+        ),
+        (
+            MinHashConfig(shingle="char", ngram=4),
+            "81ddb201157fa2a47c5a1197154445341dc350d0ea8c3baeb605397eb28b164f",
+            [78283285, 48358803, 28816655, 346349002],
+            "977e5733e8713c2cb8a738a6094b2c40f6e7075f763d3f0a3815167bdb02ca98",
+        ),
+        (
+            MinHashConfig(num_perms=64, num_bands=8, ngram=3, seed=5),
+            "622ba040505ab406c6025b8d436809e0d75fdaffef16855bbe9f45ce07886e9b",
+            [370730968, 930944226, 889902020, 150876995],
+            "b39a7df2c39de44ae3c58dd4969a3a839c539b9e6ad4a873e9b06a7dfb9bf972",
+        ),
     ],
 )
-def test_signatures_and_band_keys_are_pinned(config: MinHashConfig, signatures_sha256: str, first_row: list[int], bands_sha256: str) -> None:
+def test_signatures_and_band_keys_are_pinned(
+    config: MinHashConfig, signatures_sha256: str, first_row: list[int], bands_sha256: str
+) -> None:
     """Values from the per-word xxh3 reference implementation: a speed-up must not change a single bit."""
     hasher = config.build()
     signatures = hasher.signatures(PINNED_TEXTS)
@@ -160,12 +199,16 @@ def test_char_shingles_estimate_character_ngram_jaccard() -> None:
     grams_a = {a[i : i + 4] for i in range(len(a) - 3)}
     grams_b = {b[i : i + 4] for i in range(len(b) - 3)}
     signatures = hasher.signatures([a, b])
-    assert estimated_jaccard(signatures[[0]], signatures[[1]])[0] == pytest.approx(len(grams_a & grams_b) / len(grams_a | grams_b), abs=0.1)
+    assert estimated_jaccard(signatures[[0]], signatures[[1]])[0] == pytest.approx(
+        len(grams_a & grams_b) / len(grams_a | grams_b), abs=0.1
+    )
 
 
 def test_identical_documents_always_share_every_band() -> None:
     hasher = MinHashConfig().build()
-    signatures = hasher.signatures(["Some text, repeated here.", "some TEXT repeated   here", "other text entirely here"])
+    signatures = hasher.signatures(
+        ["Some text, repeated here.", "some TEXT repeated   here", "other text entirely here"]
+    )
     keys = hasher.band_keys(signatures)
     assert keys.shape == (26, 3)
     assert (keys[:, 0] == keys[:, 1]).all() and not (keys[:, 0] == keys[:, 2]).any()

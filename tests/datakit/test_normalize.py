@@ -37,11 +37,20 @@ def _write_messy_jsonl(path) -> list[str]:
 
 def test_messy_input_keeps_valid_records_and_counts_rejections(tmp_path) -> None:
     expected = _write_messy_jsonl(tmp_path / "in.jsonl.gz")
-    stats = normalize(NormalizeConfig(inputs=(str(tmp_path / "in.jsonl.gz"),), max_whitespace_run=1000, engine=INLINE), str(tmp_path / "out"))
+    stats = normalize(
+        NormalizeConfig(inputs=(str(tmp_path / "in.jsonl.gz"),), max_whitespace_run=1000, engine=INLINE),
+        str(tmp_path / "out"),
+    )
     table = pq.read_table(tmp_path / "out" / "part-00000.parquet")
     assert table.column("text").to_pylist() == expected
     assert table.column("id").to_pylist() == [content_id(t) for t in expected]
-    assert stats["rejected"] == {"broken_json": 1, "invalid_utf8": 1, "empty": 1, "whitespace_run": 1, "missing_text": 1}
+    assert stats["rejected"] == {
+        "broken_json": 1,
+        "invalid_utf8": 1,
+        "empty": 1,
+        "whitespace_run": 1,
+        "missing_text": 1,
+    }
     assert stats["exact_duplicates"] == 2 and stats["output_docs"] == len(expected)
     assert stats["input_docs"] == stats["output_docs"] + stats["exact_duplicates"] + sum(stats["rejected"].values())
     assert (stats["total"], stats["kept"]) == (stats["input_docs"], stats["output_docs"])
@@ -51,7 +60,9 @@ def test_messy_input_keeps_valid_records_and_counts_rejections(tmp_path) -> None
 
 def test_shards_split_at_target_size(tmp_path) -> None:
     (tmp_path / "in.jsonl").write_text("".join(json.dumps({"text": f"{i} " * 50}) + "\n" for i in range(30)))
-    normalize(NormalizeConfig(inputs=(str(tmp_path / "in.jsonl"),), shard_bytes=1000, engine=INLINE), str(tmp_path / "out"))
+    normalize(
+        NormalizeConfig(inputs=(str(tmp_path / "in.jsonl"),), shard_bytes=1000, engine=INLINE), str(tmp_path / "out")
+    )
     shards = sorted((tmp_path / "out").glob("part-*.parquet"))
     assert len(shards) > 3
     assert sum(pq.read_metadata(s).num_rows for s in shards) == 30
@@ -82,17 +93,27 @@ def test_ten_thousand_messy_records_with_a_50mb_whitespace_run(tmp_path) -> None
     lines += [b'{"text": "broken'] * 3 + [b'{"text": "\xc3\x28"}'] * 3 + [json.dumps({"text": ""}).encode()] * 3
     lines.insert(5000, json.dumps({"text": "x" + " " * 50_000_000 + "y"}).encode())
     (tmp_path / "messy.jsonl").write_bytes(b"\n".join(lines) + b"\n")
-    stats = normalize(NormalizeConfig(inputs=(str(tmp_path / "messy.jsonl"),), engine=EngineConfig(workers=2, progress=False)), str(tmp_path / "out"))
+    stats = normalize(
+        NormalizeConfig(inputs=(str(tmp_path / "messy.jsonl"),), engine=EngineConfig(workers=2, progress=False)),
+        str(tmp_path / "out"),
+    )
     assert stats["input_docs"] == 10_000 and stats["output_docs"] == 9_990
     assert stats["rejected"] == {"broken_json": 3, "invalid_utf8": 3, "empty": 3, "too_large": 1}
-    texts = [t for part in sorted((tmp_path / "out").glob("part-*.parquet")) for t in pq.read_table(part).column("text").to_pylist()]
+    texts = [
+        t
+        for part in sorted((tmp_path / "out").glob("part-*.parquet"))
+        for t in pq.read_table(part).column("text").to_pylist()
+    ]
     assert texts == valid
 
 
 def test_exact_duplicates_across_input_files_keep_the_first(tmp_path) -> None:
     (tmp_path / "a.jsonl").write_text(json.dumps({"text": "shared"}) + "\n" + json.dumps({"text": "only a"}) + "\n")
     (tmp_path / "b.jsonl").write_text(json.dumps({"text": "only b"}) + "\n" + json.dumps({"text": "shared"}) + "\n")
-    stats = normalize(NormalizeConfig(inputs=(str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")), engine=INLINE), str(tmp_path / "out"))
+    stats = normalize(
+        NormalizeConfig(inputs=(str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")), engine=INLINE),
+        str(tmp_path / "out"),
+    )
     texts = [pq.read_table(p).column("text").to_pylist() for p in sorted((tmp_path / "out").glob("part-*.parquet"))]
     assert texts == [["shared", "only a"], ["only b"]] and stats["exact_duplicates"] == 1
 
@@ -104,6 +125,12 @@ def test_inputs_behind_fsspec_urls_and_globs(tmp_path) -> None:
     fs.pipe("/raw/a.jsonl", b'{"text": "from memory a"}\n')
     fs.pipe("/raw/sub/b.jsonl", b'{"text": "from memory b"}\n{"text": "from memory a"}\n')
     (tmp_path / "c.txt").write_text("a local text file")
-    stats = normalize(NormalizeConfig(inputs=("memory://raw", str(tmp_path / "*.txt")), engine=INLINE), str(tmp_path / "out"))
-    texts = [t for part in sorted((tmp_path / "out").glob("part-*.parquet")) for t in pq.read_table(part).column("text").to_pylist()]
+    stats = normalize(
+        NormalizeConfig(inputs=("memory://raw", str(tmp_path / "*.txt")), engine=INLINE), str(tmp_path / "out")
+    )
+    texts = [
+        t
+        for part in sorted((tmp_path / "out").glob("part-*.parquet"))
+        for t in pq.read_table(part).column("text").to_pylist()
+    ]
     assert sorted(texts) == ["a local text file", "from memory a", "from memory b"] and stats["exact_duplicates"] == 1

@@ -90,7 +90,10 @@ def test_ngram_fractions_on_known_texts() -> None:
     repeated = "one two three four five six".split() * 2
     fractions = ngram_char_fractions(repeated, (2,), (5,))
     assert fractions["rep_dup_5gram_char_fraction"] == 1.0  # every word lies in a repeated 5-gram
-    assert ngram_char_fractions(["solo"], (2,), (5,)) == {"rep_top_2gram_char_fraction": 0.0, "rep_dup_5gram_char_fraction": 0.0}
+    assert ngram_char_fractions(["solo"], (2,), (5,)) == {
+        "rep_top_2gram_char_fraction": 0.0,
+        "rep_dup_5gram_char_fraction": 0.0,
+    }
     spam = PROSE + " " + " ".join(["buy cheap pills now"] * 25)
     assert {"rep_top_2gram_char_fraction", "rep_dup_5gram_char_fraction"} <= _failed(spam)
 
@@ -130,7 +133,9 @@ def test_compression_ratio_separates_random_from_repeated() -> None:
 
 
 def test_code_rules_keep_python_source() -> None:
-    code = "\n".join(f"def handler_{i}(request):\n    return {{'status': {i}, 'body': request.body}}\n" for i in range(30))
+    code = "\n".join(
+        f"def handler_{i}(request):\n    return {{'status': {i}, 'body': request.body}}\n" for i in range(30)
+    )
     assert {"c4_min_sentences", "gopher_stop_words"} <= _failed(code)  # lines ending in ":" or "}" are all cut
     assert _failed(code, QualityRules.for_code()) == set()
     assert QualityRules.for_code().rules == ("gopher_word_count", "compression_ratio")
@@ -156,7 +161,13 @@ def test_configs_reject_bad_values_with_the_field_name(build, match: str) -> Non
 def _write_docs(directory, shards: list[list[str]]) -> None:
     directory.mkdir(parents=True)
     for index, texts in enumerate(shards):
-        table = pa.table({"id": [content_id(t) for t in texts], "text": texts, "source_id": [f"s{index}-{i}" for i in range(len(texts))]})
+        table = pa.table(
+            {
+                "id": [content_id(t) for t in texts],
+                "text": texts,
+                "source_id": [f"s{index}-{i}" for i in range(len(texts))],
+            }
+        )
         pq.write_table(table, directory / f"part-{index:05d}.parquet")
 
 

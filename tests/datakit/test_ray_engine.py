@@ -108,10 +108,16 @@ def test_ray_keeps_the_local_retries_and_failure_budget(tmp_path: Path, ray_clus
     results, attempts = {}, {}
     for name, engine in (("local", LOCAL), ("ray", ON_RAY)):
         tasks = _tasks(tmp_path / name)
-        budget = EngineConfig(workers=engine.workers, progress=False, backend=engine.backend, retries=2, max_failed_shards=2)
+        budget = EngineConfig(
+            workers=engine.workers, progress=False, backend=engine.backend, retries=2, max_failed_shards=2
+        )
         results[name] = map_shards(flaky_shard, behaviour, tasks, tmp_path / name / "done", budget)
         attempts[name] = {t.name: (tmp_path / name / f"{t.name}.attempts").read_text() for t in tasks}
-    assert attempts["ray"] == attempts["local"] == {"part-00000": "1", "part-00001": "3", "part-00002": "1", "part-00003": "3"}
+    assert (
+        attempts["ray"]
+        == attempts["local"]
+        == {"part-00000": "1", "part-00001": "3", "part-00002": "1", "part-00003": "3"}
+    )
     assert results["ray"].stats == results["local"].stats == {"part-00000": {"docs": 0}, "part-00001": {"docs": 10}}
     assert results["ray"].failed == results["local"].failed
     assert results["ray"].failed["part-00002"] == "tootsie.errors.TootsieError: bad input in part-00002"
@@ -131,10 +137,18 @@ def test_a_ray_worker_killed_mid_shard_is_retried_and_the_output_is_identical(tm
     config = NormalizeConfig(inputs=(str(inputs),), engine=LOCAL)
     plan = KillOnce(config, shard="part-00002", marker=str(tmp_path / "killed"))
     outputs = {}
-    for name, engine, fn, argument in (("local", LOCAL, normalize_file, config), ("ray", ON_RAY, normalize_then_die_once, plan)):
+    for name, engine, fn, argument in (
+        ("local", LOCAL, normalize_file, config),
+        ("ray", ON_RAY, normalize_then_die_once, plan),
+    ):
         root = tmp_path / name
-        tasks = [ShardTask(f"part-{i:05d}", (str(inputs / f"docs-{i}.jsonl"),), str(root / f"part-{i:05d}")) for i in range(4)]
-        results = map_shards(fn, argument, tasks, root / "done", EngineConfig(progress=False, backend=engine.backend, retries=1))
+        tasks = [
+            ShardTask(f"part-{i:05d}", (str(inputs / f"docs-{i}.jsonl"),), str(root / f"part-{i:05d}"))
+            for i in range(4)
+        ]
+        results = map_shards(
+            fn, argument, tasks, root / "done", EngineConfig(progress=False, backend=engine.backend, retries=1)
+        )
         assert not results.failed and len(results.stats) == 4
         outputs[name] = _files(root)
     assert (tmp_path / "killed").exists()  # the worker really died once
@@ -158,6 +172,8 @@ def test_demo_data_steps_on_ray_match_the_local_backend(tmp_path: Path, ray_clus
     assert on_ray.ok, [(s.name, s.error) for s in on_ray.steps]
     assert sum(s.reason.startswith("run") for s in on_ray.steps) == len(on_ray.steps) - 1 == 19
     local_files, ray_files = _files(tmp_path / "local"), _files(tmp_path / "ray")
-    assert any(name.endswith("tokens.bin") for name in ray_files) and any(name.endswith(".parquet") for name in ray_files)
+    assert any(name.endswith("tokens.bin") for name in ray_files) and any(
+        name.endswith(".parquet") for name in ray_files
+    )
     assert ray_files.keys() == local_files.keys()
     assert [name for name in ray_files if ray_files[name] != local_files[name]] == []

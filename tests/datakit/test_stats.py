@@ -27,7 +27,11 @@ def test_shards_merge_into_one_account_of_every_document() -> None:
 
 
 def test_finish_stage_writes_the_stage_keys_then_the_shared_ones(tmp_path) -> None:
-    stats = finish_stage(tmp_path / "out", StageStats(total=5, kept=3, dropped=Counter(exact_duplicate=2)), {"docs": 5, "kept": 3, "shards": 2})
+    stats = finish_stage(
+        tmp_path / "out",
+        StageStats(total=5, kept=3, dropped=Counter(exact_duplicate=2)),
+        {"docs": 5, "kept": 3, "shards": 2},
+    )
     assert list(stats) == ["docs", "kept", "shards", "total", "dropped"]
     assert STATS_FILE == "stats.json"  # the on-disk name users and the release's step reader rely on
     assert json.loads((tmp_path / "out" / "stats.json").read_text()) == stats

@@ -9,7 +9,14 @@ import pytest
 from tootsie.datakit.parquet_io import write_table_atomic
 from tootsie.datakit.token_cache import open_token_cache
 from tootsie.datakit.tokenize import TokenizeConfig, tokenize_documents
-from tootsie.datakit.tokenizer import BOS_TOKEN, EOS_TOKEN, TokenizerTrainConfig, load_tokenizer, token_byte_lengths, train_tokenizer
+from tootsie.datakit.tokenizer import (
+    BOS_TOKEN,
+    EOS_TOKEN,
+    TokenizerTrainConfig,
+    load_tokenizer,
+    token_byte_lengths,
+    train_tokenizer,
+)
 from tootsie.errors import TootsieError
 
 TEXTS = [f"def function_{i}(x):\n    return x * {i}  # café ☕ {i}\n" for i in range(200)]
@@ -18,7 +25,9 @@ TEXTS = [f"def function_{i}(x):\n    return x * {i}  # café ☕ {i}\n" for i in
 @pytest.fixture
 def trained(tmp_path):
     docs = tmp_path / "docs"
-    write_table_atomic(pa.table({"id": [str(i) for i in range(len(TEXTS))], "text": TEXTS}), docs / "part-00000.parquet")
+    write_table_atomic(
+        pa.table({"id": [str(i) for i in range(len(TEXTS))], "text": TEXTS}), docs / "part-00000.parquet"
+    )
     train_tokenizer(TokenizerTrainConfig(inputs=(str(docs),), vocab_size=300), str(tmp_path / "tok"))
     return docs, tmp_path / "tok" / "tokenizer.json"
 

@@ -17,7 +17,10 @@ def test_bpb_matches_a_hand_computation(make_cache) -> None:
     documents = [[1, 5, 6, 7, 8, 2], [1, 9, 10, 11, 12, 13, 14, 2], [1, 3, 4, 2]]
     cache_dir = make_cache("heldout", documents, vocab)
     byte_lengths = np.array([0, 0, 0] + [1 + (i % 3) for i in range(vocab - 3)])
-    model = LlamaModel(LlamaConfig(vocab_size=vocab, hidden_dim=16, intermediate_dim=16, num_layers=1, num_heads=2, num_kv_heads=2), key=jax.random.PRNGKey(0))
+    model = LlamaModel(
+        LlamaConfig(vocab_size=vocab, hidden_dim=16, intermediate_dim=16, num_layers=1, num_heads=2, num_kv_heads=2),
+        key=jax.random.PRNGKey(0),
+    )
 
     result = domain_bpb(model, cache_dir, byte_lengths, seq_len=6, batch_size=2)
 
@@ -25,7 +28,9 @@ def test_bpb_matches_a_hand_computation(make_cache) -> None:
     tokens = np.asarray(cache.tokens).reshape(-1, 6)  # 18 tokens → 3 sequences of 6
     segments = (np.searchsorted(cache.offsets, np.arange(18), side="right") - 1).reshape(-1, 6)
     mask = next_token_loss_mask(segments)
-    log_probs = np.asarray(jax.nn.log_softmax(model(jnp.asarray(tokens, jnp.int32), jnp.asarray(segments, jnp.int32)), axis=-1))
+    log_probs = np.asarray(
+        jax.nn.log_softmax(model(jnp.asarray(tokens, jnp.int32), jnp.asarray(segments, jnp.int32)), axis=-1)
+    )
     nats, total_bytes = 0.0, 0
     for row in range(3):
         for t in range(5):
@@ -40,7 +45,10 @@ def test_bpb_matches_a_hand_computation(make_cache) -> None:
 def test_macro_and_micro_averages() -> None:
     from tootsie.eval.bpb import DomainBPB
 
-    a, b = DomainBPB(nats=math.log(2) * 100, bytes=100, tokens=50), DomainBPB(nats=math.log(2) * 600, bytes=200, tokens=80)
+    a, b = (
+        DomainBPB(nats=math.log(2) * 100, bytes=100, tokens=50),
+        DomainBPB(nats=math.log(2) * 600, bytes=200, tokens=80),
+    )
     summary = summarize({"a": a, "b": b})
     assert summary["a"] == 1.0 and summary["b"] == 3.0
     assert summary["macro_avg"] == 2.0 and math.isclose(summary["micro_avg"], 700 / 300)

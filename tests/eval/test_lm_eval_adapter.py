@@ -31,13 +31,23 @@ TEXT = "def area(width, height):\n    return width * height\n\nclass Error(Excep
 def tokenizer(tmp_path_factory):
     docs = tmp_path_factory.mktemp("docs")
     texts = [TEXT.replace("area", f"area{i}") for i in range(50)] + ["The quick brown fox jumps over the lazy dog."] * 5
-    write_table_atomic(pa.table({"id": [str(i) for i in range(len(texts))], "text": texts}), docs / "part-00000.parquet")
+    write_table_atomic(
+        pa.table({"id": [str(i) for i in range(len(texts))], "text": texts}), docs / "part-00000.parquet"
+    )
     return train_bpe(TokenizerTrainConfig(inputs=(str(docs),), vocab_size=VOCAB))
 
 
 @pytest.fixture(scope="module")
 def model() -> LlamaModel:
-    config = LlamaConfig(vocab_size=VOCAB, hidden_dim=16, intermediate_dim=32, num_layers=2, num_heads=2, num_kv_heads=1, initializer_std=0.5)
+    config = LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_dim=16,
+        intermediate_dim=32,
+        num_layers=2,
+        num_heads=2,
+        num_kv_heads=1,
+        initializer_std=0.5,
+    )
     return LlamaModel(config, key=jax.random.PRNGKey(3))
 
 
@@ -85,15 +95,31 @@ def test_right_padding_does_not_change_logits(model) -> None:
 
 def test_loglikelihood_equals_direct_computation(model, tokenizer) -> None:
     lm = TootsieLM(model, tokenizer, max_length=64, batch_size=BATCH)
-    pairs = [("def area(width,", " height):"), ("class Error", "(Exception):"), ("The quick brown", " fox"), ("", "def"), ("x = ", "1"), ("    return width", " * height\n")]
+    pairs = [
+        ("def area(width,", " height):"),
+        ("class Error", "(Exception):"),
+        ("The quick brown", " fox"),
+        ("", "def"),
+        ("x = ", "1"),
+        ("    return width", " * height\n"),
+    ]
     results = lm.loglikelihood(requests(*pairs))
     for (context, continuation), (logprob, greedy) in zip(pairs, results):
-        context_ids, continuation_ids = lm._encode_pair(context, continuation) if context else ([lm.prefix_token_id], lm.tok_encode(continuation, add_special_tokens=False))
+        context_ids, continuation_ids = (
+            lm._encode_pair(context, continuation)
+            if context
+            else ([lm.prefix_token_id], lm.tok_encode(continuation, add_special_tokens=False))
+        )
         assert context_ids[0] == lm.prefix_token_id and continuation_ids
         expected, expected_greedy = direct(model, context_ids, continuation_ids)
         assert logprob == pytest.approx(expected, abs=1e-4) and greedy == expected_greedy
     context_ids = lm.tok_encode("def area")
-    (_, greedy), (_, not_greedy) = lm.scorer.continuation_logprobs([(context_ids, hand_greedy(model, context_ids, 3, -1)), (context_ids, [hand_greedy(model, context_ids, 1, -1)[0] + 1])])
+    (_, greedy), (_, not_greedy) = lm.scorer.continuation_logprobs(
+        [
+            (context_ids, hand_greedy(model, context_ids, 3, -1)),
+            (context_ids, [hand_greedy(model, context_ids, 1, -1)[0] + 1]),
+        ]
+    )
     assert greedy and not not_greedy
 
 
@@ -105,9 +131,14 @@ def test_a_token_merged_across_the_boundary_is_scored(model, tokenizer) -> None:
 
 
 @settings(max_examples=20, deadline=None)
-@given(st.lists(st.integers(0, VOCAB - 1), min_size=1, max_size=40), st.lists(st.integers(0, VOCAB - 1), min_size=1, max_size=8))
+@given(
+    st.lists(st.integers(0, VOCAB - 1), min_size=1, max_size=40),
+    st.lists(st.integers(0, VOCAB - 1), min_size=1, max_size=8),
+)
 def test_scorer_left_truncates_to_max_length(model, context: list[int], continuation: list[int]) -> None:
-    (logprob, greedy), = Scorer(model, max_length=24, batch_size=BATCH).continuation_logprobs([(context, continuation)])
+    ((logprob, greedy),) = Scorer(model, max_length=24, batch_size=BATCH).continuation_logprobs(
+        [(context, continuation)]
+    )
     kept = (context + continuation)[-25:]
     expected, expected_greedy = direct(model, kept[: len(kept) - len(continuation)], continuation)
     assert logprob == pytest.approx(expected, abs=1e-4) and greedy == expected_greedy
@@ -147,7 +178,9 @@ def test_greedy_generation_is_argmax_decoding_and_honours_stops(model, tokenizer
     (cut,) = lm.generate_until(requests(("def area(", {"until": [stop], "max_gen_toks": 6, "do_sample": False})))
     assert cut == full.split(stop)[0] and stop not in cut
     calls = []
-    generated = lm.scorer.greedy_generate([lm.tok_encode("def area(")], [6], lambda i, ids: calls.append(len(ids)) or len(ids) == 2)
+    generated = lm.scorer.greedy_generate(
+        [lm.tok_encode("def area(")], [6], lambda i, ids: calls.append(len(ids)) or len(ids) == 2
+    )
     assert generated == [hand[0][:2]] and calls == [1, 2]
     with pytest.raises(TootsieError, match="greedily"):
         lm.generate_until(requests(("x", {"do_sample": True, "temperature": 0.7})))
@@ -163,22 +196,39 @@ def test_local_task_records_are_checked(tmp_path) -> None:
     assert {r["answer"] for r in syntax.records} == {0, 1, 2, 3}
     assert [r["choices"][r["answer"]] for r in syntax.records[:3]] == [":", ", *args, **kwargs):", " sys"]
     written = write_tasks([syntax], tmp_path)
-    assert (written / "tootsie_pysyntax.yaml").is_file() and len((written / "tootsie_pysyntax.jsonl").read_text().splitlines()) == 20
+    assert (written / "tootsie_pysyntax.yaml").is_file() and len(
+        (written / "tootsie_pysyntax.jsonl").read_text().splitlines()
+    ) == 20
 
 
 def test_flatten_results_names_metrics_and_filters() -> None:
-    flat = flatten_results({"t": {"alias": "t", "acc,none": 0.5, "acc_stderr,none": "N/A", "exact_match,strict": 1.0, "sample_len": 3}})
+    flat = flatten_results(
+        {"t": {"alias": "t", "acc,none": 0.5, "acc_stderr,none": "N/A", "exact_match,strict": 1.0, "sample_len": 3}}
+    )
     assert flat == {"t": {"acc": 0.5, "exact_match/strict": 1.0}}
 
 
 @pytest.mark.slow
 def test_simple_evaluate_on_a_local_multiple_choice_task(model, tokenizer, tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr(lm_eval.evaluator, "get_git_commit_hash", lambda: None)  # simple_evaluate shells out to `git describe`
-    docs = [{"context": "def area(width, height)", "choices": [":", ";", " {"], "answer": 0}, {"context": "class Error", "choices": ["(Exception):", "[x]", " ="], "answer": 0},
-            {"context": "The quick brown", "choices": [" fox", " dog", " cat"], "answer": 1}, {"context": "    return width", "choices": [" * height", " +", "!"], "answer": 2}]
-    task_dir = write_tasks([LocalTask("tiny_mc", "multiple_choice", tuple(docs), target_delimiter="")], tmp_path / "tasks")
+    monkeypatch.setattr(
+        lm_eval.evaluator, "get_git_commit_hash", lambda: None
+    )  # simple_evaluate shells out to `git describe`
+    docs = [
+        {"context": "def area(width, height)", "choices": [":", ";", " {"], "answer": 0},
+        {"context": "class Error", "choices": ["(Exception):", "[x]", " ="], "answer": 0},
+        {"context": "The quick brown", "choices": [" fox", " dog", " cat"], "answer": 1},
+        {"context": "    return width", "choices": [" * height", " +", "!"], "answer": 2},
+    ]
+    task_dir = write_tasks(
+        [LocalTask("tiny_mc", "multiple_choice", tuple(docs), target_delimiter="")], tmp_path / "tasks"
+    )
     lm = TootsieLM(model, tokenizer, max_length=64, batch_size=BATCH)
-    output = lm_eval.simple_evaluate(model=lm, tasks=["tiny_mc"], task_manager=lm_eval.tasks.TaskManager(include_path=str(task_dir), include_defaults=False), log_samples=False)
+    output = lm_eval.simple_evaluate(
+        model=lm,
+        tasks=["tiny_mc"],
+        task_manager=lm_eval.tasks.TaskManager(include_path=str(task_dir), include_defaults=False),
+        log_samples=False,
+    )
     scores = [[lm.loglikelihood(requests((d["context"], choice)))[0][0] for choice in d["choices"]] for d in docs]
     expected_acc = np.mean([int(np.argmax(s)) == d["answer"] for s, d in zip(scores, docs)])
     assert output["results"]["tiny_mc"]["acc,none"] == pytest.approx(expected_acc)
@@ -187,6 +237,8 @@ def test_simple_evaluate_on_a_local_multiple_choice_task(model, tokenizer, tmp_p
     assert metrics["tiny_mc"]["acc"] == pytest.approx(expected_acc) and metrics["tiny_mc"]["samples"] == 4
     zen = [r["text"] for r in builtin_tasks()[2].records[:4]]
     nats = sum(lm.loglikelihood_rolling(requests(*[(t,) for t in zen])))
-    assert metrics["tootsie_zen"]["bits_per_byte"] == pytest.approx(-nats / np.log(2) / sum(len(t.encode()) for t in zen), rel=1e-5)
+    assert metrics["tootsie_zen"]["bits_per_byte"] == pytest.approx(
+        -nats / np.log(2) / sum(len(t.encode()) for t in zen), rel=1e-5
+    )
     with pytest.raises(TootsieError, match="unknown lm-eval tasks"):
         TaskSuite(["no_such_task"], tmp_path / "work")

@@ -45,7 +45,14 @@ class Run:
 def _observe(out: Path) -> Run:
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     checkpoint = latest_checkpoint(out / "checkpoints")
-    tensors = {name: (None if (tree := read_tensors(checkpoint, name)) is None else [np.asarray(x) for x in jax.tree_util.tree_leaves(tree)]) for name in ("model", "ema")}
+    tensors = {
+        name: (
+            None
+            if (tree := read_tensors(checkpoint, name)) is None
+            else [np.asarray(x) for x in jax.tree_util.tree_leaves(tree)]
+        )
+        for name in ("model", "ema")
+    }
     return Run(records, tensors)
 
 
@@ -54,12 +61,26 @@ def world(tmp_path_factory) -> tuple[TrainConfig, Path, Run]:
     """A tokenizer and a token cache of small code documents, the base config, and the base run."""
     root = tmp_path_factory.mktemp("spine")
     texts = [f"def f{i}(x):\n    return x * {i} + {i % 7}\n" * 4 for i in range(80)]
-    write_table_atomic(pa.table({"id": [str(i) for i in range(80)], "text": texts}), root / "docs" / "part-00000.parquet")
+    write_table_atomic(
+        pa.table({"id": [str(i) for i in range(80)], "text": texts}), root / "docs" / "part-00000.parquet"
+    )
     train_tokenizer(TokenizerTrainConfig(inputs=(str(root / "docs"),), vocab_size=300), str(root / "tok"))
-    tokenize_documents(TokenizeConfig(input=str(root / "docs"), tokenizer=str(root / "tok"), engine=EngineConfig(workers=1, progress=False)), str(root / "cache"))
+    tokenize_documents(
+        TokenizeConfig(
+            input=str(root / "docs"), tokenizer=str(root / "tok"), engine=EngineConfig(workers=1, progress=False)
+        ),
+        str(root / "cache"),
+    )
     base = TrainConfig(
-        model=LlamaConfig(vocab_size=300, hidden_dim=16, intermediate_dim=32, num_layers=1, num_heads=2, num_kv_heads=1),
-        data=MixtureConfig(caches={"code": str(root / "cache")}, stages=(MixtureStage(0, {"code": 1.0}),), seq_len=32, batch_schedule=BatchSchedule.constant(4)),
+        model=LlamaConfig(
+            vocab_size=300, hidden_dim=16, intermediate_dim=32, num_layers=1, num_heads=2, num_kv_heads=1
+        ),
+        data=MixtureConfig(
+            caches={"code": str(root / "cache")},
+            stages=(MixtureStage(0, {"code": 1.0}),),
+            seq_len=32,
+            batch_schedule=BatchSchedule.constant(4),
+        ),
         num_steps=STEPS,
         schedule=WSDConfig(peak_lr=1e-2, warmup_steps=1, decay_steps=1, total_steps=STEPS),
         checkpoints=CheckpointConfig(every_steps=100, every_minutes=None),
@@ -80,16 +101,40 @@ Variant = Callable[[TrainConfig, Path], tuple[TrainConfig, Callable[[Run, Run], 
 """From the base config and the test root: a config with one hashed field changed, and how its run must differ from the base run."""
 
 VARIANTS: dict[str, Variant] = {
-    "model": lambda c, root: (dataclasses.replace(c, model=dataclasses.replace(c.model, hidden_dim=24)), lambda a, b: _losses(a) != _losses(b)),
-    "data": lambda c, root: (dataclasses.replace(c, data=dataclasses.replace(c.data, seed=1)), lambda a, b: _losses(a) != _losses(b)),
-    "num_steps": lambda c, root: (dataclasses.replace(c, num_steps=STEPS - 1), lambda a, b: len(b.records) == STEPS - 1),
+    "model": lambda c, root: (
+        dataclasses.replace(c, model=dataclasses.replace(c.model, hidden_dim=24)),
+        lambda a, b: _losses(a) != _losses(b),
+    ),
+    "data": lambda c, root: (
+        dataclasses.replace(c, data=dataclasses.replace(c.data, seed=1)),
+        lambda a, b: _losses(a) != _losses(b),
+    ),
+    "num_steps": lambda c, root: (
+        dataclasses.replace(c, num_steps=STEPS - 1),
+        lambda a, b: len(b.records) == STEPS - 1,
+    ),
     "optimizer": lambda c, root: (dataclasses.replace(c, optimizer=AdamWConfig(weight_decay=0.5)), _weights_differ),
-    "schedule": lambda c, root: (dataclasses.replace(c, schedule=dataclasses.replace(c.schedule, peak_lr=3e-3)), lambda a, b: _losses(a)[1:] != _losses(b)[1:]),
-    "stability": lambda c, root: (dataclasses.replace(c, stability=StabilityConfig(clip_update_window=2, clip_update_sigma=1e-3)), _weights_differ),
-    "ema": lambda c, root: (dataclasses.replace(c, ema=None), lambda a, b: a.tensors["ema"] is not None and b.tensors["ema"] is None),
-    "objective": lambda c, root: (c, lambda a, b: True),  # one registered objective: see test_objective_kinds_are_checked_at_load
+    "schedule": lambda c, root: (
+        dataclasses.replace(c, schedule=dataclasses.replace(c.schedule, peak_lr=3e-3)),
+        lambda a, b: _losses(a)[1:] != _losses(b)[1:],
+    ),
+    "stability": lambda c, root: (
+        dataclasses.replace(c, stability=StabilityConfig(clip_update_window=2, clip_update_sigma=1e-3)),
+        _weights_differ,
+    ),
+    "ema": lambda c, root: (
+        dataclasses.replace(c, ema=None),
+        lambda a, b: a.tensors["ema"] is not None and b.tensors["ema"] is None,
+    ),
+    "objective": lambda c, root: (
+        c,
+        lambda a, b: True,
+    ),  # one registered objective: see test_objective_kinds_are_checked_at_load
     "z_loss_weight": lambda c, root: (dataclasses.replace(c, z_loss_weight=0.5), _weights_differ),
-    "compute_dtype": lambda c, root: (dataclasses.replace(c, compute_dtype="bfloat16"), lambda a, b: _losses(a) != _losses(b)),
+    "compute_dtype": lambda c, root: (
+        dataclasses.replace(c, compute_dtype="bfloat16"),
+        lambda a, b: _losses(a) != _losses(b),
+    ),
     "microbatches": lambda c, root: (dataclasses.replace(c, microbatches=2), _weights_differ),
     "seed": lambda c, root: (dataclasses.replace(c, seed=1), lambda a, b: _losses(a)[0] != _losses(b)[0]),
     "warm_start": lambda c, root: (
@@ -97,8 +142,19 @@ VARIANTS: dict[str, Variant] = {
         lambda a, b: _losses(b)[0] < _losses(a)[0],  # it starts from the trained weights
     ),
     "eval": lambda c, root: (
-        dataclasses.replace(c, eval=InLoopEvalConfig(heldout={"code": c.data.caches["code"]}, tokenizer=str(root / "tok" / "tokenizer.json"), every_steps=2, max_sequences=2)),
-        lambda a, b: [r["step"] for r in b.records if "eval/bpb/code" in r] == [1, 3] and not any("eval/bpb/code" in r for r in a.records),
+        dataclasses.replace(
+            c,
+            eval=InLoopEvalConfig(
+                heldout={"code": c.data.caches["code"]},
+                tokenizer=str(root / "tok" / "tokenizer.json"),
+                every_steps=2,
+                max_sequences=2,
+            ),
+        ),
+        lambda a, b: (
+            [r["step"] for r in b.records if "eval/bpb/code" in r] == [1, 3]
+            and not any("eval/bpb/code" in r for r in a.records)
+        ),
     ),
 }
 
@@ -112,7 +168,9 @@ def _counts_in_the_hash(field: dataclasses.Field) -> bool:
 
 def test_every_hashed_field_has_a_variant_here_or_a_test_elsewhere() -> None:
     hashed = {f.name for f in dataclasses.fields(TrainConfig) if _counts_in_the_hash(f)}
-    assert hashed == set(VARIANTS) | set(SHOWN_ELSEWHERE), "a new hashed TrainConfig field needs a variant in VARIANTS that shows its effect"
+    assert hashed == set(VARIANTS) | set(SHOWN_ELSEWHERE), (
+        "a new hashed TrainConfig field needs a variant in VARIANTS that shows its effect"
+    )
     for path, name in SHOWN_ELSEWHERE.values():
         assert f"def {name}(" in (Path(__file__).resolve().parents[2] / path).read_text()
 
@@ -130,13 +188,18 @@ def test_changing_a_hashed_field_changes_the_run(world, tmp_path, name: str) -> 
 def test_objective_kinds_are_checked_at_load() -> None:
     assert set(OBJECTIVES) == {"next_token"}, "a second objective needs its own variant in VARIANTS"
     assert from_plain(ObjectiveChoice, {"kind": "next_token"}, "train.yaml:config.objective") == NextTokenObjective()
-    with pytest.raises(TootsieError, match=r"config\.objective\.kind: 'dpo' does not fit here; this field takes kind 'next_token'"):
+    with pytest.raises(
+        TootsieError, match=r"config\.objective\.kind: 'dpo' does not fit here; this field takes kind 'next_token'"
+    ):
         from_plain(ObjectiveChoice, {"kind": "dpo"}, "train.yaml:config.objective")
 
 
 def test_the_loop_refuses_an_eval_config_it_was_not_given_the_evaluation_for(world, tmp_path) -> None:
     base, root, _ = world
     with_eval = VARIANTS["eval"](base, root)[0]
-    with pytest.raises(TootsieError, match="config.eval is set but no evaluation hook was given: train through tootsie.eval.training.run_training"):
+    with pytest.raises(
+        TootsieError,
+        match="config.eval is set but no evaluation hook was given: train through tootsie.eval.training.run_training",
+    ):
         train_loop(with_eval, str(tmp_path / "bypass"))
     assert not (tmp_path / "bypass").exists()

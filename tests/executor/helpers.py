@@ -126,11 +126,16 @@ def run_overlapping(argv: list[str], tmp_path: Path) -> tuple[list[dict], list[d
     outs = [tmp_path / "first.out", tmp_path / "second.out"]
     procs: list[subprocess.Popen] = []
     with contextlib.ExitStack() as files:
-        streams = [(files.enter_context(out.open("w")), files.enter_context(log.open("w"))) for out, log in zip(outs, logs, strict=True)]
+        streams = [
+            (files.enter_context(out.open("w")), files.enter_context(log.open("w")))
+            for out, log in zip(outs, logs, strict=True)
+        ]
         procs.append(subprocess.Popen(argv, stdout=streams[0][0], stderr=streams[0][1], text=True, env=env))
         _wait_until(lambda: "step exp/a: run:" in outs[0].read_text(), "the first run starting step a", procs)
         procs.append(subprocess.Popen(argv, stdout=streams[1][0], stderr=streams[1][1], text=True, env=env))
-        _wait_until(lambda: "step exp/a: waiting while" in outs[1].read_text(), "the second run waiting on step a", procs)
+        _wait_until(
+            lambda: "step exp/a: waiting while" in outs[1].read_text(), "the second run waiting on step a", procs
+        )
         barrier.touch()
         for proc, log in zip(procs, logs, strict=True):
             assert finish(proc, timeout=120) == 0, log.read_text()[-3000:]

@@ -12,15 +12,21 @@ from tests.processes import finish
 
 from .helpers import HELD, cli_command, cli_env, executions, run_cli, run_overlapping, write_experiment
 
+
 def test_two_overlapping_runs_on_one_prefix_run_each_step_once(tmp_path: Path) -> None:
     path = write_experiment(tmp_path, HELD)
     argv = cli_command("run", str(path), "--prefix", str(tmp_path / "out"), "--json")
     first, second, first_pid = run_overlapping(argv, tmp_path)
     assert [s["status"] for s in first] == [s["status"] for s in second] == ["SUCCESS"] * 3
     held = {s["name"]: s for s in second}["exp/a"]
-    assert held["reason"].startswith("skip: SUCCESS at") and f"(waited while pid {first_pid} on host {socket.gethostname()} ran it)" in held["reason"]
+    assert (
+        held["reason"].startswith("skip: SUCCESS at")
+        and f"(waited while pid {first_pid} on host {socket.gethostname()} ran it)" in held["reason"]
+    )
     assert sorted(executions(tmp_path)) == ["a", "b", "c"]
-    assert {line.split()[0]: int(line.split()[1]) for line in (tmp_path / "executions.log").read_text().splitlines()}["a"] == first_pid
+    assert {line.split()[0]: int(line.split()[1]) for line in (tmp_path / "executions.log").read_text().splitlines()}[
+        "a"
+    ] == first_pid
 
 
 def test_sigkilled_run_is_reported_interrupted_and_resumed(tmp_path: Path) -> None:

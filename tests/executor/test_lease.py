@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import finish
 from tootsie.errors import TootsieError
 from tootsie.executor.lease import LEASE_FILE, FileLease, Heartbeat, LeaseRecord, LeaseSettings, stale_reason
-from tests.processes import finish
 
 SETTINGS = LeaseSettings(lease_seconds=2.0, heartbeat_seconds=0.1)
 

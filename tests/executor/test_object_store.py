@@ -23,13 +23,12 @@ pytest.importorskip("moto")
 
 import fsspec  # noqa: E402 - after the skips: s3fs and moto are optional
 
+from tests.processes import finish  # noqa: E402
 from tootsie.errors import TootsieError  # noqa: E402
-from tootsie.executor import Status, Step, build_graph, load_experiment, run_experiment, unhashed  # noqa: E402
-from tootsie.executor import remote_lease, storage  # noqa: E402
+from tootsie.executor import Status, Step, build_graph, load_experiment, remote_lease, run_experiment, storage, unhashed  # noqa: E402  # noqa: E402
 from tootsie.executor.lease import LeaseRecord, LeaseSettings  # noqa: E402
 from tootsie.executor.remote_lease import ObjectLease  # noqa: E402
 from tootsie.executor.staging import materialize  # noqa: E402
-from tests.processes import finish  # noqa: E402
 
 from .helpers import CHAIN, HELD, cli_command, cli_env, executions, run_cli, run_overlapping, write_experiment  # noqa: E402
 from .s3_server import moto_s3  # noqa: E402
@@ -152,7 +151,9 @@ def test_a_failed_step_has_no_success_keeps_its_partial_output_and_resumes_from_
 
     failed = run_experiment([reading], f"{bucket}/runs")
     statuses = {s.name: s for s in failed.steps}
-    assert statuses["exp/flaky"].status is Status.FAILED and statuses["exp/flaky"].error == "RuntimeError: flaky failure"
+    assert (
+        statuses["exp/flaky"].status is Status.FAILED and statuses["exp/flaky"].error == "RuntimeError: flaky failure"
+    )
     assert statuses["exp/reader"].status is Status.DEP_FAILED
     out = statuses["exp/flaky"].output_path
     assert _status(out) == "FAILED"  # never SUCCESS
@@ -174,7 +175,11 @@ def test_a_datakit_step_reads_its_documents_from_an_s3_url_and_writes_to_s3(buck
 
     records = [{"id": str(i), "text": f"document number {i} about object storage"} for i in range(3)]
     storage.write_bytes(f"{bucket}/raw/docs.jsonl", "".join(json.dumps(r) + "\n" for r in records).encode())
-    step = Step("data/normalized", normalize, NormalizeConfig(inputs=(f"{bucket}/raw/docs.jsonl",), engine=EngineConfig(workers=1, progress=False)))
+    step = Step(
+        "data/normalized",
+        normalize,
+        NormalizeConfig(inputs=(f"{bucket}/raw/docs.jsonl",), engine=EngineConfig(workers=1, progress=False)),
+    )
     report = run_experiment([step], f"{bucket}/runs")
     assert report.ok, report.steps[0].error
     names = storage.list_tree(report.steps[0].output_path)
@@ -274,7 +279,10 @@ def test_two_overlapping_cli_runs_on_one_s3_prefix_run_each_step_once(bucket: st
     first, second, first_pid = run_overlapping(argv, tmp_path)
     assert [s["status"] for s in first] == [s["status"] for s in second] == ["SUCCESS"] * 3
     held = {s["name"]: s for s in second}["exp/a"]
-    assert held["reason"].startswith("skip: SUCCESS at") and f"(waited while pid {first_pid} on host {socket.gethostname()} ran it)" in held["reason"]
+    assert (
+        held["reason"].startswith("skip: SUCCESS at")
+        and f"(waited while pid {first_pid} on host {socket.gethostname()} ran it)" in held["reason"]
+    )
     assert sorted(executions(tmp_path)) == ["a", "b", "c"]
 
 
@@ -317,7 +325,9 @@ STEPS = [b]
 @pytest.mark.slow
 def test_ray_workers_copy_inputs_and_upload_outputs_without_a_shared_filesystem(bucket: str, tmp_path: Path) -> None:
     ray = pytest.importorskip("ray", reason="the Ray backend is an extra: pip install 'tootsie[ray]'")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)  # workers inherit the moto endpoint from os.environ
+    ray.init(
+        num_cpus=2, include_dashboard=False, log_to_driver=False
+    )  # workers inherit the moto endpoint from os.environ
     try:
         report = run_experiment(load_experiment(write_experiment(tmp_path, CHAIN)), f"{bucket}/runs", backend="ray")
     finally:
@@ -330,14 +340,14 @@ def test_ray_workers_copy_inputs_and_upload_outputs_without_a_shared_filesystem(
     assert str(os.getpid()) not in pids
 
 
-TINY_DEMO = f'''
+TINY_DEMO = f"""
 import importlib.util
 
 spec = importlib.util.spec_from_file_location("demo_for_s3_test", {str(DEMO_FILE)!r})
 demo = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(demo)
 STEPS = demo.build_steps(demo.TINY)
-'''
+"""
 
 
 @pytest.mark.slow

@@ -86,7 +86,9 @@ def test_metadata_records_git_commits_when_available(tmp_path: Path) -> None:
     git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
     subprocess.run([*git, "init", "-q"], check=True, timeout=60)
     subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "experiment"], check=True, timeout=60)
-    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+    head = subprocess.run(
+        [*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True, timeout=60
+    ).stdout.strip()
     report = run(tmp_path)
     info = json.loads((Path(report.steps[0].output_path) / ".executor_info.json").read_text())
     assert info["git"]["experiment"] == head

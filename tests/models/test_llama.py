@@ -38,7 +38,11 @@ def test_segments_block_attention_between_documents() -> None:
 
 @pytest.mark.parametrize(
     ("overrides", "field"),
-    [({"num_heads": 4, "num_kv_heads": 3}, "num_kv_heads"), ({"hidden_dim": 30, "num_heads": 4}, "num_heads"), ({"num_layers": 0}, "num_layers")],
+    [
+        ({"num_heads": 4, "num_kv_heads": 3}, "num_kv_heads"),
+        ({"hidden_dim": 30, "num_heads": 4}, "num_heads"),
+        ({"num_layers": 0}, "num_layers"),
+    ],
 )
 def test_inconsistent_shapes_name_the_field(overrides: dict[str, int], field: str) -> None:
     with pytest.raises(ValueError, match=field):
@@ -63,7 +67,9 @@ def test_name_choices_are_their_registries_and_checked_at_load() -> None:
 
     assert typing.get_args(RematPolicy) == tuple(REMAT_POLICIES) and typing.get_args(PresetName) == tuple(PRESETS)
     assert from_plain(LlamaConfig, {"remat": "dots"}, "model").remat == "dots"
-    with pytest.raises(TootsieError, match=r"model.remat: unknown name 'dot'; choose one of \['dots', 'full', 'none'\]"):
+    with pytest.raises(
+        TootsieError, match=r"model.remat: unknown name 'dot'; choose one of \['dots', 'full', 'none'\]"
+    ):
         from_plain(LlamaConfig, {"remat": "dot"}, "model")
     with pytest.raises(TootsieError, match=r"phase.model: unknown name 'marin-7b'; choose one of \[.*'marin-8b'.*\]"):
         from_plain(PresetName, "marin-7b", "phase.model")

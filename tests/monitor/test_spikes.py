@@ -18,7 +18,10 @@ def _curve(steps: int = 400, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _write(path, loss: np.ndarray, grad: np.ndarray | None = None) -> None:
-    lines = [json.dumps({"step": i, "loss": float(v), **({"grad_norm": float(grad[i])} if grad is not None else {})}) for i, v in enumerate(loss)]
+    lines = [
+        json.dumps({"step": i, "loss": float(v), **({"grad_norm": float(grad[i])} if grad is not None else {})})
+        for i, v in enumerate(loss)
+    ]
     path.write_text("\n".join(lines) + "\n")
 
 

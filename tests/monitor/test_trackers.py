@@ -10,7 +10,14 @@ import pytest
 
 from tootsie.errors import TootsieError
 from tootsie.monitor.metrics_log import read_metrics
-from tootsie.monitor.trackers import TRACKERS, TensorBoardConfig, WandbConfig, numeric_fields, open_trackers, text_fields
+from tootsie.monitor.trackers import (
+    TRACKERS,
+    TensorBoardConfig,
+    WandbConfig,
+    numeric_fields,
+    open_trackers,
+    text_fields,
+)
 
 RECORDS = [
     {"loss": 3.0, "phase": "warmup", "layer_update_norms": [0.1, 0.2], "mfu": None, "skip/skipped": 0.0},
@@ -95,13 +102,31 @@ def test_tensorboard_writes_scalars_phase_changes_and_a_purge_on_rewind(tmp_path
     files = sorted((tmp_path / "tensorboard").iterdir())
     assert len(files) == 2  # one per writer, in name order = opening order
     first, second = (_tfrecords(f) for f in files)
-    scalars = {(v.tag, e.step): v.simple_value for e in first for v in e.summary.value if not v.metadata.plugin_data.plugin_name}
-    assert scalars[("loss", 1)] == 2.5 and scalars[("layer_update_norms/1", 2)] == pytest.approx(0.6) and scalars[("skip/skipped", 1)] == 1.0
+    scalars = {
+        (v.tag, e.step): v.simple_value
+        for e in first
+        for v in e.summary.value
+        if not v.metadata.plugin_data.plugin_name
+    }
+    assert (
+        scalars[("loss", 1)] == 2.5
+        and scalars[("layer_update_norms/1", 2)] == pytest.approx(0.6)
+        and scalars[("skip/skipped", 1)] == 1.0
+    )
     assert not any(tag == "mfu" for tag, _ in scalars)
-    texts = [(e.step, v.tensor.string_val[0].decode()) for e in first for v in e.summary.value if v.metadata.plugin_data.plugin_name == "text"]
+    texts = [
+        (e.step, v.tensor.string_val[0].decode())
+        for e in first
+        for v in e.summary.value
+        if v.metadata.plugin_data.plugin_name == "text"
+    ]
     assert texts == [(0, "warmup"), (2, "stable")]  # written when the phase changes
-    assert [(e.step, e.session_log.status) for e in second if e.HasField("session_log")] == [(2, 1)]  # START at 2: TensorBoard drops events >= 2
-    assert [(v.tag, e.step, v.simple_value) for e in second for v in e.summary.value if v.tag == "loss"] == [("loss", 2, 1.5)]
+    assert [(e.step, e.session_log.status) for e in second if e.HasField("session_log")] == [
+        (2, 1)
+    ]  # START at 2: TensorBoard drops events >= 2
+    assert [(v.tag, e.step, v.simple_value) for e in second for v in e.summary.value if v.tag == "loss"] == [
+        ("loss", 2, 1.5)
+    ]
 
 
 def _wandb_history(run_file: Path) -> list[dict[str, object]]:
@@ -121,11 +146,15 @@ def _wandb_history(run_file: Path) -> list[dict[str, object]]:
             record.ParseFromString(pending)
             pending = b""
             if record.WhichOneof("record_type") == "history":
-                rows.append({item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item})
+                rows.append(
+                    {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item}
+                )
     return rows
 
 
-def test_wandb_offline_run_holds_the_logged_history_and_resumes_the_same_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_wandb_offline_run_holds_the_logged_history_and_resumes_the_same_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytest.importorskip("wandb")
     monkeypatch.setenv("WANDB_SILENT", "true")
     monkeypatch.setenv("WANDB_MODE", "offline")
@@ -137,7 +166,11 @@ def test_wandb_offline_run_holds_the_logged_history_and_resumes_the_same_run(tmp
     run_id = json.loads((tmp_path / "wandb.json").read_text())["id"]
     (run_file,) = (tmp_path / "wandb").glob(f"offline-run-*-{run_id}/run-{run_id}.wandb")
     rows = _wandb_history(run_file)
-    assert [(r["step"], r["loss"], r["phase"]) for r in rows] == [(0, 3.0, "warmup"), (1, 2.5, "warmup"), (2, 2.0, "stable")]
+    assert [(r["step"], r["loss"], r["phase"]) for r in rows] == [
+        (0, 3.0, "warmup"),
+        (1, 2.5, "warmup"),
+        (2, 2.0, "stable"),
+    ]
     assert rows[2]["layer_update_norms/1"] == 0.6 and "mfu" not in rows[0]
     reopened = open_trackers(tmp_path, (config,), {"num_steps": 3}, start_step=2)
     reopened.close()

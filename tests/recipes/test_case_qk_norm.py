@@ -30,13 +30,20 @@ def test_penalty_and_recovery_in_steps_and_tokens(tmp_path: Path) -> None:
     base = 4.0 - np.arange(SWITCH) * 0.005  # ends at 3.505
     after = np.arange(SWITCH, END)
     control = 3.5 - (after - SWITCH) * 0.001
-    bump = 0.3 * np.exp(-(after - SWITCH) / 10.0)  # the qk-norm run starts 0.3 above the control and decays with a 10-step scale
+    bump = 0.3 * np.exp(
+        -(after - SWITCH) / 10.0
+    )  # the qk-norm run starts 0.3 above the control and decays with a 10-step scale
     runs = {
         "base": _run(tmp_path / "base", range(SWITCH), base, 0.5),
         "control": _run(tmp_path / "control", range(SWITCH, END), control, 0.5),
         "qk-norm": _run(tmp_path / "qk", range(SWITCH, END), control + bump, 0.5),
     }
-    results = analyze_qk_norm(QKNormAnalysisConfig(runs=runs, switch_step=SWITCH, tokens_per_step=TOKENS_PER_STEP, smooth_steps=1, tolerance=0.02), str(tmp_path / "out"))
+    results = analyze_qk_norm(
+        QKNormAnalysisConfig(
+            runs=runs, switch_step=SWITCH, tokens_per_step=TOKENS_PER_STEP, smooth_steps=1, tolerance=0.02
+        ),
+        str(tmp_path / "out"),
+    )
     assert results["penalty"]["first_step"] == pytest.approx(0.3) and results["penalty"]["max_at_step"] == SWITCH
     assert results["penalty"]["mean_first_10"] == pytest.approx(float(bump[:10].mean()))
     # 0.3·exp(-t/10) <= 0.02 first at t = 28 (10·ln 15 = 27.1).
@@ -56,7 +63,9 @@ def test_a_run_that_never_recovers_says_so(tmp_path: Path) -> None:
         "control": _run(tmp_path / "control", range(SWITCH, END), flat, 0.5),
         "qk-norm": _run(tmp_path / "qk", range(SWITCH, END), flat + 0.1, 0.5),
     }
-    results = analyze_qk_norm(QKNormAnalysisConfig(runs=runs, switch_step=SWITCH, tokens_per_step=TOKENS_PER_STEP), str(tmp_path / "out"))
+    results = analyze_qk_norm(
+        QKNormAnalysisConfig(runs=runs, switch_step=SWITCH, tokens_per_step=TOKENS_PER_STEP), str(tmp_path / "out")
+    )
     assert results["recovered_to_control"] is None and results["recovered_to_pre_switch_loss"] is None
     assert results["final_delta_mean_last_20"] == pytest.approx(0.1)
     with pytest.raises(ValueError, match="lacks"):
@@ -68,7 +77,16 @@ def test_the_experiment_warm_starts_both_arms_from_the_same_checkpoint() -> None
     analysis = experiment.STEPS[0].config
     base, control, qk = (analysis.runs[name].step for name in ("base", "control", "qk-norm"))
     assert control.config.warm_start.checkpoint.step is base and qk.config.warm_start.checkpoint.step is base
-    assert (control.config.model.qk_norm, qk.config.model.qk_norm, qk.config.warm_start.add_qk_norm) == (False, True, True)
+    assert (control.config.model.qk_norm, qk.config.model.qk_norm, qk.config.warm_start.add_qk_norm) == (
+        False,
+        True,
+        True,
+    )
     # Only the architecture differs after the switch: same data stream, schedule, optimizer and length.
-    assert (control.config.data, control.config.schedule, control.config.optimizer, control.config.num_steps) == (qk.config.data, qk.config.schedule, qk.config.optimizer, qk.config.num_steps)
+    assert (control.config.data, control.config.schedule, control.config.optimizer, control.config.num_steps) == (
+        qk.config.data,
+        qk.config.schedule,
+        qk.config.optimizer,
+        qk.config.num_steps,
+    )
     assert analysis.switch_step == base.config.num_steps and control.config.schedule.decay_steps == 0

@@ -16,7 +16,14 @@ from tootsie.data.permutation import LinearPermutation
 from tootsie.jsonfile import read_json
 from tootsie.recipes.case_common import trailing_mean
 from tootsie.recipes.case_shuffle import (
-    SEED_FILE, SeedSearchConfig, band_drift, batch_composition, explained_by_eval, find_poor_lcg_seed, lcg_draw, region_of_sequences,
+    SEED_FILE,
+    SeedSearchConfig,
+    band_drift,
+    batch_composition,
+    explained_by_eval,
+    find_poor_lcg_seed,
+    lcg_draw,
+    region_of_sequences,
 )
 from tootsie.recipes.tiny_data import ConcatCachesConfig, concatenate_caches
 
@@ -61,8 +68,8 @@ def test_lcg_draw_reads_the_permutation_the_mixture_uses(ordered: str) -> None:
     a, b, length = lcg_draw(ordered, seed=7)
     assert length == 3750 and gcd(a, length) == 1
     from tootsie.data.mixture import MixtureDataset
-    from tootsie.recipes.case_shuffle import ORDERED
     from tootsie.recipes.case_common import mixture
+    from tootsie.recipes.case_shuffle import ORDERED
 
     dataset = MixtureDataset(mixture({ORDERED: ordered}, {ORDERED: 1.0}, seed=7, permutation="linear"))
     indices = np.arange(512)
@@ -74,7 +81,11 @@ def test_lcg_draw_reads_the_permutation_the_mixture_uses(ordered: str) -> None:
 def test_a_poor_seed_makes_the_batch_composition_drift_and_feistel_does_not(ordered: str, tmp_path: Path) -> None:
     found = find_poor_lcg_seed(SeedSearchConfig(cache=ordered, steps=STEPS, bands=3), str(tmp_path))
     assert read_json(tmp_path / SEED_FILE) == found
-    assert 1.0 <= found["sweeps"] <= 3.0 and abs(found["multiplier"] * 3 / found["sequences"] - round(found["multiplier"] * 3 / found["sequences"])) < 0.01
+    assert (
+        1.0 <= found["sweeps"] <= 3.0
+        and abs(found["multiplier"] * 3 / found["sequences"] - round(found["multiplier"] * 3 / found["sequences"]))
+        < 0.01
+    )
     smoothed = {}
     for permutation in ("linear", "feistel"):
         shares = batch_composition(ordered, found["seed"], permutation, STEPS, 2)
@@ -91,7 +102,10 @@ def test_seed_search_gives_up_with_a_teaching_error(ordered: str, tmp_path: Path
     from tootsie.errors import TootsieError
 
     with pytest.raises(TootsieError, match="raise max_seed"):
-        find_poor_lcg_seed(SeedSearchConfig(cache=ordered, steps=STEPS, bands=3, max_seed=1, min_sweeps=2.99, max_sweeps=3.0), str(tmp_path))
+        find_poor_lcg_seed(
+            SeedSearchConfig(cache=ordered, steps=STEPS, bands=3, max_seed=1, min_sweeps=2.99, max_sweeps=3.0),
+            str(tmp_path),
+        )
     with pytest.raises(ValueError, match="min_sweeps < max_sweeps"):
         SeedSearchConfig(cache=ordered, steps=STEPS, min_sweeps=3.0, max_sweeps=1.0)
 

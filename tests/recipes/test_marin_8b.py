@@ -61,7 +61,9 @@ def test_derived_tables() -> None:
     assert t.PHOENIX_MIX.rows == marin_32b_tables.PRETRAINING_MIX.rows
     spoonbill, jellyfish = t.SPOONBILL_MIX.percents(), t.JELLYFISH_MIX.percents()
     assert (spoonbill["tulu_v3"], spoonbill["dolmino/flan"]) == (0.3, 1.0)
-    assert {name: spoonbill[name] for name in jellyfish} == pytest.approx({name: share * 0.987 for name, share in jellyfish.items()})
+    assert {name: spoonbill[name] for name in jellyfish} == pytest.approx(
+        {name: share * 0.987 for name, share in jellyfish.items()}
+    )
 
 
 def test_step_boundaries_follow_the_token_boundaries(plan: dict[str, Any]) -> None:
@@ -83,7 +85,11 @@ def test_step_boundaries_follow_the_token_boundaries(plan: dict[str, Any]) -> No
     assert tokens["jellyfish"] == 79_500 * 12 * Mi and round(tokens["jellyfish"] / 1e12, 3) == 1.000
     assert round(tokens["starling"] / 1e12, 2) == 1.34 and round(tokens["raccoon"] / 1e9) == 100
     assert plan["total_tokens"] == round(cumulative[-1] * 1e12) and plan["final_artifact"] == "starling"
-    assert [p["name"] for p in plan["phases"] if not p["in_final_artifact"]] == ["raccoon", "spoonbill", "spoonbill-zloss"]
+    assert [p["name"] for p in plan["phases"] if not p["in_final_artifact"]] == [
+        "raccoon",
+        "spoonbill",
+        "spoonbill-zloss",
+    ]
 
 
 def test_batch_sizes(configs: dict[str, TrainConfig]) -> None:
@@ -99,7 +105,12 @@ def test_learning_rates(configs: dict[str, TrainConfig]) -> None:
 
     kestrel = configs["kestrel"].schedule.build()
     # WSD-S: 1k-step decays every 10k steps to step 200k, then 2k-step decays every 20k.
-    assert [kestrel.phase(s) for s in (8_999, 9_000, 217_999, 218_000)] == ["cycle-1/stable", "cycle-1/decay", "cycle-21/stable", "cycle-21/decay"]
+    assert [kestrel.phase(s) for s in (8_999, 9_000, 217_999, 218_000)] == [
+        "cycle-1/stable",
+        "cycle-1/decay",
+        "cycle-21/stable",
+        "cycle-21/decay",
+    ]
     assert lr("kestrel", 5_000) == pytest.approx(1e-3) and lr("kestrel", 9_999) == pytest.approx(1e-4)
     assert lr("ocelot", 660_000) == lr("ocelot", 740_406) == pytest.approx(1.7e-3)
     assert lr("jellyfish", 819_906) == pytest.approx(1.7e-4, rel=1e-5)
@@ -108,7 +119,9 @@ def test_learning_rates(configs: dict[str, TrainConfig]) -> None:
     assert lr("phoenix", 821_906) == lr("phoenix", 1_322_148) == pytest.approx(1.7e-3)
     assert lr("raccoon", 827_853) == pytest.approx(1.7e-5, rel=1e-5)
     assert lr("spoonbill", 827_853) == lr("spoonbill-zloss", 827_853) == pytest.approx(3e-5, rel=1e-5)
-    assert lr("starling", 1_322_149) == pytest.approx(1.7e-3, rel=1e-4) and lr("starling", 1_402_018) == pytest.approx(1.7e-5, rel=1e-5)
+    assert lr("starling", 1_322_149) == pytest.approx(1.7e-3, rel=1e-4) and lr("starling", 1_402_018) == pytest.approx(
+        1.7e-5, rel=1e-5
+    )
 
 
 def test_phoenix_interpolates_the_mixture_over_2000_steps(configs: dict[str, TrainConfig]) -> None:
@@ -122,7 +135,15 @@ def test_phoenix_interpolates_the_mixture_over_2000_steps(configs: dict[str, Tra
 
 def test_ema_z_loss_rope_and_lineage(experiment: ModuleType, configs: dict[str, TrainConfig]) -> None:
     assert configs["kestrel"].ema is None and configs["kestrel"].model == PRESETS["marin-8b"]
-    parents = {"ocelot": "kestrel", "jellyfish": "ocelot", "phoenix": "jellyfish", "raccoon": "jellyfish", "spoonbill": "jellyfish", "spoonbill-zloss": "jellyfish", "starling": "phoenix"}
+    parents = {
+        "ocelot": "kestrel",
+        "jellyfish": "ocelot",
+        "phoenix": "jellyfish",
+        "raccoon": "jellyfish",
+        "spoonbill": "jellyfish",
+        "spoonbill-zloss": "jellyfish",
+        "starling": "phoenix",
+    }
     steps = {step.name.split("/")[1]: step for step in experiment.STEPS}
     for name, parent in parents.items():
         config = configs[name]
@@ -130,5 +151,11 @@ def test_ema_z_loss_rope_and_lineage(experiment: ModuleType, configs: dict[str, 
         assert config.ema.beta == 0.995 and config.model == PRESETS["marin-8b-llama3-rope"], name
         assert config.z_loss_weight == (1e-4 if name in ("spoonbill-zloss", "starling") else 0.0), name
     for name, config in configs.items():
-        assert (config.optimizer.weight_decay, config.optimizer.max_grad_norm, config.data.permutation) == (0.05, 1.0, LinearPermutationConfig()), name
-    assert dict(zip(configs["starling"].data.component_names, configs["starling"].data.weights_at(1_322_149)))["dolmino/flan"] == pytest.approx(0.03)
+        assert (config.optimizer.weight_decay, config.optimizer.max_grad_norm, config.data.permutation) == (
+            0.05,
+            1.0,
+            LinearPermutationConfig(),
+        ), name
+    assert dict(zip(configs["starling"].data.component_names, configs["starling"].data.weights_at(1_322_149)))[
+        "dolmino/flan"
+    ] == pytest.approx(0.03)

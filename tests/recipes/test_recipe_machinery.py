@@ -25,8 +25,14 @@ TABLE = MixTable("t", "test", rows(("a", 60.0), ("b", 40.0)))
 
 def phase(name: str, start: int, end: int, parent: str | None = None, **fields: object) -> Phase:
     base = dict(
-        retro_phase=name, model="tiny", schedule=WSDConfig(warmup_steps=1, decay_steps=1, total_steps=100), optimizer=AdamWConfig(),
-        stability=StabilityConfig(clip_update_window=None, skip_bad_steps=False), ema=None, z_loss_weight=0.0, permutation="feistel",
+        retro_phase=name,
+        model="tiny",
+        schedule=WSDConfig(warmup_steps=1, decay_steps=1, total_steps=100),
+        optimizer=AdamWConfig(),
+        stability=StabilityConfig(clip_update_window=None, skip_bad_steps=False),
+        ema=None,
+        z_loss_weight=0.0,
+        permutation="feistel",
     )
     root = dict(mixture=(mix_stage(0, TABLE),), batch_sizes=((0, 4),)) if parent is None else {}
     return Phase(name=name, start_step=start, end_step=end, parent=parent, **(base | root | fields))
@@ -38,10 +44,14 @@ def phase(name: str, start: int, end: int, parent: str | None = None, **fields: 
     added=st.lists(st.floats(0.01, 0.5), min_size=1, max_size=3),
     data=st.data(),
 )
-def test_with_added_keeps_the_total_and_rescales_only_the_named_rows(shares: list[float], added: list[float], data: st.DataObject) -> None:
+def test_with_added_keeps_the_total_and_rescales_only_the_named_rows(
+    shares: list[float], added: list[float], data: st.DataObject
+) -> None:
     table = MixTable("x", "test", tuple(MixRow(f"c{i}", f"C{i}", s) for i, s in enumerate(shares)))
     rescale = data.draw(st.lists(st.sampled_from([r.component for r in table.rows]), min_size=1, unique=True))
-    derived = with_added(table, "y", "derived", [MixRow(f"new{i}", f"N{i}", s) for i, s in enumerate(added)], rescale=rescale)
+    derived = with_added(
+        table, "y", "derived", [MixRow(f"new{i}", f"N{i}", s) for i, s in enumerate(added)], rescale=rescale
+    )
     assert derived.total_percent == pytest.approx(table.total_percent)
     factor = None
     for row in table.rows:
@@ -61,7 +71,9 @@ def test_table_and_row_validation() -> None:
         MixRow("a", "A", 0.0)
     with pytest.raises(ValueError, match="smaller than the rescaled budget"):
         with_added(TABLE, "u", "s", [MixRow("c", "C", 40.0)], rescale=["b"])
-    assert with_added(TABLE, "u", "s", [MixRow("c", "C", 10.0)]).percents() == pytest.approx({"a": 54.0, "b": 36.0, "c": 10.0})
+    assert with_added(TABLE, "u", "s", [MixRow("c", "C", 10.0)]).percents() == pytest.approx(
+        {"a": 54.0, "b": 36.0, "c": 10.0}
+    )
 
 
 @pytest.mark.parametrize(
@@ -84,14 +96,22 @@ def test_phase_validation() -> None:
         phase("a", 0, 10, mixture=(mix_stage(10, TABLE),))
     with pytest.raises(ValueError, match="not a preset"):
         phase("a", 0, 10, model="nope")
-    with pytest.raises(ValueError, match=r"permutation 'fiestel' is not a registered kind; pick one of \['block', 'era', 'feistel', 'linear'\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"permutation 'fiestel' is not a registered kind; pick one of \['block', 'era', 'feistel', 'linear'\]",
+    ):
         phase("a", 0, 10, permutation="fiestel")
     with pytest.raises(ValueError, match="exactly when it has no parent"):
         phase("a", 5, 10, mixture=(), batch_sizes=())
 
 
 def test_a_phase_that_changes_no_data_continues_its_parents_stream() -> None:
-    recipe = Recipe(name="r", seq_len=8, final="b", phases=(phase("a", 0, 10), phase("b", 10, 20, parent="a", optimizer=AdamWConfig(max_grad_norm=0.2))))
+    recipe = Recipe(
+        name="r",
+        seq_len=8,
+        final="b",
+        phases=(phase("a", 0, 10), phase("b", 10, 20, parent="a", optimizer=AdamWConfig(max_grad_norm=0.2))),
+    )
     steps = recipe_steps(recipe, FULL, {"a": "/x/a"})
     assert steps["a"].config.data == replace(steps["b"].config.data)
     assert steps["b"].config.data.caches == {"a": "/x/a", "b": "<unset>"}
@@ -99,7 +119,13 @@ def test_a_phase_that_changes_no_data_continues_its_parents_stream() -> None:
 
 def test_a_table_stage_is_a_labeled_mixture_stage() -> None:
     stage = mix_stage(40, TABLE, transition_steps=5)
-    assert (stage.start_step, stage.weights, stage.transition_steps, stage.name, stage.source) == (40, {"a": 0.6, "b": 0.4}, 5, "t", "test")
+    assert (stage.start_step, stage.weights, stage.transition_steps, stage.name, stage.source) == (
+        40,
+        {"a": 0.6, "b": 0.4},
+        5,
+        "t",
+        "test",
+    )
     recipe = Recipe(name="r", seq_len=8, final="a", phases=(phase("a", 0, 100, mixture=(mix_stage(0, TABLE), stage)),))
     data = recipe_steps(recipe, Scale("half", step_factor=0.5), {})["a"].config.data
     assert [(s.start_step, s.transition_steps, s.name) for s in data.stages] == [(0, 0, "t"), (20, 3, "t")]
@@ -113,15 +139,26 @@ def test_a_scaled_down_recipe_builds_with_proportional_boundaries(name: str) -> 
     for phase_name, step in scaled.items():
         full_config, config = full[phase_name].config, step.config
         assert config.num_steps == int(full_config.num_steps * 1e-3 + 0.5)
-        assert [s.start_step for s in config.data.stages] == [int(s.start_step * 1e-3 + 0.5) for s in full_config.data.stages]
+        assert [s.start_step for s in config.data.stages] == [
+            int(s.start_step * 1e-3 + 0.5) for s in full_config.data.stages
+        ]
         assert [s.weights for s in config.data.stages] == [s.weights for s in full_config.data.stages]
-        assert (config.data.seq_len, config.compute_dtype, config.data.batch_schedule.batch_size(0)) == (64, "float32", full_config.data.batch_schedule.batch_size(0))
-    assert full["phase3" if name == "marin_32b" else "phoenix"].config.schedule is experiment.RECIPE.phase("phase3" if name == "marin_32b" else "phoenix").schedule
+        assert (config.data.seq_len, config.compute_dtype, config.data.batch_schedule.batch_size(0)) == (
+            64,
+            "float32",
+            full_config.data.batch_schedule.batch_size(0),
+        )
+    assert (
+        full["phase3" if name == "marin_32b" else "phoenix"].config.schedule
+        is experiment.RECIPE.phase("phase3" if name == "marin_32b" else "phoenix").schedule
+    )
 
 
 def test_scale_maps_schedules_batches_and_models() -> None:
     small = Scale("s", step_factor=0.01, batch_factor=0.25, models={"marin-8b": Scale().model("tiny")})
-    assert small.schedule(WSDConfig(warmup_steps=150, decay_steps=2000, total_steps=10_000)) == WSDConfig(warmup_steps=2, decay_steps=20, total_steps=100)
+    assert small.schedule(WSDConfig(warmup_steps=150, decay_steps=2000, total_steps=10_000)) == WSDConfig(
+        warmup_steps=2, decay_steps=20, total_steps=100
+    )
     assert (small.batch(8192), small.batch(2), small.model("marin-8b").hidden_dim) == (2048, 1, 256)
     with pytest.raises(ValueError, match="not presets"):
         Scale("bad", models={"nope": Scale().model("tiny")})
@@ -142,7 +179,16 @@ def test_components_file(tmp_path: Path) -> None:
 
 def test_lr_summary_reads_the_schedule_over_a_phase() -> None:
     summary = lr_summary(WSDConfig(peak_lr=1.0, warmup_steps=10, decay_steps=20, total_steps=100), 50, 100)
-    assert (summary["kind"], summary["lr_first"], summary["lr_last"], summary["phase_first"], summary["phase_last"]) == ("wsd", 1.0, 0.1, "stable", "decay")
-    assert [(s["phase"], s["start_step"], s["end_step"]) for s in summary["segments"]] == [("stable", 10, 80), ("decay", 80, 100)]
+    assert (
+        summary["kind"],
+        summary["lr_first"],
+        summary["lr_last"],
+        summary["phase_first"],
+        summary["phase_last"],
+    ) == ("wsd", 1.0, 0.1, "stable", "decay")
+    assert [(s["phase"], s["start_step"], s["end_step"]) for s in summary["segments"]] == [
+        ("stable", 10, 80),
+        ("decay", 80, 100),
+    ]
     past_the_end = lr_summary(WSDConfig(peak_lr=1.0, warmup_steps=10, decay_steps=20, total_steps=100), 90, 120)
     assert [s["phase"] for s in past_the_end["segments"]] == ["decay", "end"] and past_the_end["lr_last"] == 0.1

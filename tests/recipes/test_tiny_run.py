@@ -25,7 +25,12 @@ def test_quarter_tiny_32b_trains_every_phase_in_order(tmp_path: Path) -> None:
             writer.append(rng.integers(index * 100, index * 100 + 150, 100))
         writer.close()
         caches[kind] = str(tmp_path / "caches" / kind)
-    data = TinyData(tokenizer="", train=caches, heldout=caches, components={name: caches[kind] for name, kind in COMPONENT_KINDS.items()})
+    data = TinyData(
+        tokenizer="",
+        train=caches,
+        heldout=caches,
+        components={name: caches[kind] for name, kind in COMPONENT_KINDS.items()},
+    )
     recipe = load_experiment_module("marin_32b").RECIPE
     scale = tiny_scale(1 / 1600, 1 / 512)  # a quarter of the tiny recipe's steps
     steps, reports = tiny_recipe_steps(recipe, scale, None, data)
@@ -42,7 +47,10 @@ def test_quarter_tiny_32b_trains_every_phase_in_order(tmp_path: Path) -> None:
     assert {r["batch_size"] for r in phase1a} == {16, 15}  # 8192 / 7680 / 8192 sequences, scaled by 1/512
     mantis = read_metrics(paths["marin_32b/mantis"] / "metrics.jsonl").records
     schedule = steps["mantis"].config.schedule.build()
-    assert mantis[-1]["lr"] == pytest.approx(float(schedule.learning_rate(119)), rel=1e-5) and mantis[-1]["lr"] < 0.1 * mantis[0]["lr"]  # logged on global steps
+    assert (
+        mantis[-1]["lr"] == pytest.approx(float(schedule.learning_rate(119)), rel=1e-5)
+        and mantis[-1]["lr"] < 0.1 * mantis[0]["lr"]
+    )  # logged on global steps
     summary = read_json(paths["marin_32b/report"] / "summary.json")
     assert set(summary["runs"]) == {"phase1a", "phase1b", "phase1c", "phase1d", "phase3", "mantis"}
     html = (paths["marin_32b/report"] / "report.html").read_text(encoding="utf-8")

@@ -30,6 +30,7 @@ from tootsie.datakit.token_cache import TokenCacheWriter
 from tootsie.datakit.tokenize import TokenizeConfig, tokenize_documents
 from tootsie.datakit.tokenizer import TokenizerTrainConfig, file_sha256, train_tokenizer
 from tootsie.eval.bpb_step import EvalBPBConfig, evaluate_bpb
+from tootsie.eval.training import run_training
 from tootsie.executor import Step
 from tootsie.executor.graph import build_graph
 from tootsie.executor.metadata import Environment, write_info
@@ -38,9 +39,10 @@ from tootsie.release.hf_weights import model_layout
 from tootsie.train.checkpoint import save_checkpoint
 from tootsie.train.config import CheckpointConfig, TrainConfig, WarmStartConfig
 from tootsie.train.schedule import WSDConfig
-from tootsie.eval.training import run_training
 
-TEXTS = [f"def f{i}(x):\n    return x + {i}  # the value {i * i}\n" for i in range(60)] + ["hello world, said the small model."] * 5
+TEXTS = [f"def f{i}(x):\n    return x + {i}  # the value {i * i}\n" for i in range(60)] + [
+    "hello world, said the small model."
+] * 5
 LLAMA = LlamaConfig(vocab_size=320, hidden_dim=32, intermediate_dim=64, num_layers=2, num_heads=4, num_kv_heads=2)
 
 
@@ -48,7 +50,9 @@ LLAMA = LlamaConfig(vocab_size=320, hidden_dim=32, intermediate_dim=64, num_laye
 def tokenizer_file(tmp_path_factory) -> Path:
     """A 300-token byte-level BPE trained by tootsie on a few strings (BOS id 0, EOS id 1)."""
     root = tmp_path_factory.mktemp("tokenizer")
-    write_table_atomic(pa.table({"id": [str(i) for i in range(len(TEXTS))], "text": TEXTS}), root / "docs" / "part-00000.parquet")
+    write_table_atomic(
+        pa.table({"id": [str(i) for i in range(len(TEXTS))], "text": TEXTS}), root / "docs" / "part-00000.parquet"
+    )
     train_tokenizer(TokenizerTrainConfig(inputs=(str(root / "docs"),), vocab_size=300), str(root / "tok"))
     return root / "tok" / "tokenizer.json"
 
@@ -57,14 +61,21 @@ def random_params(config: LlamaConfig, seed: int) -> LlamaModel:
     """Random parameters (NumPy, no JAX computation: fast) with every norm scale off 1, so a mis-mapped norm changes the logits."""
     names, shapes, treedef = model_layout(config)
     rng = np.random.default_rng(seed)
-    leaves = [(1.0 if name.endswith("norm.weight") else 0.0) + 0.2 * rng.standard_normal(shape.shape).astype(np.float32) for name, shape in zip(names, shapes)]
+    leaves = [
+        (1.0 if name.endswith("norm.weight") else 0.0) + 0.2 * rng.standard_normal(shape.shape).astype(np.float32)
+        for name, shape in zip(names, shapes)
+    ]
     return jax.tree_util.tree_unflatten(treedef, leaves)
 
 
-def make_checkpoint(run: Path, config: LlamaConfig, step: int = 10, tokens: int = 1280, seed: int = 0, ema: bool = True) -> Path:
+def make_checkpoint(
+    run: Path, config: LlamaConfig, step: int = 10, tokens: int = 1280, seed: int = 0, ema: bool = True
+) -> Path:
     """A tootsie checkpoint of random weights (raw and, unless `ema=False`, different EMA weights) under `run/checkpoints`."""
     trees = {"model": random_params(config, seed)} | ({"ema": random_params(config, seed + 100)} if ema else {})
-    return save_checkpoint(run / "checkpoints", step, trees, {"tokens": tokens, "kind": "permanent", "model": to_plain(config)})
+    return save_checkpoint(
+        run / "checkpoints", step, trees, {"tokens": tokens, "kind": "permanent", "model": to_plain(config)}
+    )
 
 
 @dataclass(frozen=True)
@@ -79,7 +90,9 @@ class FakeRun:
 def _write_train_outputs(path: Path, config: TrainConfig, first_step: int) -> None:
     lines = []
     for step in range(first_step, config.num_steps):
-        lines.append(json.dumps({"step": step, "loss": 5.0 - 0.01 * step, "tokens": config.tokens_before(step + 1), "lr": 1e-3}))
+        lines.append(
+            json.dumps({"step": step, "loss": 5.0 - 0.01 * step, "tokens": config.tokens_before(step + 1), "lr": 1e-3})
+        )
         if (step + 1) % config.checkpoints.every_steps == 0 or step + 1 == config.num_steps:
             make_checkpoint(path, config.model, step=step + 1, tokens=config.tokens_before(step + 1), seed=step)
     (path / "metrics.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -90,24 +103,73 @@ def build_fake_run(prefix: Path, tokenizer: Path) -> FakeRun:
     filters, caches = {}, {}
     for source in ("code", "prose"):
         normalized = Step(f"fake/normalized/{source}", normalize, NormalizeConfig(inputs=(f"/data/{source}.jsonl",)))
-        scored = Step(f"fake/quality/{source}", quality, QualityConfig(input=normalized.ref(), rules=QualityRules.for_code()))
+        scored = Step(
+            f"fake/quality/{source}", quality, QualityConfig(input=normalized.ref(), rules=QualityRules.for_code())
+        )
         duplicates = Step(f"fake/dedup/{source}", dedup, DedupConfig(input=normalized.ref()))
-        rules = (AttributeFilter("quality", scored.ref(), "quality_pass", drop_value=False), AttributeFilter("fuzzy_duplicate", duplicates.ref(), "fuzzy_duplicate", drop_value=True))
-        filters[source] = Step(f"fake/clean/{source}", consolidate, ConsolidateConfig(input=normalized.ref(), attributes=rules))
-    tok = Step("fake/tokenizer", train_tokenizer, TokenizerTrainConfig(inputs=tuple(f.ref() for f in filters.values()), vocab_size=300))
+        rules = (
+            AttributeFilter("quality", scored.ref(), "quality_pass", drop_value=False),
+            AttributeFilter("fuzzy_duplicate", duplicates.ref(), "fuzzy_duplicate", drop_value=True),
+        )
+        filters[source] = Step(
+            f"fake/clean/{source}", consolidate, ConsolidateConfig(input=normalized.ref(), attributes=rules)
+        )
+    tok = Step(
+        "fake/tokenizer",
+        train_tokenizer,
+        TokenizerTrainConfig(inputs=tuple(f.ref() for f in filters.values()), vocab_size=300),
+    )
     for source in ("code", "prose"):
-        caches[source] = Step(f"fake/tokenized/{source}", tokenize_documents, TokenizeConfig(input=filters[source].ref(), tokenizer=tok.ref("tokenizer.json")))
+        caches[source] = Step(
+            f"fake/tokenized/{source}",
+            tokenize_documents,
+            TokenizeConfig(input=filters[source].ref(), tokenizer=tok.ref("tokenizer.json")),
+        )
 
     def train_config(weights: dict[str, float], num_steps: int, warm: WarmStartConfig | None = None) -> TrainConfig:
-        data = MixtureConfig(caches={s: c.ref() for s, c in caches.items()}, stages=(MixtureStage(0, weights),), seq_len=8, batch_schedule=BatchSchedule.constant(4))
+        data = MixtureConfig(
+            caches={s: c.ref() for s, c in caches.items()},
+            stages=(MixtureStage(0, weights),),
+            seq_len=8,
+            batch_schedule=BatchSchedule.constant(4),
+        )
         schedule = WSDConfig(peak_lr=1e-3, warmup_steps=2, decay_steps=10, total_steps=30)
-        return TrainConfig(model=LLAMA, data=data, num_steps=num_steps, schedule=schedule, warm_start=warm, checkpoints=CheckpointConfig(every_steps=10))
+        return TrainConfig(
+            model=LLAMA,
+            data=data,
+            num_steps=num_steps,
+            schedule=schedule,
+            warm_start=warm,
+            checkpoints=CheckpointConfig(every_steps=10),
+        )
 
     pretrain = Step("fake/train/pretrain", run_training, train_config({"code": 0.5, "prose": 0.5}, 20))
-    cooldown = Step("fake/train/cooldown", run_training, train_config({"code": 0.3, "prose": 0.7}, 30, WarmStartConfig(pretrain.ref("checkpoints/step-000010"))))
-    bpb = Step("fake/eval/bpb", evaluate_bpb, EvalBPBConfig(model=LLAMA, checkpoints={"init": None, "final": cooldown.ref()}, heldout={}, tokenizer=tok.ref("tokenizer.json")))
+    cooldown = Step(
+        "fake/train/cooldown",
+        run_training,
+        train_config({"code": 0.3, "prose": 0.7}, 30, WarmStartConfig(pretrain.ref("checkpoints/step-000010"))),
+    )
+    bpb = Step(
+        "fake/eval/bpb",
+        evaluate_bpb,
+        EvalBPBConfig(
+            model=LLAMA,
+            checkpoints={"init": None, "final": cooldown.ref()},
+            heldout={},
+            tokenizer=tok.ref("tokenizer.json"),
+        ),
+    )
     graph = build_graph([bpb], prefix)
-    environment = Environment(tootsie_version="0.1.0", tootsie_git="abc123", experiment=None, experiment_git=None, packages={}, python="3.11", host="test", pid=1)
+    environment = Environment(
+        tootsie_version="0.1.0",
+        tootsie_git="abc123",
+        experiment=None,
+        experiment_git=None,
+        packages={},
+        python="3.11",
+        host="test",
+        pid=1,
+    )
     paths, cache_tokens = {}, {}
     for node in graph.nodes:
         path = Path(node.output_path)
@@ -115,20 +177,40 @@ def build_fake_run(prefix: Path, tokenizer: Path) -> FakeRun:
         paths[node.step.name] = path
         config = graph.resolved_config(node)
         if isinstance(config, NormalizeConfig):
-            (path / "stats.json").write_text(json.dumps({"exact_duplicates": 3, "rejected": {"empty": 1}, "input_docs": 40, "output_docs": 36}))
+            (path / "stats.json").write_text(
+                json.dumps({"exact_duplicates": 3, "rejected": {"empty": 1}, "input_docs": 40, "output_docs": 36})
+            )
         elif isinstance(config, ConsolidateConfig):
-            (path / "stats.json").write_text(json.dumps({"removed_by": {"quality": 4, "fuzzy_duplicate": 2}, "chars_removed_by": {"quality": 400, "fuzzy_duplicate": 90}}))
+            (path / "stats.json").write_text(
+                json.dumps(
+                    {
+                        "removed_by": {"quality": 4, "fuzzy_duplicate": 2},
+                        "chars_removed_by": {"quality": 400, "fuzzy_duplicate": 90},
+                    }
+                )
+            )
         elif isinstance(config, TokenizerTrainConfig):
             (path / "tokenizer.json").write_bytes(tokenizer.read_bytes())
         elif isinstance(config, TokenizeConfig):
-            writer = TokenCacheWriter(path, vocab_size=300, ledger_extra={"tokenizer_sha256": file_sha256(tokenizer), "bos_id": 0, "eos_id": 1})
+            writer = TokenCacheWriter(
+                path,
+                vocab_size=300,
+                ledger_extra={"tokenizer_sha256": file_sha256(tokenizer), "bos_id": 0, "eos_id": 1},
+            )
             for length in range(5, 5 + (7 if "code" in node.step.name else 11)):
                 writer.append(np.arange(length) % 300)
             cache_tokens[node.step.name.rsplit("/", 1)[-1]] = writer.close()["num_tokens"]
         elif isinstance(config, TrainConfig):
             _write_train_outputs(path, config, first_step=10 if config.warm_start else 0)
         elif isinstance(config, EvalBPBConfig):
-            (path / "bpb.json").write_text(json.dumps({label: {"code": 2.5, "prose": 3.0, "macro_avg": 2.75, "micro_avg": 2.8} for label in ("init", "final", "final_ema")}))
+            (path / "bpb.json").write_text(
+                json.dumps(
+                    {
+                        label: {"code": 2.5, "prose": 3.0, "macro_avg": 2.75, "micro_avg": 2.8}
+                        for label in ("init", "final", "final_ema")
+                    }
+                )
+            )
         write_info(node, environment, status="SUCCESS", started=time.time(), ended=time.time())
     return FakeRun(prefix=prefix, paths=paths, cache_tokens=cache_tokens)
 

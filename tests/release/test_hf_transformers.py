@@ -19,24 +19,47 @@ from tootsie.models.llama import Llama3RopeScaling
 from tootsie.release.hf_export import export_hf
 from tootsie.release.hf_verify import greedy_tokens
 
-torch = pytest.importorskip("torch", reason="the hf extra (torch==2.13.0, transformers) is not installed: pip install -e '.[hf]'")
-transformers = pytest.importorskip("transformers", reason="the hf extra (torch==2.13.0, transformers) is not installed: pip install -e '.[hf]'")
+torch = pytest.importorskip(
+    "torch", reason="the hf extra (torch==2.13.0, transformers) is not installed: pip install -e '.[hf]'"
+)
+transformers = pytest.importorskip(
+    "transformers", reason="the hf extra (torch==2.13.0, transformers) is not installed: pip install -e '.[hf]'"
+)
 
-QK = replace(LLAMA, qk_norm=True, tie_embeddings=True, head_dim=16, rope_scaling=Llama3RopeScaling(factor=4.0, original_max_position=16))
+QK = replace(
+    LLAMA,
+    qk_norm=True,
+    tie_embeddings=True,
+    head_dim=16,
+    rope_scaling=Llama3RopeScaling(factor=4.0, original_max_position=16),
+)
 
 
-@pytest.mark.parametrize(("config", "ema", "hf_class"), [(LLAMA, False, "LlamaForCausalLM"), (QK, True, "Qwen3ForCausalLM")], ids=["llama", "qwen3-ema"])
+@pytest.mark.parametrize(
+    ("config", "ema", "hf_class"),
+    [(LLAMA, False, "LlamaForCausalLM"), (QK, True, "Qwen3ForCausalLM")],
+    ids=["llama", "qwen3-ema"],
+)
 def test_transformers_matches_tootsie(tmp_path, tokenizer_file, config, ema, hf_class) -> None:
     export_hf(make_checkpoint(tmp_path / "run", config, seed=0), tmp_path / "hf", ema=ema, tokenizer=tokenizer_file)
-    model = jax.tree_util.tree_map(jnp.asarray, random_params(config, 100 if ema else 0))  # the weights make_checkpoint saved
-    hf_model = transformers.AutoModelForCausalLM.from_pretrained(str(tmp_path / "hf"), dtype=torch.float32, local_files_only=True).eval()
+    model = jax.tree_util.tree_map(
+        jnp.asarray, random_params(config, 100 if ema else 0)
+    )  # the weights make_checkpoint saved
+    hf_model = transformers.AutoModelForCausalLM.from_pretrained(
+        str(tmp_path / "hf"), dtype=torch.float32, local_files_only=True
+    ).eval()
     assert type(hf_model).__name__ == hf_class
 
     ids = np.random.default_rng(1).integers(0, config.vocab_size, size=(2, 24))
     with torch.no_grad():
         hf_logits = hf_model(torch.tensor(ids)).logits.numpy()
         prompt = ids[0, :8].tolist()
-        hf_tokens = hf_model.generate(torch.tensor([prompt]), max_new_tokens=12, do_sample=False, pad_token_id=hf_model.generation_config.eos_token_id)[0].tolist()
+        hf_tokens = hf_model.generate(
+            torch.tensor([prompt]),
+            max_new_tokens=12,
+            do_sample=False,
+            pad_token_id=hf_model.generation_config.eos_token_id,
+        )[0].tolist()
     ours = np.asarray(model(jnp.asarray(ids, jnp.int32)))
     assert np.max(np.abs(ours - hf_logits)) < 1e-4
     assert greedy_tokens(model, prompt, 12, eos_id=hf_model.generation_config.eos_token_id) == hf_tokens

@@ -51,7 +51,9 @@ class ChinchillaLaw:
         return float((self.loss_opt(1e20) - self.E) * 1e20**self.alpha)
 
 
-def sweep_records(law: ChinchillaLaw, budgets: list[float], sizes_per_budget: int, spread: float, noise: float, seed: int) -> list[dict[str, float]]:
+def sweep_records(
+    law: ChinchillaLaw, budgets: list[float], sizes_per_budget: int, spread: float, noise: float, seed: int
+) -> list[dict[str, float]]:
     """Runs at `sizes_per_budget` sizes per budget, log-spaced over N_opt·[1/spread, spread], loss + N(0, noise²)."""
     rng = np.random.default_rng(seed)
     records = []

@@ -18,7 +18,11 @@ def _runs(budgets: list[float], sizes: int = 5) -> list[RunRecord]:
         optimum = 1.87e-5 * compute**0.388 / ratio
         for batch in optimum * np.geomspace(0.25, 4, sizes):
             loss = FLOOR + CURVATURE * np.log(batch / optimum) ** 2
-            runs.append(RunRecord({"compute": compute, "batch_size": float(batch), "loss": float(loss)}, f"b.jsonl:{len(runs) + 1}"))
+            runs.append(
+                RunRecord(
+                    {"compute": compute, "batch_size": float(batch), "loss": float(loss)}, f"b.jsonl:{len(runs) + 1}"
+                )
+            )
     return runs
 
 

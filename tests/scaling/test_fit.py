@@ -23,7 +23,11 @@ def _inside(bounds: list[float], value: float) -> bool:
 def test_known_law_is_recovered_within_the_reported_intervals(tmp_path) -> None:
     fit = _fit(tmp_path, sweep_records(LAW, BUDGETS, 7, 3.0, noise=0.01, seed=0), fixed_e=LAW.E, bootstrap=400)
     free, fixed = fit["laws"]["free"], fit["laws"]["fixed"]
-    assert _inside(free["intervals"]["E"], LAW.E) and _inside(free["intervals"]["A"], LAW.coefficient) and _inside(free["intervals"]["alpha"], LAW.alpha)
+    assert (
+        _inside(free["intervals"]["E"], LAW.E)
+        and _inside(free["intervals"]["A"], LAW.coefficient)
+        and _inside(free["intervals"]["alpha"], LAW.alpha)
+    )
     assert _inside(fixed["intervals"]["A"], LAW.coefficient) and _inside(fixed["intervals"]["alpha"], LAW.alpha)
     assert _inside(fit["params_opt"]["intervals"]["exponent"], LAW.params_exponent)
     assert _inside(fit["tokens_opt"]["intervals"]["exponent"], 1 - LAW.params_exponent)
@@ -41,7 +45,13 @@ def test_interval_coverage_over_seeds(tmp_path) -> None:
     # 90 % intervals should hold the truth about 90 % of the time; 20 seeds at p = 0.9 fall to <= 14 hits with probability ~1 %.
     hits = np.zeros(3)
     for seed in range(20):
-        fit = _fit(tmp_path, sweep_records(LAW, BUDGETS, 6, 3.0, noise=0.01, seed=seed), fixed_e=LAW.E, bootstrap=200, seed=seed)
+        fit = _fit(
+            tmp_path,
+            sweep_records(LAW, BUDGETS, 6, 3.0, noise=0.01, seed=seed),
+            fixed_e=LAW.E,
+            bootstrap=200,
+            seed=seed,
+        )
         hits += [
             _inside(fit["laws"]["free"]["intervals"]["alpha"], LAW.alpha),
             _inside(fit["laws"]["fixed"]["intervals"]["alpha"], LAW.alpha),
@@ -72,7 +82,11 @@ def test_noise_falls_back_to_law_residuals_or_asks_for_it(tmp_path) -> None:
     three_sizes = sweep_records(LAW, BUDGETS[:4], 3, 2.0, noise=0.005, seed=2)
     fit = _fit(tmp_path, three_sizes, fixed_e=LAW.E, bootstrap=100)
     assert fit["noise"]["source"] == "fixed_law_residuals" and fit["noise"]["dof"] == 2
-    assert _fit(tmp_path, three_sizes, loss_noise=0.003, bootstrap=100)["noise"] == {"sigma": 0.003, "source": "given", "dof": None}
+    assert _fit(tmp_path, three_sizes, loss_noise=0.003, bootstrap=100)["noise"] == {
+        "sigma": 0.003,
+        "source": "given",
+        "dof": None,
+    }
     with pytest.raises(TootsieError, match="cannot estimate the loss noise.*--loss-noise"):
         _fit(tmp_path, three_sizes[:9], bootstrap=100)
 
@@ -94,6 +108,12 @@ def test_a_thin_budget_is_an_error_not_a_drop(tmp_path) -> None:
 
 
 def test_config_validation() -> None:
-    for bad in ({"bootstrap": 10}, {"level": 1.5}, {"fixed_e": -1.0}, {"loss_noise": float("nan")}, {"max_budget": 0.0}):
+    for bad in (
+        {"bootstrap": 10},
+        {"level": 1.5},
+        {"fixed_e": -1.0},
+        {"loss_noise": float("nan")},
+        {"max_budget": 0.0},
+    ):
         with pytest.raises(ValueError):
             FitConfig(**bad)

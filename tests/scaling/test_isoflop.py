@@ -11,7 +11,12 @@ from tootsie.scaling.runs import RunRecord
 
 
 def _runs(compute: float, params: list[float], losses: list[float]) -> list[RunRecord]:
-    return [RunRecord({"compute": compute, "params": n, "tokens": compute / (6 * n), "loss": loss}, f"runs.jsonl:{i + 1}", f"r{i}") for i, (n, loss) in enumerate(zip(params, losses))]
+    return [
+        RunRecord(
+            {"compute": compute, "params": n, "tokens": compute / (6 * n), "loss": loss}, f"runs.jsonl:{i + 1}", f"r{i}"
+        )
+        for i, (n, loss) in enumerate(zip(params, losses))
+    ]
 
 
 @settings(max_examples=30, deadline=None)
@@ -30,7 +35,10 @@ def test_vertex_of_an_exact_parabola(log_opt: float, curvature: float, floor: fl
 
 def test_fewer_than_three_sizes_names_the_budget_and_its_runs() -> None:
     runs = _runs(1e12, [1e5, 2e5, 4e5], [3.0, 2.9, 3.1]) + _runs(2e12, [1e5, 1e5, 2e5], [2.9, 2.91, 2.8])
-    with pytest.raises(TootsieError, match=r"budget 2e\+12 FLOPs has 3 run\(s\) at 2 distinct model size\(s\) \(runs.jsonl:1 \(r0\), .*at least 3 sizes"):
+    with pytest.raises(
+        TootsieError,
+        match=r"budget 2e\+12 FLOPs has 3 run\(s\) at 2 distinct model size\(s\) \(runs.jsonl:1 \(r0\), .*at least 3 sizes",
+    ):
         group_runs(runs)
 
 
@@ -63,6 +71,8 @@ def test_replicates_match_one_by_one_and_noise_pools_residuals() -> None:
     together = vertices(group, replicates)
     for i in range(5):
         alone = vertices(group, replicates[i : i + 1])
-        assert alone.loss[0] == pytest.approx(together.loss[i]) and alone.log_params[0] == pytest.approx(together.log_params[i])
+        assert alone.loss[0] == pytest.approx(together.loss[i]) and alone.log_params[0] == pytest.approx(
+            together.log_params[i]
+        )
     sigma, dof = residual_noise([group_runs(_runs(1e12, params, list(replicates[0])))[0]])
     assert dof == 3 and 0.002 < sigma < 0.03

@@ -43,7 +43,9 @@ def test_bulk_fits_match_one_by_one() -> None:
     bulk = fit_law(BUDGETS, losses)
     for row in range(6):
         alone = fit_law(BUDGETS, losses[row : row + 1])
-        assert alone.alpha[0] == pytest.approx(bulk.alpha[row], rel=1e-6) and alone.E[0] == pytest.approx(bulk.E[row], abs=1e-9)
+        assert alone.alpha[0] == pytest.approx(bulk.alpha[row], rel=1e-6) and alone.E[0] == pytest.approx(
+            bulk.E[row], abs=1e-9
+        )
 
 
 def test_flat_data_put_alpha_at_its_bound() -> None:

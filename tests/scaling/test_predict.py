@@ -24,7 +24,16 @@ def _marin_sweep(noise: float, seed: int) -> list[dict[str, float]]:
         n_opt = 0.1 * compute**0.5
         for params in n_opt * np.geomspace(0.25, 4, 5):
             loss = 1.6 + 95.18 * compute**-0.094 + 0.05 * np.log(params / n_opt) ** 2 + noise * rng.standard_normal()
-            records.append({"compute": compute, "params": params, "tokens": compute / (6 * params), "loss": loss, "name": f"{compute:.0e}-{params:.3g}", "train_started_at": "2030-01-01T00:00:00+00:00"})
+            records.append(
+                {
+                    "compute": compute,
+                    "params": params,
+                    "tokens": compute / (6 * params),
+                    "loss": loss,
+                    "name": f"{compute:.0e}-{params:.3g}",
+                    "train_started_at": "2030-01-01T00:00:00+00:00",
+                }
+            )
     return records
 
 

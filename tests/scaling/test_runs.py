@@ -34,7 +34,13 @@ def test_jsonl_and_directories_load(tmp_path) -> None:
 
 @pytest.mark.parametrize("loss", ["NaN", "null", '"nan"', "Infinity"])
 def test_non_finite_loss_names_the_line_and_run(tmp_path, loss: str) -> None:
-    file = _jsonl(tmp_path / "runs.jsonl", [_run(3.0), json.dumps({"compute": 1e12, "params": 2e5, "tokens": 1e6, "name": "wide"})[:-1] + f', "loss": {loss}}}'])
+    file = _jsonl(
+        tmp_path / "runs.jsonl",
+        [
+            _run(3.0),
+            json.dumps({"compute": 1e12, "params": 2e5, "tokens": 1e6, "name": "wide"})[:-1] + f', "loss": {loss}}}',
+        ],
+    )
     with pytest.raises(TootsieError, match=r"runs\.jsonl:2 \(wide\): loss is .*--drop-nonfinite"):
         load_runs([file])
 
@@ -49,7 +55,10 @@ def test_drop_nonfinite_returns_the_dropped_runs(tmp_path) -> None:
     ("line", "message"),
     [
         ('{"compute": 1e12, "params": 1e5, "loss": 3.0}', r"runs\.jsonl:1: missing field 'tokens'"),
-        ('{"compute": 1e12, "params": -5, "tokens": 1e6, "loss": 3.0}', r"field 'params' must be a positive finite number"),
+        (
+            '{"compute": 1e12, "params": -5, "tokens": 1e6, "loss": 3.0}',
+            r"field 'params' must be a positive finite number",
+        ),
         ('{"compute": "big", "params": 5, "tokens": 1e6, "loss": 3.0}', r"field 'compute' must be a number"),
         ('{"compute": 1e12, "params": 5, "tokens": 1e6, "loss": 3.0', r"runs\.jsonl:1 is not a JSON object"),
         ("[1, 2]", r"expected a JSON object"),

@@ -43,7 +43,9 @@ def test_window_picks_consecutive_widths_near_the_target_ratio() -> None:
 
 def test_short_runs_are_listed_not_dropped() -> None:
     plan = plan_sweep(SweepConfig(budgets=(1.25e11,), widths=(16, 64), **TINY | {"min_steps": 50}))
-    assert [r.width for r in plan.runs] == [16] and [(s.width, s.reason.split()[0]) for s in plan.skipped] == [(64, "25")]
+    assert [r.width for r in plan.runs] == [16] and [(s.width, s.reason.split()[0]) for s in plan.skipped] == [
+        (64, "25")
+    ]
 
 
 def test_embeddings_count_and_learning_rate() -> None:
@@ -58,7 +60,13 @@ def test_labels() -> None:
 
 @pytest.mark.parametrize(
     ("fields", "message"),
-    [({"budgets": ()}, "budgets"), ({"budgets": (1e12, 1e12)}, "duplicates"), ({"widths": (31,)}, "width 31"), ({"window": 5}, "window=5"), ({"flops_rule": "7nd"}, "flops_rule")],
+    [
+        ({"budgets": ()}, "budgets"),
+        ({"budgets": (1e12, 1e12)}, "duplicates"),
+        ({"widths": (31,)}, "width 31"),
+        ({"window": 5}, "window=5"),
+        ({"flops_rule": "7nd"}, "flops_rule"),
+    ],
 )
 def test_config_validation(fields: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):

@@ -10,9 +10,9 @@ import sys
 from dataclasses import replace
 
 from tootsie.configfile import load_config
+from tootsie.eval.training import run_training
 from tootsie.train.config import TrainConfig
 from tootsie.train.sharding import MeshConfig
-from tootsie.eval.training import run_training
 
 
 def main(config_file: str, runs: list[str]) -> None:

@@ -10,11 +10,22 @@ from tootsie.errors import TootsieError
 from tootsie.models.llama import Llama3RopeScaling, LlamaConfig
 from tootsie.train.checkpoint import STATE_FILE, model_config_of, read_checkpoint_state, save_checkpoint
 
-CONFIG = LlamaConfig(vocab_size=96, hidden_dim=32, intermediate_dim=64, num_layers=2, num_heads=4, num_kv_heads=2, qk_norm=True, rope_scaling=Llama3RopeScaling())
+CONFIG = LlamaConfig(
+    vocab_size=96,
+    hidden_dim=32,
+    intermediate_dim=64,
+    num_layers=2,
+    num_heads=4,
+    num_kv_heads=2,
+    qk_norm=True,
+    rope_scaling=Llama3RopeScaling(),
+)
 
 
 def test_model_config_of_returns_the_config_the_trainer_recorded(tmp_path) -> None:
-    checkpoint = save_checkpoint(tmp_path, 7, {"model": {"w": np.ones(3, np.float32)}}, {"tokens": 448, "model": to_plain(CONFIG)})
+    checkpoint = save_checkpoint(
+        tmp_path, 7, {"model": {"w": np.ones(3, np.float32)}}, {"tokens": 448, "model": to_plain(CONFIG)}
+    )
     assert model_config_of(checkpoint) == CONFIG
     assert model_config_of(str(checkpoint)) == CONFIG
     assert read_checkpoint_state(checkpoint)["step"] == 7
@@ -43,4 +54,6 @@ def test_a_missing_or_bad_state_file_is_named_in_the_error(tmp_path, state_text:
 
 def test_state_file_name_is_the_on_disk_contract(tmp_path) -> None:
     checkpoint = save_checkpoint(tmp_path, 1, {"model": {"w": np.zeros(2, np.float32)}}, {"model": to_plain(CONFIG)})
-    assert STATE_FILE == "state.json" and json.loads((checkpoint / "state.json").read_text())["model"] == to_plain(CONFIG)
+    assert STATE_FILE == "state.json" and json.loads((checkpoint / "state.json").read_text())["model"] == to_plain(
+        CONFIG
+    )

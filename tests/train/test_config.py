@@ -11,7 +11,9 @@ from tootsie.train.config import TrainConfig
 from tootsie.train.schedule import InverseSqrtConfig, RewarmConfig, WSDConfig, WSDSConfig
 from tootsie.train.stability import StabilityConfig
 
-DATA = MixtureConfig(caches={"a": "/x"}, stages=(MixtureStage(0, {"a": 1.0}),), batch_schedule=BatchSchedule.constant(4))
+DATA = MixtureConfig(
+    caches={"a": "/x"}, stages=(MixtureStage(0, {"a": 1.0}),), batch_schedule=BatchSchedule.constant(4)
+)
 
 
 def config(num_steps: int, schedule) -> TrainConfig:
@@ -29,7 +31,10 @@ def config(num_steps: int, schedule) -> TrainConfig:
 def test_num_steps_may_stop_at_or_before_the_schedule_end_but_not_after(schedule, end: int) -> None:
     assert config(end, schedule).num_steps == end
     assert config(end // 2, schedule).num_steps == end // 2  # a phase that a warm start continues on the same schedule
-    with pytest.raises(ValueError, match=rf"num_steps={end + 1} runs past the schedule's end at step {end} \(schedule.end_step\).*or lower num_steps to {end}"):
+    with pytest.raises(
+        ValueError,
+        match=rf"num_steps={end + 1} runs past the schedule's end at step {end} \(schedule.end_step\).*or lower num_steps to {end}",
+    ):
         config(end + 1, schedule)
 
 

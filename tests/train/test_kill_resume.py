@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tootsie.configfile import dump_config
 from tests.processes import finish
+from tootsie.configfile import dump_config
 from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.models.llama import LlamaConfig
@@ -26,7 +26,12 @@ KILLS = 3
 def _config(caches: dict[str, str]) -> TrainConfig:
     return TrainConfig(
         model=LlamaConfig(vocab_size=40, hidden_dim=16, intermediate_dim=32, num_layers=2, num_heads=2, num_kv_heads=1),
-        data=MixtureConfig(caches=caches, stages=(MixtureStage(0, {"a": 0.6, "b": 0.4}),), seq_len=16, batch_schedule=BatchSchedule(((0, 4), (7, 6)))),
+        data=MixtureConfig(
+            caches=caches,
+            stages=(MixtureStage(0, {"a": 0.6, "b": 0.4}),),
+            seq_len=16,
+            batch_schedule=BatchSchedule(((0, 4), (7, 6))),
+        ),
         num_steps=STEPS,
         schedule=WSDConfig(peak_lr=1e-2, warmup_steps=3, decay_steps=6, total_steps=STEPS),
         stability=StabilityConfig(clip_update_window=8, skip_bad_steps=True, skip_window=8),
@@ -40,7 +45,10 @@ def _losses(out: Path) -> list[tuple[int, float]]:
 
 @pytest.mark.slow
 def test_killed_runs_resume_to_identical_losses(tmp_path, make_cache) -> None:
-    caches = {"a": make_cache("a", [[(3 * i + k) % 37 + 2 for i in range(40)] for k in range(30)], 40), "b": make_cache("b", [[(7 * i) % 31 + 3 for i in range(25)] for _ in range(30)], 40)}
+    caches = {
+        "a": make_cache("a", [[(3 * i + k) % 37 + 2 for i in range(40)] for k in range(30)], 40),
+        "b": make_cache("b", [[(7 * i) % 31 + 3 for i in range(25)] for _ in range(30)], 40),
+    }
     (tmp_path / "train.yaml").write_text(dump_config(_config(caches)))
     command = [sys.executable, "-m", "tootsie.cli.main", "train", "--config", str(tmp_path / "train.yaml")]
     subprocess.run([*command, "--out", str(tmp_path / "straight")], check=True, capture_output=True, timeout=300)
@@ -48,7 +56,9 @@ def test_killed_runs_resume_to_identical_losses(tmp_path, make_cache) -> None:
     rng, kills = random.Random(7), 0
     killed = tmp_path / "killed"
     while True:
-        process = subprocess.Popen([*command, "--out", str(killed)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        process = subprocess.Popen(
+            [*command, "--out", str(killed)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         metrics = killed / "metrics.jsonl"
         start_lines = len(metrics.read_text().splitlines()) if metrics.exists() else 0
         if kills == KILLS:

@@ -31,12 +31,18 @@ def _plain_loss(model: LlamaModel, tokens, segments, mask, z_loss_weight: float)
 @pytest.mark.parametrize("z_loss_weight", [0.0, 1e-2])
 @pytest.mark.parametrize("chunk", [16, 4096])  # several chunks with padding, and one chunk
 @pytest.mark.parametrize("remat", ["full", "none"])
-def test_fused_loss_matches_plain_loss_and_gradients(monkeypatch: pytest.MonkeyPatch, z_loss_weight: float, chunk: int, remat: str) -> None:
+def test_fused_loss_matches_plain_loss_and_gradients(
+    monkeypatch: pytest.MonkeyPatch, z_loss_weight: float, chunk: int, remat: str
+) -> None:
     monkeypatch.setattr(loss_module, "LOSS_CHUNK_TOKENS", chunk)
     model = LlamaModel(LlamaConfig(**{**CONFIG.__dict__, "remat": remat}), key=jax.random.PRNGKey(0))
     batch = _batch()
-    (plain, plain_aux), plain_grads = eqx.filter_value_and_grad(lambda m: _plain_loss(m, *batch, z_loss_weight), has_aux=True)(model)
-    (fused, fused_aux), fused_grads = eqx.filter_value_and_grad(lambda m: next_token_loss(m, *batch, z_loss_weight), has_aux=True)(model)
+    (plain, plain_aux), plain_grads = eqx.filter_value_and_grad(
+        lambda m: _plain_loss(m, *batch, z_loss_weight), has_aux=True
+    )(model)
+    (fused, fused_aux), fused_grads = eqx.filter_value_and_grad(
+        lambda m: next_token_loss(m, *batch, z_loss_weight), has_aux=True
+    )(model)
     np.testing.assert_allclose(float(fused), float(plain), rtol=1e-6)
     np.testing.assert_allclose(np.array(fused_aux), np.array(plain_aux), rtol=1e-6)
     for got, want in zip(jax.tree_util.tree_leaves(fused_grads), jax.tree_util.tree_leaves(plain_grads), strict=True):

@@ -74,7 +74,9 @@ def run_steps(grad_fn, model, optimizer: optax.GradientTransformation, batch, st
 
 
 @pytest.mark.parametrize("name", sorted(OPTIMIZERS))
-def test_every_optimizer_builds_jits_and_keeps_a_tiny_llama_finite_and_shaped(name: str, tiny_llama: LlamaModel, lm_grad, tokens: jax.Array) -> None:
+def test_every_optimizer_builds_jits_and_keeps_a_tiny_llama_finite_and_shaped(
+    name: str, tiny_llama: LlamaModel, lm_grad, tokens: jax.Array
+) -> None:
     optimizer = OPTIMIZERS[name]().build(constant_lr(1e-2))
     assert isinstance(optimizer, optax.GradientTransformationExtraArgs)
     trained, opt_state, losses = run_steps(lm_grad, tiny_llama, optimizer, tokens, steps=3)
@@ -82,7 +84,9 @@ def test_every_optimizer_builds_jits_and_keeps_a_tiny_llama_finite_and_shaped(na
     assert jax.tree.structure(before) == jax.tree.structure(after)
     for old, new in zip(jax.tree.leaves(before), jax.tree.leaves(after)):
         assert new.shape == old.shape and new.dtype == old.dtype and bool(jnp.all(jnp.isfinite(new)))
-    assert all(bool(jnp.all(jnp.isfinite(x))) for x in jax.tree.leaves(opt_state) if jnp.issubdtype(x.dtype, jnp.floating))
+    assert all(
+        bool(jnp.all(jnp.isfinite(x))) for x in jax.tree.leaves(opt_state) if jnp.issubdtype(x.dtype, jnp.floating)
+    )
     assert np.isfinite(losses).all() and losses[-1] < losses[0], losses
 
 
@@ -91,7 +95,10 @@ def toy_params(seed: int) -> dict:
     rng = np.random.default_rng(seed)
     return {
         "embed": jnp.asarray(0.5 * rng.standard_normal((8, 6)), jnp.float32),
-        "layers": {"norm": {"weight": jnp.ones((2, 6))}, "w": jnp.asarray(0.3 * rng.standard_normal((2, 6, 6)), jnp.float32)},
+        "layers": {
+            "norm": {"weight": jnp.ones((2, 6))},
+            "w": jnp.asarray(0.3 * rng.standard_normal((2, 6, 6)), jnp.float32),
+        },
         "lm_head": jnp.asarray(0.5 * rng.standard_normal((6, 8)), jnp.float32),
     }
 
@@ -108,7 +115,9 @@ TOY_GRAD = jax.jit(jax.value_and_grad(toy_loss))
 
 @pytest.mark.parametrize("name", sorted(OPTIMIZERS))
 def test_every_optimizer_lowers_the_loss_of_a_toy_problem(name: str) -> None:
-    _, _, losses = run_steps(TOY_GRAD, toy_params(0), OPTIMIZERS[name]().build(constant_lr(3e-2)), jnp.arange(8), steps=40)
+    _, _, losses = run_steps(
+        TOY_GRAD, toy_params(0), OPTIMIZERS[name]().build(constant_lr(3e-2)), jnp.arange(8), steps=40
+    )
     assert np.isfinite(losses).all() and losses[-1] < 0.5 * losses[0], losses
 
 
@@ -116,10 +125,16 @@ def test_every_optimizer_lowers_the_loss_of_a_toy_problem(name: str) -> None:
 def test_every_optimizer_traces_inside_the_stability_wrapper(name: str, tiny_llama: LlamaModel) -> None:
     # As the trainer will run it: skip_bad_steps tree-selects over every optimizer's state (traced, not compiled).
     params = eqx.filter(tiny_llama, eqx.is_array)
-    optimizer = StabilityConfig(clip_update_window=8, skip_bad_steps=True).wrap(OPTIMIZERS[name]().build(constant_lr(1e-2)))
+    optimizer = StabilityConfig(clip_update_window=8, skip_bad_steps=True).wrap(
+        OPTIMIZERS[name]().build(constant_lr(1e-2))
+    )
     state = optimizer.init(params)
-    updates, new_state = jax.eval_shape(functools.partial(optimizer.update, value=jnp.asarray(1.0)), params, state, params)
-    assert jax.tree.structure(new_state) == jax.tree.structure(state) and jax.tree.structure(updates) == jax.tree.structure(params)
+    updates, new_state = jax.eval_shape(
+        functools.partial(optimizer.update, value=jnp.asarray(1.0)), params, state, params
+    )
+    assert jax.tree.structure(new_state) == jax.tree.structure(state) and jax.tree.structure(
+        updates
+    ) == jax.tree.structure(params)
 
 
 def test_muon_partitions_a_tied_embedding_model() -> None:
@@ -138,8 +153,18 @@ def test_every_optimizer_rejects_a_bad_field_with_its_name(name: str) -> None:
 
 
 def test_weight_decay_mask_skips_embeddings_norms_and_biases() -> None:
-    params = {"embed": jnp.zeros((4, 2)), "final_norm": {"weight": jnp.ones(2)}, "proj": {"w": jnp.ones((2, 2)), "bias": jnp.zeros(2)}, "lm_head": jnp.ones((2, 4))}
-    assert decay_mask(params) == {"embed": False, "final_norm": {"weight": False}, "proj": {"w": True, "bias": False}, "lm_head": True}
+    params = {
+        "embed": jnp.zeros((4, 2)),
+        "final_norm": {"weight": jnp.ones(2)},
+        "proj": {"w": jnp.ones((2, 2)), "bias": jnp.zeros(2)},
+        "lm_head": jnp.ones((2, 4)),
+    }
+    assert decay_mask(params) == {
+        "embed": False,
+        "final_norm": {"weight": False},
+        "proj": {"w": True, "bias": False},
+        "lm_head": True,
+    }
 
 
 def _zero_grad_step_updates(optimizer: optax.GradientTransformation, params: dict, steps: int) -> list[dict]:
@@ -155,11 +180,15 @@ def _zero_grad_step_updates(optimizer: optax.GradientTransformation, params: dic
 def test_adamc_decay_scales_with_the_learning_rate(schedule_peak: bool) -> None:
     lrs = jnp.asarray([1e-2, 1e-2, 5e-3, 2.5e-3])
     params = {"w": jnp.full((3, 3), 2.0), "embed": jnp.ones((5, 3))}
-    learning_rate = LearningRate(lambda count: lrs[count], peak_lr=1e-2) if schedule_peak else (lambda count: lrs[count])
+    learning_rate = (
+        LearningRate(lambda count: lrs[count], peak_lr=1e-2) if schedule_peak else (lambda count: lrs[count])
+    )
     adamc = AdamCConfig(weight_decay=0.1, max_grad_norm=None).build(learning_rate)
     adamw = AdamWConfig(weight_decay=0.1, max_grad_norm=None).build(lambda count: lrs[count])
     # With zero gradients Adam's direction is 0, so the update is the decay term alone.
-    for t, (c, w) in enumerate(zip(_zero_grad_step_updates(adamc, params, 4), _zero_grad_step_updates(adamw, params, 4))):
+    for t, (c, w) in enumerate(
+        zip(_zero_grad_step_updates(adamc, params, 4), _zero_grad_step_updates(adamw, params, 4))
+    ):
         lr = float(lrs[t])
         np.testing.assert_allclose(w["w"], -lr * 0.1 * 2.0, rtol=1e-6)
         np.testing.assert_allclose(c["w"], -lr * 0.1 * (lr / 1e-2) * 2.0, rtol=1e-6)
@@ -209,4 +238,9 @@ def test_muon_takes_the_llama_block_matrices_and_leaves_the_rest_to_adamw(tiny_l
     spec = muon_dimension_numbers(eqx.filter(tiny_llama, eqx.is_array))
     per_layer = optax.contrib.MuonDimensionNumbers(reduction_axis=1, output_axis=2)
     assert spec.layers.attn.wq == per_layer and spec.layers.mlp.w_down == per_layer
-    assert spec.embed is None and spec.lm_head is None and spec.layers.attn_norm.weight is None and spec.final_norm.weight is None
+    assert (
+        spec.embed is None
+        and spec.lm_head is None
+        and spec.layers.attn_norm.weight is None
+        and spec.final_norm.weight is None
+    )

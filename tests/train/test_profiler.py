@@ -10,21 +10,29 @@ import pytest
 
 from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureStage
+from tootsie.eval.training import run_training
 from tootsie.models.llama import LlamaConfig
 from tootsie.train.config import CheckpointConfig, TrainConfig
 from tootsie.train.schedule import WSDConfig
 from tootsie.train.trainer import TrainState
-from tootsie.eval.training import run_training
 
 
 @pytest.fixture
 def config(make_cache) -> TrainConfig:
     documents = [[int(v) for v in (np.arange(30) * 3 + k) % 37 + 2] for k in range(20)]
-    data = MixtureConfig(caches={"p": make_cache("p", documents, 40)}, stages=(MixtureStage(0, {"p": 1.0}),), seq_len=16, batch_schedule=BatchSchedule.constant(2))
+    data = MixtureConfig(
+        caches={"p": make_cache("p", documents, 40)},
+        stages=(MixtureStage(0, {"p": 1.0}),),
+        seq_len=16,
+        batch_schedule=BatchSchedule.constant(2),
+    )
     return TrainConfig(
         model=LlamaConfig(vocab_size=40, hidden_dim=16, intermediate_dim=32, num_layers=1, num_heads=2, num_kv_heads=1),
-        data=data, num_steps=3, schedule=WSDConfig(peak_lr=1e-2, warmup_steps=1, decay_steps=1, total_steps=3),
-        checkpoints=CheckpointConfig(every_steps=10, every_minutes=None), profile_steps=(1, 3),
+        data=data,
+        num_steps=3,
+        schedule=WSDConfig(peak_lr=1e-2, warmup_steps=1, decay_steps=1, total_steps=3),
+        checkpoints=CheckpointConfig(every_steps=10, every_minutes=None),
+        profile_steps=(1, 3),
     )
 
 
@@ -33,7 +41,9 @@ def _traced_steps(out: Path) -> tuple[list[Path], set[int]]:
     files = sorted((out / "profile" / "plugins" / "profile").glob("*/*"))
     (perfetto,) = [f for f in files if f.name == "perfetto_trace.json.gz"]
     events = json.loads(gzip.decompress(perfetto.read_bytes()))["traceEvents"]
-    return files, {int(e["args"]["step_num"]) for e in events if e.get("name") == "train" and "step_num" in e.get("args", {})}
+    return files, {
+        int(e["args"]["step_num"]) for e in events if e.get("name") == "train" and "step_num" in e.get("args", {})
+    }
 
 
 def test_the_window_is_traced_for_perfetto(config: TrainConfig, tmp_path: Path) -> None:

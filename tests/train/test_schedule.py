@@ -9,7 +9,16 @@ import numpy as np
 import optax
 import pytest
 
-from tootsie.train.schedule import SCHEDULES, CosineConfig, InverseSqrtConfig, LinearScheduleConfig, RewarmConfig, Schedule, WSDConfig, WSDSConfig
+from tootsie.train.schedule import (
+    SCHEDULES,
+    CosineConfig,
+    InverseSqrtConfig,
+    LinearScheduleConfig,
+    RewarmConfig,
+    Schedule,
+    WSDConfig,
+    WSDSConfig,
+)
 from tootsie.train.schedule_cycles import DECAY_SHAPES, spaced_cycles
 
 
@@ -54,7 +63,10 @@ def test_registry_contract(name: str) -> None:
     assert schedule.learning_rate.peak_lr == pytest.approx(float(eager.max()), rel=1e-6)
     end = SCHEDULES[name]().end_step
     if end is not None:
-        assert float(schedule.learning_rate(end)) == float(schedule.learning_rate(end + 10_000)) and schedule.phase(end) == "end"
+        assert (
+            float(schedule.learning_rate(end)) == float(schedule.learning_rate(end + 10_000))
+            and schedule.phase(end) == "end"
+        )
 
 
 @pytest.mark.parametrize(
@@ -63,7 +75,13 @@ def test_registry_contract(name: str) -> None:
         (WSDConfig(peak_lr=3e-3, total_steps=700), 3e-3, 700),
         (WSDSConfig(cycles=(200, 300)), 1e-3, 300),
         (CosineConfig(total_steps=50, warmup_steps=5), 1e-3, 50),
-        (RewarmConfig(cycles=(100, 200, 400), peak_lrs=(1e-3, 4e-3, 2e-3), warmup_steps=10, rewarmup_steps=10, decay_steps=10), 4e-3, 400),
+        (
+            RewarmConfig(
+                cycles=(100, 200, 400), peak_lrs=(1e-3, 4e-3, 2e-3), warmup_steps=10, rewarmup_steps=10, decay_steps=10
+            ),
+            4e-3,
+            400,
+        ),
         (InverseSqrtConfig(peak_lr=2e-3), 2e-3, None),
     ],
 )
@@ -82,10 +100,29 @@ def test_decay_shapes_run_from_start_to_end_monotonically(shape: str) -> None:
 def test_wsd_boundaries_and_phases() -> None:
     config = WSDConfig(peak_lr=1e-3, warmup_steps=10, decay_steps=20, total_steps=100, min_lr_ratio=0.1)
     peak, low = 1e-3, 1e-4
-    expected = {0: peak / 10, 4: peak * 5 / 10, 9: peak, 10: peak, 79: peak, 80: peak - (peak - low) / 20, 89: (peak + low) / 2, 99: low, 100: low, 10**6: low}
+    expected = {
+        0: peak / 10,
+        4: peak * 5 / 10,
+        9: peak,
+        10: peak,
+        79: peak,
+        80: peak - (peak - low) / 20,
+        89: (peak + low) / 2,
+        99: low,
+        100: low,
+        10**6: low,
+    }
     assert {step: lr(config, step) for step in expected} == {step: approx(value) for step, value in expected.items()}
     phase = built(config).phase
-    assert [phase(s) for s in (0, 9, 10, 79, 80, 99, 100)] == ["warmup", "warmup", "stable", "stable", "decay", "decay", "end"]
+    assert [phase(s) for s in (0, 9, 10, 79, 80, 99, 100)] == [
+        "warmup",
+        "warmup",
+        "stable",
+        "stable",
+        "decay",
+        "decay",
+        "end",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -111,12 +148,26 @@ def test_cosine_and_linear_boundaries() -> None:
     assert lr(cosine, 11) == approx(0.5) and lr(cosine, 19) == approx(0.0)
     assert [built(cosine).phase(s) for s in (3, 4, 19, 20)] == ["warmup", "decay", "decay", "end"]
     linear = LinearScheduleConfig(peak_lr=2.0, warmup_steps=4, total_steps=20, min_lr_ratio=0.25)
-    assert [lr(linear, s) for s in (1, 3, 4, 11, 19, 50)] == [approx(1.0), approx(2.0), approx(2.0 - 1.5 / 16), approx(1.25), approx(0.5), approx(0.5)]
+    assert [lr(linear, s) for s in (1, 3, 4, 11, 19, 50)] == [
+        approx(1.0),
+        approx(2.0),
+        approx(2.0 - 1.5 / 16),
+        approx(1.25),
+        approx(0.5),
+        approx(0.5),
+    ]
 
 
 def test_inverse_sqrt_boundaries() -> None:
     config = InverseSqrtConfig(peak_lr=1.0, warmup_steps=100)
-    assert [lr(config, s) for s in (0, 49, 99, 100, 399, 9999)] == [approx(0.01), approx(0.5), approx(1.0), approx(math.sqrt(100 / 101)), approx(0.5), approx(0.1)]
+    assert [lr(config, s) for s in (0, 49, 99, 100, 399, 9999)] == [
+        approx(0.01),
+        approx(0.5),
+        approx(1.0),
+        approx(math.sqrt(100 / 101)),
+        approx(0.5),
+        approx(0.1),
+    ]
     assert lr(InverseSqrtConfig(peak_lr=1.0, warmup_steps=100, min_lr_ratio=0.2), 9999) == approx(0.2)
     assert [built(config).phase(s) for s in (0, 99, 100)] == ["warmup", "warmup", "decay"]
 
@@ -136,47 +187,97 @@ def test_wsd_s_kestrel_decays_at_every_cycle_end_and_honours_the_spacing_change(
     for number, end in enumerate(cycles, start=1):
         decay = 1000 if end <= 200_000 else 2000
         assert values[end - 1] == approx(1e-4) and values[end - decay - 1] == approx(1e-3)
-        assert schedule.phase(end - decay) == f"cycle-{number}/decay" and schedule.phase(end - decay - 1) == f"cycle-{number}/stable"
+        assert (
+            schedule.phase(end - decay) == f"cycle-{number}/decay"
+            and schedule.phase(end - decay - 1) == f"cycle-{number}/stable"
+        )
         if end < 280_000:
             assert values[end] == approx(1e-3) and schedule.phase(end) == f"cycle-{number + 1}/stable"
     assert schedule.phase(280_000) == "end" and values[-1] == approx(1e-4)
 
 
 def test_wsd_s_rewarms_from_the_decayed_lr() -> None:
-    schedule = WSDSConfig(peak_lr=1.0, warmup_steps=10, cycles=(100, 200), decay_fraction=0.1, rewarmup_steps=10, min_lr_ratio=0.1).build()
-    assert [float(schedule.learning_rate(s)) for s in (99, 100, 109, 110)] == [approx(0.1), approx(0.1 + 0.9 / 10), approx(1.0), approx(1.0)]
-    assert [schedule.phase(s) for s in (99, 100, 109, 110)] == ["cycle-1/decay", "cycle-2/rewarmup", "cycle-2/rewarmup", "cycle-2/stable"]
+    schedule = WSDSConfig(
+        peak_lr=1.0, warmup_steps=10, cycles=(100, 200), decay_fraction=0.1, rewarmup_steps=10, min_lr_ratio=0.1
+    ).build()
+    assert [float(schedule.learning_rate(s)) for s in (99, 100, 109, 110)] == [
+        approx(0.1),
+        approx(0.1 + 0.9 / 10),
+        approx(1.0),
+        approx(1.0),
+    ]
+    assert [schedule.phase(s) for s in (99, 100, 109, 110)] == [
+        "cycle-1/decay",
+        "cycle-2/rewarmup",
+        "cycle-2/rewarmup",
+        "cycle-2/stable",
+    ]
 
 
 def test_one_cycle_wsd_s_is_wsd() -> None:
     wsd = WSDConfig(peak_lr=1e-3, warmup_steps=10, decay_steps=20, total_steps=200).build()
     wsd_s = WSDSConfig(peak_lr=1e-3, warmup_steps=10, cycles=(200,), decay_fraction=0.1).build()
     steps = jnp.arange(0, 250, dtype=jnp.int32)
-    np.testing.assert_array_equal(jax.jit(jax.vmap(wsd.learning_rate))(steps), jax.jit(jax.vmap(wsd_s.learning_rate))(steps))
+    np.testing.assert_array_equal(
+        jax.jit(jax.vmap(wsd.learning_rate))(steps), jax.jit(jax.vmap(wsd_s.learning_rate))(steps)
+    )
     assert [wsd.phase(s) for s in range(250)] == [wsd_s.phase(s) for s in range(250)]
 
 
 def test_32b_qk_norm_rewarm() -> None:
-    config = RewarmConfig(cycles=(80_000, 1_000_000_000), peak_lrs=(7e-4,), warmup_steps=800, rewarmup_steps=1000, rewarm_from="zero", decay_steps=0)
+    config = RewarmConfig(
+        cycles=(80_000, 1_000_000_000),
+        peak_lrs=(7e-4,),
+        warmup_steps=800,
+        rewarmup_steps=1000,
+        rewarm_from="zero",
+        decay_steps=0,
+    )
     schedule = config.build()
-    values = {s: float(jax.jit(schedule.learning_rate)(np.int32(s))) for s in (79_999, 80_000, 80_500, 80_999, 81_000, 500_000)}
+    values = {
+        s: float(jax.jit(schedule.learning_rate)(np.int32(s)))
+        for s in (79_999, 80_000, 80_500, 80_999, 81_000, 500_000)
+    }
     assert values[80_000] == approx(7e-4 / 1000) and values[80_000] < 1e-6
     assert values[80_500] == approx(7e-4 * 501 / 1000) and values[80_500] == pytest.approx(7e-4 / 2, rel=3e-3)
     assert values[79_999] == values[80_999] == values[81_000] == values[500_000] == approx(7e-4)
-    assert [schedule.phase(s) for s in (79_999, 80_000, 80_999, 81_000)] == ["cycle-1/stable", "cycle-2/rewarmup", "cycle-2/rewarmup", "cycle-2/stable"]
+    assert [schedule.phase(s) for s in (79_999, 80_000, 80_999, 81_000)] == [
+        "cycle-1/stable",
+        "cycle-2/rewarmup",
+        "cycle-2/rewarmup",
+        "cycle-2/stable",
+    ]
 
 
 def test_phoenix_reheat_from_the_cooldown_lr_with_per_cycle_peaks() -> None:
-    phoenix = RewarmConfig(cycles=(100_000, 1_000_000_000), peak_lrs=(1.7e-3,), warmup_steps=1000, rewarmup_steps=2000, decay_steps=20_000)
-    assert [lr(phoenix, s) for s in (80_000, 99_999, 100_000, 101_999)] == [approx(1.7e-3 - 1.53e-3 / 20_000), approx(1.7e-4), approx(1.7e-4 + 1.53e-3 / 2000), approx(1.7e-3)]
-    two_peaks = RewarmConfig(cycles=(100, 200), peak_lrs=(1.0, 0.5), warmup_steps=10, rewarmup_steps=10, decay_steps=10, min_lr_ratio=0.1)
-    assert [lr(two_peaks, s) for s in (99, 100, 109, 150, 199)] == [approx(0.1), approx(0.1 + 0.4 / 10), approx(0.5), approx(0.5), approx(0.05)]
+    phoenix = RewarmConfig(
+        cycles=(100_000, 1_000_000_000), peak_lrs=(1.7e-3,), warmup_steps=1000, rewarmup_steps=2000, decay_steps=20_000
+    )
+    assert [lr(phoenix, s) for s in (80_000, 99_999, 100_000, 101_999)] == [
+        approx(1.7e-3 - 1.53e-3 / 20_000),
+        approx(1.7e-4),
+        approx(1.7e-4 + 1.53e-3 / 2000),
+        approx(1.7e-3),
+    ]
+    two_peaks = RewarmConfig(
+        cycles=(100, 200), peak_lrs=(1.0, 0.5), warmup_steps=10, rewarmup_steps=10, decay_steps=10, min_lr_ratio=0.1
+    )
+    assert [lr(two_peaks, s) for s in (99, 100, 109, 150, 199)] == [
+        approx(0.1),
+        approx(0.1 + 0.4 / 10),
+        approx(0.5),
+        approx(0.5),
+        approx(0.05),
+    ]
 
 
 @pytest.mark.parametrize(
     ("make", "message"),
     [
-        (lambda: WSDConfig(warmup_steps=600, decay_steps=500, total_steps=1000), r"warmup_steps=600.*decay_steps=500.*total_steps=1000"),
+        (
+            lambda: WSDConfig(warmup_steps=600, decay_steps=500, total_steps=1000),
+            r"warmup_steps=600.*decay_steps=500.*total_steps=1000",
+        ),
         (lambda: WSDConfig(peak_lr=-1e-3), r"peak_lr=-0.001 must be > 0"),
         (lambda: WSDConfig(min_lr_ratio=1.5), r"min_lr_ratio=1.5"),
         (lambda: WSDConfig(decay_shape="exp"), r"decay_shape='exp'"),
@@ -184,9 +285,15 @@ def test_phoenix_reheat_from_the_cooldown_lr_with_per_cycle_peaks() -> None:
         (lambda: RewarmConfig(cycles=(80_000, 80_000)), r"cycles=\(80000, 80000\) must be strictly increasing"),
         (lambda: RewarmConfig(cycles=()), r"cycles=\(\) is empty"),
         (lambda: RewarmConfig(peak_lrs=(1e-3, -1e-3)), r"peak_lrs\[1\]=-0.001 must be > 0"),
-        (lambda: RewarmConfig(cycles=(10, 20, 30), peak_lrs=(1.0, 2.0)), r"peak_lrs=\(1.0, 2.0\) needs 1 or len\(cycles\)=3"),
+        (
+            lambda: RewarmConfig(cycles=(10, 20, 30), peak_lrs=(1.0, 2.0)),
+            r"peak_lrs=\(1.0, 2.0\) needs 1 or len\(cycles\)=3",
+        ),
         (lambda: RewarmConfig(decay_steps=10, decay_fraction=0.1), r"decay_steps=10 or decay_fraction=0.1, not both"),
-        (lambda: RewarmConfig(cycles=(600, 700), rewarmup_steps=50, decay_steps=60), r"cycle 2 \(600 to 700\) has 100 steps, fewer than rewarmup_steps=50 plus decay=60"),
+        (
+            lambda: RewarmConfig(cycles=(600, 700), rewarmup_steps=50, decay_steps=60),
+            r"cycle 2 \(600 to 700\) has 100 steps, fewer than rewarmup_steps=50 plus decay=60",
+        ),
         (lambda: RewarmConfig(rewarm_from="peak"), r"rewarm_from='peak'"),
         (lambda: RewarmConfig(cycles=(2**31,)), r"cycles\[-1\]=2147483648"),
         (lambda: WSDSConfig(decay_fraction=0.0), r"decay_fraction=0.0 must be in \(0, 1\]"),

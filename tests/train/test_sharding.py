@@ -12,11 +12,12 @@ import numpy as np
 import pytest
 from jax.sharding import AbstractMesh, AxisType, PartitionSpec
 
-from tootsie.configfile import dump_config
 from tests.processes import communicate
+from tootsie.configfile import dump_config
 from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.errors import TootsieError
+from tootsie.eval.training import run_training
 from tootsie.models.llama import LlamaConfig, LlamaModel, logical_axes
 from tootsie.train.checkpoint import is_tensor, latest_checkpoint, load_checkpoint
 from tootsie.train.config import CheckpointConfig, TrainConfig
@@ -24,7 +25,6 @@ from tootsie.train.schedule import WSDConfig
 from tootsie.train.sharding import MESH_AXES, MeshConfig, check_batch_sizes, make_layout, partition_specs
 from tootsie.train.stability import StabilityConfig
 from tootsie.train.trainer import abstract_state, build_optimizer
-from tootsie.eval.training import run_training
 
 MODEL = LlamaConfig(vocab_size=40, hidden_dim=16, intermediate_dim=32, num_layers=2, num_heads=2, num_kv_heads=2)
 RUNS = Path(__file__).with_name("sharded_runs.py")
@@ -57,7 +57,9 @@ def test_specs_put_hidden_on_fsdp_the_other_matrix_axis_on_tensor_and_replicate_
     assert specs[".layers.attn.wq"] == PartitionSpec(None, "fsdp", "tensor")
     assert specs[".layers.mlp.w_down"] == PartitionSpec(None, "tensor", "fsdp")
     assert specs[".embed"] == PartitionSpec("tensor", "fsdp") and specs[".lm_head"] == PartitionSpec("fsdp", "tensor")
-    assert specs[".final_norm.weight"] == PartitionSpec(None) and specs[".layers.attn_norm.weight"] == PartitionSpec(None, None)
+    assert specs[".final_norm.weight"] == PartitionSpec(None) and specs[".layers.attn_norm.weight"] == PartitionSpec(
+        None, None
+    )
     odd = partition_specs(axes, shapes, {"data": 1, "fsdp": 3, "tensor": 1})  # 16 is not divisible by 3
     assert all(spec == PartitionSpec(*[None] * len(spec)) for spec in odd.values())
 
@@ -66,9 +68,14 @@ def test_optimizer_moments_take_their_parameter_sharding_and_statistics_are_repl
     config = _config(make_cache)
     params, _, opt_state = abstract_state(config, build_optimizer(config))
     layout = make_layout(_abstract_mesh(2, 4, 1), params, opt_state)
-    named = {jax.tree_util.keystr(path): sharding.spec for path, sharding in jax.tree_util.tree_flatten_with_path(layout.opt_state)[0]}
+    named = {
+        jax.tree_util.keystr(path): sharding.spec
+        for path, sharding in jax.tree_util.tree_flatten_with_path(layout.opt_state)[0]
+    }
     assert layout.params.layers.attn.wq.spec == PartitionSpec(None, "fsdp", None)
-    moments = {name: spec for name, spec in named.items() if name.endswith((".mu.layers.attn.wq", ".nu.layers.attn.wq"))}
+    moments = {
+        name: spec for name, spec in named.items() if name.endswith((".mu.layers.attn.wq", ".nu.layers.attn.wq"))
+    }
     assert len(moments) == 2 and set(moments.values()) == {PartitionSpec(None, "fsdp", None)}
     assert named[".inner_state[1].history"] == PartitionSpec() and named[".losses"] == PartitionSpec()
     assert layout.batch.spec == PartitionSpec(("data", "fsdp"))
@@ -77,8 +84,16 @@ def test_optimizer_moments_take_their_parameter_sharding_and_statistics_are_repl
 
 
 def _config(make_cache) -> TrainConfig:
-    caches = {"a": make_cache("a", [[(3 * i + k) % 37 + 2 for i in range(30)] for k in range(40)], 40), "b": make_cache("b", [[(7 * i + k) % 31 + 3 for i in range(25)] for k in range(40)], 40)}
-    data = MixtureConfig(caches=caches, stages=(MixtureStage(0, {"a": 0.7, "b": 0.3}),), seq_len=16, batch_schedule=BatchSchedule.constant(8))
+    caches = {
+        "a": make_cache("a", [[(3 * i + k) % 37 + 2 for i in range(30)] for k in range(40)], 40),
+        "b": make_cache("b", [[(7 * i + k) % 31 + 3 for i in range(25)] for k in range(40)], 40),
+    }
+    data = MixtureConfig(
+        caches=caches,
+        stages=(MixtureStage(0, {"a": 0.7, "b": 0.3}),),
+        seq_len=16,
+        batch_schedule=BatchSchedule.constant(8),
+    )
     return TrainConfig(
         model=MODEL,
         data=data,
@@ -97,10 +112,26 @@ def _losses(out: Path) -> list[float]:
 def test_eight_fake_devices_match_one_device_across_meshes_and_a_resume_onto_another_mesh(make_cache, tmp_path) -> None:
     config = _config(make_cache)
     (tmp_path / "train.yaml").write_text(dump_config(config))
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=8".strip()}
-    runs = [f"{tmp_path / 'd8'}:8:1:1:5", f"{tmp_path / 'd2f4'}:2:4:1:3", f"{tmp_path / 'd2f4'}:2:2:2:5"]  # the last resumes step 3 on data × fsdp × tensor = 2 × 2 × 2
-    sharded = subprocess.Popen([sys.executable, str(RUNS), str(tmp_path / "train.yaml"), *runs], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    run_training(config, str(tmp_path / "one"))  # this process has one CPU device; it trains while the 8-device process does
+    env = {
+        **os.environ,
+        "JAX_PLATFORMS": "cpu",
+        "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=8".strip(),
+    }
+    runs = [
+        f"{tmp_path / 'd8'}:8:1:1:5",
+        f"{tmp_path / 'd2f4'}:2:4:1:3",
+        f"{tmp_path / 'd2f4'}:2:2:2:5",
+    ]  # the last resumes step 3 on data × fsdp × tensor = 2 × 2 × 2
+    sharded = subprocess.Popen(
+        [sys.executable, str(RUNS), str(tmp_path / "train.yaml"), *runs],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    run_training(
+        config, str(tmp_path / "one")
+    )  # this process has one CPU device; it trains while the 8-device process does
     output, _ = communicate(sharded, timeout=600)
     assert sharded.returncode == 0, output[-3000:]
 

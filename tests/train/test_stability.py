@@ -31,7 +31,9 @@ def norm_tree(norm: float) -> dict:
 
 
 def tree_equal(x: object, y: object) -> bool:
-    return jax.tree.structure(x) == jax.tree.structure(y) and all(np.array_equal(a, b, equal_nan=True) for a, b in zip(jax.tree.leaves(x), jax.tree.leaves(y)))
+    return jax.tree.structure(x) == jax.tree.structure(y) and all(
+        np.array_equal(a, b, equal_nan=True) for a, b in zip(jax.tree.leaves(x), jax.tree.leaves(y))
+    )
 
 
 # ---- clip_update_norm
@@ -50,7 +52,9 @@ def test_update_clipping_follows_the_worked_example() -> None:
     expected = history.mean() + 2.0 * history.std()
     out, state = update(norm_tree(3.0), state)
     assert bool(state.clipped) and float(state.threshold) == pytest.approx(expected, rel=1e-5)
-    assert float(state.last_norm) == pytest.approx(3.0) and float(optax.tree.norm(out)) == pytest.approx(expected, rel=1e-5)
+    assert float(state.last_norm) == pytest.approx(3.0) and float(optax.tree.norm(out)) == pytest.approx(
+        expected, rel=1e-5
+    )
     # Levanter's rule: the pre-clip norm enters the history (overwriting the oldest entry).
     np.testing.assert_allclose(np.sort(np.asarray(state.history)), [0.8, 1.0, 1.2, 3.0], rtol=1e-6)
 
@@ -115,7 +119,12 @@ def jitted_update(optimizer: optax.GradientTransformationExtraArgs):
 
 @pytest.fixture(scope="module")
 def skipper() -> optax.GradientTransformationExtraArgs:
-    return skip_bad_steps(AdamWConfig(max_grad_norm=0.2).build(lambda count: jnp.asarray(1e-2, jnp.float32)), window=8, k_sigma=6.0, max_consecutive_skips=3)
+    return skip_bad_steps(
+        AdamWConfig(max_grad_norm=0.2).build(lambda count: jnp.asarray(1e-2, jnp.float32)),
+        window=8,
+        k_sigma=6.0,
+        max_consecutive_skips=3,
+    )
 
 
 @pytest.mark.parametrize(
@@ -128,14 +137,22 @@ def skipper() -> optax.GradientTransformationExtraArgs:
     ],
     ids=["huge-loss", "nan-gradient", "huge-gradient", "inf-loss"],
 )
-def test_a_bad_step_changes_neither_params_nor_optimizer_state_and_is_counted(skipper, bad: dict, nonfinite: bool) -> None:
+def test_a_bad_step_changes_neither_params_nor_optimizer_state_and_is_counted(
+    skipper, bad: dict, nonfinite: bool
+) -> None:
     params, state, update = warmed_up(skipper)
     grads = bad.get("grads", lambda g: g)(grads_for(6))
     updates, new_state = update(grads, state, params, value=jnp.asarray(bad.get("value", 2.0), jnp.float32))
     assert tree_equal(optax.apply_updates(params, updates), params)
     assert tree_equal(new_state.inner_state, state.inner_state)
-    assert tree_equal((new_state.losses, new_state.grad_norms, new_state.count), (state.losses, state.grad_norms, state.count))
-    assert bool(new_state.skipped) and int(new_state.skipped_steps) == 1 and int(new_state.nonfinite_steps) == int(nonfinite)
+    assert tree_equal(
+        (new_state.losses, new_state.grad_norms, new_state.count), (state.losses, state.grad_norms, state.count)
+    )
+    assert (
+        bool(new_state.skipped)
+        and int(new_state.skipped_steps) == 1
+        and int(new_state.nonfinite_steps) == int(nonfinite)
+    )
     # The next ordinary step is taken again.
     updates, after = update(grads_for(7), new_state, params, value=jnp.asarray(2.0))
     assert not bool(after.skipped) and not tree_equal(after.inner_state, new_state.inner_state)
@@ -173,7 +190,9 @@ def test_non_finite_steps_are_counted_and_abort_with_a_clear_message(skipper) ->
 
 @pytest.fixture(scope="module")
 def stabilized() -> optax.GradientTransformationExtraArgs:
-    return StabilityConfig(clip_update_window=4, skip_bad_steps=True, skip_window=4).wrap(AdamWConfig().build(lambda count: jnp.asarray(1e-2, jnp.float32)))
+    return StabilityConfig(clip_update_window=4, skip_bad_steps=True, skip_window=4).wrap(
+        AdamWConfig().build(lambda count: jnp.asarray(1e-2, jnp.float32))
+    )
 
 
 def test_stability_metrics_are_read_from_any_state_tree_inside_jit(stabilized) -> None:
@@ -201,13 +220,17 @@ def test_adam_moment_norms_match_the_first_step_closed_form() -> None:
     _, state = optimizer.update(grads, optimizer.init(PARAMS), PARAMS)
     norms = adam_moment_norms(state)
     assert float(norms["adam/mu_norm"]) == pytest.approx(0.1 * float(optax.tree.norm(grads)), rel=1e-5)
-    assert float(norms["adam/nu_norm"]) == pytest.approx(0.05 * float(optax.tree.norm(jax.tree.map(jnp.square, grads))), rel=1e-5)
+    assert float(norms["adam/nu_norm"]) == pytest.approx(
+        0.05 * float(optax.tree.norm(jax.tree.map(jnp.square, grads))), rel=1e-5
+    )
 
 
 def test_adam_moment_norms_find_both_halves_of_muon() -> None:
     params = {"layers": {"w": jnp.ones((2, 3, 4))}, "embed": jnp.ones((5, 3))}
     optimizer = StabilityConfig().wrap(MuonConfig(max_grad_norm=None).build(lambda count: 1e-2))
-    _, state = jax.jit(optimizer.update)(jax.tree.map(jnp.ones_like, params), optimizer.init(params), params, value=jnp.asarray(1.0))
+    _, state = jax.jit(optimizer.update)(
+        jax.tree.map(jnp.ones_like, params), optimizer.init(params), params, value=jnp.asarray(1.0)
+    )
     norms = adam_moment_norms(state)
     assert set(norms) == {"adam/mu_norm", "adam/nu_norm", "muon/momentum_norm"}
     assert float(norms["adam/mu_norm"]) == pytest.approx(0.1 * np.sqrt(15), rel=1e-5)  # only the embedding is Adam's
@@ -215,7 +238,10 @@ def test_adam_moment_norms_find_both_halves_of_muon() -> None:
 
 
 def test_per_layer_update_norms_reduce_everything_but_the_layer_axis() -> None:
-    updates = {"embed": jnp.ones((7, 3)), "layers": {"w": jnp.stack([jnp.ones((3, 4)), 2 * jnp.ones((3, 4))]), "norm": {"weight": jnp.ones((2, 3))}}}
+    updates = {
+        "embed": jnp.ones((7, 3)),
+        "layers": {"w": jnp.stack([jnp.ones((3, 4)), 2 * jnp.ones((3, 4))]), "norm": {"weight": jnp.ones((2, 3))}},
+    }
     np.testing.assert_allclose(per_layer_update_norms(updates), [np.sqrt(12 + 3), np.sqrt(48 + 3)], rtol=1e-6)
     with pytest.raises(ValueError, match="stacked_name"):
         per_layer_update_norms({"embed": jnp.ones(3)})
@@ -239,7 +265,9 @@ def test_ema_of_a_constant_velocity_lags_by_the_closed_form() -> None:
 
 
 def test_ema_warmup_beta_and_dtype() -> None:
-    np.testing.assert_allclose([float(warmup_beta(t, 0.995)) for t in (0, 8, 80, 5000)], [0.1, 0.5, 0.9, 0.995], rtol=1e-6)
+    np.testing.assert_allclose(
+        [float(warmup_beta(t, 0.995)) for t in (0, 8, 80, 5000)], [0.1, 0.5, 0.9, 0.995], rtol=1e-6
+    )
     ema = ema_update({"w": jnp.zeros(3, jnp.bfloat16)}, {"w": jnp.ones(3, jnp.bfloat16)}, EMAConfig().beta_at(0))
     assert ema["w"].dtype == jnp.bfloat16 and float(ema["w"][0]) == pytest.approx(0.9, rel=1e-2)
     with pytest.raises(ValueError, match="beta"):
@@ -270,7 +298,9 @@ def test_accumulated_gradients_equal_the_full_batch(weighted: bool) -> None:
     loss_and_grad = jax.value_and_grad(masked_loss, has_aux=True)
     (full_loss, full_aux), full_grads = jax.jit(loss_and_grad)(params, x, y, mask)
     weight_fn = (lambda x, y, m: m.sum()) if weighted else None
-    loss, aux, grads = jax.jit(lambda p, *b: accumulate_gradients(loss_and_grad, p, b, 3, weight_fn=weight_fn))(params, x, y, mask)
+    loss, aux, grads = jax.jit(lambda p, *b: accumulate_gradients(loss_and_grad, p, b, 3, weight_fn=weight_fn))(
+        params, x, y, mask
+    )
     assert float(loss) == pytest.approx(float(full_loss), rel=1e-5)
     assert jax.tree.structure(aux) == jax.tree.structure(full_aux)
     for a, b in zip(jax.tree.leaves((aux, grads)), jax.tree.leaves((full_aux, full_grads))):

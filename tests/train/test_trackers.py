@@ -12,6 +12,7 @@ from tootsie.configfile import dump_config, load_config
 from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.errors import TootsieError
+from tootsie.eval.training import run_training
 from tootsie.executor import Step, step_hash
 from tootsie.models.llama import LlamaConfig
 from tootsie.monitor.spikes import SpikeConfig
@@ -19,16 +20,22 @@ from tootsie.monitor.trackers import TensorBoardConfig, WandbConfig
 from tootsie.train.config import CheckpointConfig, TrainConfig
 from tootsie.train.rewind import RewindConfig
 from tootsie.train.schedule import WSDConfig
-from tootsie.eval.training import run_training
 
 
 @pytest.fixture
 def config(make_cache) -> TrainConfig:
     documents = [[int(v) for v in (np.arange(30) * 3 + k) % 37 + 2] for k in range(20)]
-    data = MixtureConfig(caches={"p": make_cache("p", documents, 40)}, stages=(MixtureStage(0, {"p": 1.0}),), seq_len=16, batch_schedule=BatchSchedule.constant(2))
+    data = MixtureConfig(
+        caches={"p": make_cache("p", documents, 40)},
+        stages=(MixtureStage(0, {"p": 1.0}),),
+        seq_len=16,
+        batch_schedule=BatchSchedule.constant(2),
+    )
     return TrainConfig(
         model=LlamaConfig(vocab_size=40, hidden_dim=16, intermediate_dim=32, num_layers=1, num_heads=2, num_kv_heads=1),
-        data=data, num_steps=3, schedule=WSDConfig(peak_lr=1e-2, warmup_steps=1, decay_steps=1, total_steps=3),
+        data=data,
+        num_steps=3,
+        schedule=WSDConfig(peak_lr=1e-2, warmup_steps=1, decay_steps=1, total_steps=3),
         checkpoints=CheckpointConfig(every_steps=10, every_minutes=None),
     )
 
@@ -46,7 +53,9 @@ def test_trackers_and_profiling_leave_the_hash_alone_and_rewind_changes_it(confi
 
 def test_trackers_profile_and_rewind_round_trip_through_a_config_file(config: TrainConfig, tmp_path: Path) -> None:
     full = dataclasses.replace(
-        config, trackers=(WandbConfig(project="p", name="n", tags=("a",), mode="offline"), TensorBoardConfig(logdir="tb")), profile_steps=(1, 2),
+        config,
+        trackers=(WandbConfig(project="p", name="n", tags=("a",), mode="offline"), TensorBoardConfig(logdir="tb")),
+        profile_steps=(1, 2),
         rewind=RewindConfig(spikes=SpikeConfig(window=20, horizon=10), max_rewinds=1),
     )
     text = dump_config(full)

@@ -10,13 +10,13 @@ import pytest
 from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.errors import TootsieError
+from tootsie.eval.training import run_training
 from tootsie.models.llama import LlamaConfig
 from tootsie.train.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint
 from tootsie.train.config import CheckpointConfig, TrainConfig, WarmStartConfig
 from tootsie.train.optimizer import decay_mask
 from tootsie.train.schedule import WSDConfig
 from tootsie.train.trainer import init_model
-from tootsie.eval.training import run_training
 
 MODEL = LlamaConfig(vocab_size=40, hidden_dim=16, intermediate_dim=32, num_layers=2, num_heads=2, num_kv_heads=1)
 
@@ -27,8 +27,19 @@ def config(make_cache) -> TrainConfig:
     pattern = [[int(v) for v in (np.arange(30) * 3 + k) % 37 + 2] for k in range(40)]
     noise = [rng.integers(2, 40, size=25).tolist() for _ in range(40)]
     caches = {"pattern": make_cache("p", pattern, 40), "noise": make_cache("n", noise, 40)}
-    data = MixtureConfig(caches=caches, stages=(MixtureStage(0, {"pattern": 0.7, "noise": 0.3}),), seq_len=16, batch_schedule=BatchSchedule.constant(4))
-    return TrainConfig(model=MODEL, data=data, num_steps=8, schedule=WSDConfig(peak_lr=1e-2, warmup_steps=2, decay_steps=4, total_steps=12), checkpoints=CheckpointConfig(every_steps=3))
+    data = MixtureConfig(
+        caches=caches,
+        stages=(MixtureStage(0, {"pattern": 0.7, "noise": 0.3}),),
+        seq_len=16,
+        batch_schedule=BatchSchedule.constant(4),
+    )
+    return TrainConfig(
+        model=MODEL,
+        data=data,
+        num_steps=8,
+        schedule=WSDConfig(peak_lr=1e-2, warmup_steps=2, decay_steps=4, total_steps=12),
+        checkpoints=CheckpointConfig(every_steps=3),
+    )
 
 
 def _losses(directory) -> list[float]:
@@ -41,8 +52,13 @@ def test_resume_reproduces_the_uninterrupted_run_bit_for_bit(config: TrainConfig
     run_training(short, str(tmp_path / "resumed"))
     run_training(config, str(tmp_path / "resumed"))
     assert _losses(tmp_path / "straight") == _losses(tmp_path / "resumed")
-    a, _ = load_checkpoint(latest_checkpoint(tmp_path / "straight" / "checkpoints"), {"model": eqx.filter(init_model(config), eqx.is_array)})
-    b, _ = load_checkpoint(latest_checkpoint(tmp_path / "resumed" / "checkpoints"), {"model": eqx.filter(init_model(config), eqx.is_array)})
+    a, _ = load_checkpoint(
+        latest_checkpoint(tmp_path / "straight" / "checkpoints"),
+        {"model": eqx.filter(init_model(config), eqx.is_array)},
+    )
+    b, _ = load_checkpoint(
+        latest_checkpoint(tmp_path / "resumed" / "checkpoints"), {"model": eqx.filter(init_model(config), eqx.is_array)}
+    )
     assert all(np.array_equal(x, y) for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)))
 
 
@@ -67,7 +83,14 @@ def test_warm_start_continues_the_step_count(config: TrainConfig, tmp_path) -> N
 
 def test_checkpoint_of_another_architecture_is_refused(config: TrainConfig, tmp_path) -> None:
     run_training(config, str(tmp_path / "pre"))
-    wider = TrainConfig(**{**config.__dict__, "model": LlamaConfig(**{**MODEL.__dict__, "hidden_dim": 32}), "warm_start": WarmStartConfig(str(tmp_path / "pre")), "num_steps": 10})
+    wider = TrainConfig(
+        **{
+            **config.__dict__,
+            "model": LlamaConfig(**{**MODEL.__dict__, "hidden_dim": 32}),
+            "warm_start": WarmStartConfig(str(tmp_path / "pre")),
+            "num_steps": 10,
+        }
+    )
     with pytest.raises(TootsieError, match="shape"):
         run_training(wider, str(tmp_path / "other"))
 
@@ -89,13 +112,27 @@ def test_llama_to_qk_norm_warm_start_continues_and_recovers(config: TrainConfig,
     from tootsie.train.schedule import RewarmConfig
     from tootsie.train.stability import StabilityConfig
 
-    longer = TrainConfig(**{**config.__dict__, "num_steps": 16, "schedule": WSDConfig(peak_lr=1e-2, warmup_steps=2, decay_steps=0, total_steps=40)})
+    longer = TrainConfig(
+        **{
+            **config.__dict__,
+            "num_steps": 16,
+            "schedule": WSDConfig(peak_lr=1e-2, warmup_steps=2, decay_steps=0, total_steps=40),
+        }
+    )
     run_training(longer, str(tmp_path / "llama"))
     qk_model = LlamaConfig(**{**MODEL.__dict__, "qk_norm": True})
-    rewarm = RewarmConfig(cycles=(16, 40), peak_lrs=(1e-2,), warmup_steps=2, rewarmup_steps=4, rewarm_from="zero", decay_steps=0)
+    rewarm = RewarmConfig(
+        cycles=(16, 40), peak_lrs=(1e-2,), warmup_steps=2, rewarmup_steps=4, rewarm_from="zero", decay_steps=0
+    )
     switched = TrainConfig(
-        **{**longer.__dict__, "model": qk_model, "num_steps": 32, "schedule": rewarm, "warm_start": WarmStartConfig(str(tmp_path / "llama"), add_qk_norm=True),
-           "stability": StabilityConfig(clip_update_window=8, skip_bad_steps=True, skip_window=8)}
+        **{
+            **longer.__dict__,
+            "model": qk_model,
+            "num_steps": 32,
+            "schedule": rewarm,
+            "warm_start": WarmStartConfig(str(tmp_path / "llama"), add_qk_norm=True),
+            "stability": StabilityConfig(clip_update_window=8, skip_bad_steps=True, skip_window=8),
+        }
     )
     run_training(switched, str(tmp_path / "qk"))
     before = [json.loads(line) for line in (tmp_path / "llama" / "metrics.jsonl").read_text().splitlines()]
@@ -103,4 +140,6 @@ def test_llama_to_qk_norm_warm_start_continues_and_recovers(config: TrainConfig,
     assert [r["step"] for r in after] == list(range(16, 32))
     assert all(np.isfinite(r["loss"]) for r in after)
     assert np.mean([r["loss"] for r in after[-4:]]) < np.mean([r["loss"] for r in before[-4:]]) + 0.05
-    assert {"clip_update/clipped", "skip/skipped", "adam/mu_norm", "lm_head_norm", "layer_update_norms", "mfu"} <= set(after[-1])
+    assert {"clip_update/clipped", "skip/skipped", "adam/mu_norm", "lm_head_norm", "layer_update_norms", "mfu"} <= set(
+        after[-1]
+    )

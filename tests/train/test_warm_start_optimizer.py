@@ -12,6 +12,7 @@ import pytest
 
 from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureDataset, MixtureStage
+from tootsie.eval.training import run_training
 from tootsie.models.llama import LlamaConfig
 from tootsie.train.checkpoint import checkpoint_dir, load_checkpoint
 from tootsie.train.config import CheckpointConfig, TrainConfig, WarmStartConfig
@@ -20,7 +21,6 @@ from tootsie.train.optimizer import AdamCConfig, AdamWConfig, LRScaledDecayState
 from tootsie.train.schedule import WSDConfig
 from tootsie.train.stability import StabilityConfig
 from tootsie.train.trainer import abstract_state, build_layout, build_optimizer, initial_state, load_model
-from tootsie.eval.training import run_training
 from tootsie.train.warm_start import carry_optimizer_state, state_identities
 
 MODEL = LlamaConfig(vocab_size=40, hidden_dim=16, intermediate_dim=32, num_layers=2, num_heads=2, num_kv_heads=1)
@@ -34,8 +34,17 @@ PARAMS = {"embed": jnp.zeros((3, 2)), "w": jnp.zeros((2, 2))}
 def source(make_cache, tmp_path) -> TrainConfig:
     """An AdamW run without stability tools, trained to step 4 under tmp_path/adamw."""
     caches = {"a": make_cache("a", [[(3 * i + k) % 37 + 2 for i in range(30)] for k in range(30)], 40)}
-    data = MixtureConfig(caches=caches, stages=(MixtureStage(0, {"a": 1.0}),), seq_len=16, batch_schedule=BatchSchedule.constant(4))
-    config = TrainConfig(model=MODEL, data=data, num_steps=4, schedule=SCHEDULE, stability=NO_GUARDS, checkpoints=CheckpointConfig(every_steps=100))
+    data = MixtureConfig(
+        caches=caches, stages=(MixtureStage(0, {"a": 1.0}),), seq_len=16, batch_schedule=BatchSchedule.constant(4)
+    )
+    config = TrainConfig(
+        model=MODEL,
+        data=data,
+        num_steps=4,
+        schedule=SCHEDULE,
+        stability=NO_GUARDS,
+        checkpoints=CheckpointConfig(every_steps=100),
+    )
     run_training(config, str(tmp_path / "adamw"))
     return config
 
@@ -45,7 +54,11 @@ def _is_schedule(node: object) -> bool:
 
 
 def _adam_states(opt_state: optax.OptState) -> list[optax.ScaleByAdamState]:
-    return [node for node in jax.tree_util.tree_leaves(opt_state, is_leaf=lambda x: isinstance(x, optax.ScaleByAdamState)) if isinstance(node, optax.ScaleByAdamState)]
+    return [
+        node
+        for node in jax.tree_util.tree_leaves(opt_state, is_leaf=lambda x: isinstance(x, optax.ScaleByAdamState))
+        if isinstance(node, optax.ScaleByAdamState)
+    ]
 
 
 def _saved_adam_state(config: TrainConfig, checkpoint) -> optax.ScaleByAdamState:
@@ -54,9 +67,19 @@ def _saved_adam_state(config: TrainConfig, checkpoint) -> optax.ScaleByAdamState
     return adam
 
 
-def test_adamw_to_adamc_with_guards_carries_moments_and_applies_the_global_step_lr(source: TrainConfig, tmp_path, caplog) -> None:
+def test_adamw_to_adamc_with_guards_carries_moments_and_applies_the_global_step_lr(
+    source: TrainConfig, tmp_path, caplog
+) -> None:
     adamc = AdamCConfig()  # its peak is the schedule's (SCHEDULE.peak_lr)
-    target = TrainConfig(**{**source.__dict__, "num_steps": 5, "optimizer": adamc, "stability": GUARDS, "warm_start": WarmStartConfig(str(tmp_path / "adamw"))})
+    target = TrainConfig(
+        **{
+            **source.__dict__,
+            "num_steps": 5,
+            "optimizer": adamc,
+            "stability": GUARDS,
+            "warm_start": WarmStartConfig(str(tmp_path / "adamw")),
+        }
+    )
     saved = _saved_adam_state(source, checkpoint_dir(tmp_path / "adamw" / "checkpoints", 4))
 
     # The state the warm start begins from: Adam's moments and count are the source's, found under a new tree position.
@@ -66,7 +89,11 @@ def test_adamw_to_adamc_with_guards_carries_moments_and_applies_the_global_step_
     (carried,) = _adam_states(state.opt_state)
     assert state.step == 4 and int(carried.count) == int(saved.count) == 4
     for name in ("mu", "nu"):
-        for new, old in zip(jax.tree_util.tree_leaves(getattr(carried, name)), jax.tree_util.tree_leaves(getattr(saved, name)), strict=True):
+        for new, old in zip(
+            jax.tree_util.tree_leaves(getattr(carried, name)),
+            jax.tree_util.tree_leaves(getattr(saved, name)),
+            strict=True,
+        ):
             assert np.array_equal(np.asarray(new), np.asarray(old)) and np.any(np.asarray(old) != 0)
     fresh_log = " ".join(record.getMessage() for record in caplog.records if "start fresh" in record.getMessage())
     assert ".inner_state[1].history" in fresh_log and ".losses" in fresh_log and ".peak_lr" in fresh_log
@@ -78,7 +105,9 @@ def test_adamw_to_adamc_with_guards_carries_moments_and_applies_the_global_step_
     batch = MixtureDataset(source.data).batch(4)
 
     def loss(model):
-        return next_token_loss(model, jnp.asarray(batch.tokens), jnp.asarray(batch.segment_ids), jnp.asarray(batch.loss_mask), 0.0)[0]
+        return next_token_loss(
+            model, jnp.asarray(batch.tokens), jnp.asarray(batch.segment_ids), jnp.asarray(batch.loss_mask), 0.0
+        )[0]
 
     grads = eqx.filter_grad(loss)(before)
     scale = min(1.0, adamc.max_grad_norm / float(optax.tree.norm(grads)))
@@ -90,9 +119,13 @@ def test_adamw_to_adamc_with_guards_carries_moments_and_applies_the_global_step_
         nu = adamc.beta2 * pick(saved.nu) + (1 - adamc.beta2) * grad**2
         direction = (mu / (1 - adamc.beta1**count)) / (jnp.sqrt(nu / (1 - adamc.beta2**count)) + adamc.epsilon)
         decay = adamc.weight_decay * float(lr(4)) / lr.peak_lr * pick(before) if decays else 0.0
-        np.testing.assert_allclose(pick(after) - pick(before), -float(lr(4)) * (direction + decay), rtol=2e-4, atol=1e-9)
+        np.testing.assert_allclose(
+            pick(after) - pick(before), -float(lr(4)) * (direction + decay), rtol=2e-4, atol=1e-9
+        )
     assert float(lr(0)) < 0.3 * float(lr(4))  # what a fresh schedule count would have applied is far off
-    final = load_checkpoint(checkpoint_dir(tmp_path / "adamc" / "checkpoints", 5), {"opt_state": abstract_state(target, optimizer)[2]})[0]["opt_state"]
+    final = load_checkpoint(
+        checkpoint_dir(tmp_path / "adamc" / "checkpoints", 5), {"opt_state": abstract_state(target, optimizer)[2]}
+    )[0]["opt_state"]
     counts = [int(n.count) for n in jax.tree_util.tree_leaves(final, is_leaf=_is_schedule) if _is_schedule(n)]
     assert len(counts) == 2 and set(counts) == {5}
     record = json.loads((tmp_path / "adamc" / "metrics.jsonl").read_text().splitlines()[-1])
@@ -112,9 +145,13 @@ def test_moments_and_shared_statistics_carry_by_identity(parent: tuple, child: t
     lr = SCHEDULE.build().learning_rate
     old = parent[1].wrap(parent[0].build(lr)).init(PARAMS)
     old = jax.tree_util.tree_map(lambda x: jnp.full_like(x, 7), old)  # mark every saved tensor
-    saved = {jax.tree_util.keystr(path): np.asarray(leaf) for path, leaf in jax.tree_util.tree_flatten_with_path(old)[0]}
+    saved = {
+        jax.tree_util.keystr(path): np.asarray(leaf) for path, leaf in jax.tree_util.tree_flatten_with_path(old)[0]
+    }
     new, fresh, _ = carry_optimizer_state(child[1].wrap(child[0].build(lr)).init(PARAMS), saved)
-    identities = state_identities(jax.tree_util.keystr(path) for path, _ in jax.tree_util.tree_flatten_with_path(new)[0])[0]
+    identities = state_identities(
+        jax.tree_util.keystr(path) for path, _ in jax.tree_util.tree_flatten_with_path(new)[0]
+    )[0]
     for path, leaf in jax.tree_util.tree_flatten_with_path(new)[0]:
         name = jax.tree_util.keystr(path)
         moment = ".mu[" in name or ".nu[" in name
@@ -127,7 +164,11 @@ def test_moments_and_shared_statistics_carry_by_identity(parent: tuple, child: t
 def test_identical_identities_are_ambiguous_and_start_fresh() -> None:
     identities, ambiguous = state_identities(["[0].count", "[1].count", "[2].count", "[2].mu['w']", "[2].nu['w']"])
     assert ambiguous == ["[0].count", "[1].count"]
-    assert identities == {"[2].count": "count+mu+nu:count", "[2].mu['w']": "count+mu+nu:mu['w']", "[2].nu['w']": "count+mu+nu:nu['w']"}
+    assert identities == {
+        "[2].count": "count+mu+nu:count",
+        "[2].mu['w']": "count+mu+nu:mu['w']",
+        "[2].nu['w']": "count+mu+nu:nu['w']",
+    }
 
 
 def test_schedule_counts_follow_the_global_step_also_after_a_skipped_step() -> None:
@@ -135,12 +176,18 @@ def test_schedule_counts_follow_the_global_step_also_after_a_skipped_step() -> N
     adamc = AdamCConfig()
     optimizer = GUARDS.wrap(adamc.build(lr))
     ones = jax.tree_util.tree_map(jnp.ones_like, PARAMS)
-    _, state = optimizer.update(ones, adamc.at_global_step(optimizer.init(PARAMS), jnp.asarray(0)), PARAMS, value=jnp.asarray(jnp.nan))
+    _, state = optimizer.update(
+        ones, adamc.at_global_step(optimizer.init(PARAMS), jnp.asarray(0)), PARAMS, value=jnp.asarray(jnp.nan)
+    )
     assert bool(state.skipped)  # the inner state, schedule counts included, stayed at step 0
     state = adamc.at_global_step(state, jnp.asarray(1, jnp.int32))
     schedules = [n for n in jax.tree_util.tree_leaves(state, is_leaf=_is_schedule) if _is_schedule(n)]
-    assert {type(n) for n in schedules} == {optax.ScaleByScheduleState, LRScaledDecayState} and all(int(n.count) == 1 for n in schedules)
-    assert int(_adam_states(state)[0].count) == 0  # Adam's bias-correction count belongs to its moments, not to the schedule
+    assert {type(n) for n in schedules} == {optax.ScaleByScheduleState, LRScaledDecayState} and all(
+        int(n.count) == 1 for n in schedules
+    )
+    assert (
+        int(_adam_states(state)[0].count) == 0
+    )  # Adam's bias-correction count belongs to its moments, not to the schedule
     updates, _ = optimizer.update(ones, state, PARAMS, value=jnp.asarray(1.0))
     # A first Adam step moves by ±1, so the update is -lr(1) (AdamC's decay is zero on zero weights).
     np.testing.assert_allclose(updates["w"], -float(lr(1)), rtol=1e-5)

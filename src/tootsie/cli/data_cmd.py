@@ -26,7 +26,9 @@ from tootsie.errors import TootsieError
 
 def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     """Add `tootsie data` and its subcommands."""
-    data = subparsers.add_parser("data", help="data-layer diagnostics: inspect caches and mixtures, shuffle quality, throughput")
+    data = subparsers.add_parser(
+        "data", help="data-layer diagnostics: inspect caches and mixtures, shuffle quality, throughput"
+    )
     commands = data.add_subparsers(dest="data_command", required=True, metavar="COMMAND")
     _register_inspect(commands)
     _register_shuffle_report(commands)
@@ -34,12 +36,21 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
 
 
 def _register_inspect(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    help_text = "summarize a token cache, or decode a batch of a mixture config and compare realized with target weights"
+    help_text = (
+        "summarize a token cache, or decode a batch of a mixture config and compare realized with target weights"
+    )
     parser = commands.add_parser("inspect", help=help_text, description=help_text)
-    parser.add_argument("target", metavar="CACHE_OR_CONFIG", help="a token cache directory, or a YAML/JSON MixtureConfig file")
+    parser.add_argument(
+        "target", metavar="CACHE_OR_CONFIG", help="a token cache directory, or a YAML/JSON MixtureConfig file"
+    )
     parser.add_argument("--tokenizer", metavar="FILE", help="tokenizer.json to decode tokens with")
     parser.add_argument("--step", type=int, default=0, help="mixture: the step whose batch is decoded (default 0)")
-    parser.add_argument("--steps", default="0:100", metavar="A:B", help="mixture: step range for realized vs target weights (default 0:100)")
+    parser.add_argument(
+        "--steps",
+        default="0:100",
+        metavar="A:B",
+        help="mixture: step range for realized vs target weights (default 0:100)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     parser.set_defaults(handler=run_inspect)
 
@@ -54,7 +65,9 @@ def run_inspect(args: argparse.Namespace) -> int:
     start, _, end = args.steps.partition(":")
     if not (start.isdigit() and end.isdigit() and int(start) < int(end)):
         raise TootsieError(f"--steps {args.steps!r}: expected A:B with A < B, e.g. --steps 0:100")
-    result = inspect_mixture(load_config(target, MixtureConfig, root="mixture"), args.step, (int(start), int(end)), tokenizer)
+    result = inspect_mixture(
+        load_config(target, MixtureConfig, root="mixture"), args.step, (int(start), int(end)), tokenizer
+    )
     return emit(result, args, f"mixture {target}: step {args.step}, {result['batch_size']} sequences")
 
 
@@ -70,7 +83,11 @@ def _register_throughput(commands: "argparse._SubParsersAction[argparse.Argument
 def run_throughput(args: argparse.Namespace) -> int:
     """`tootsie data throughput`."""
     result = batch_throughput(load_config(args.config, MixtureConfig, root="mixture"), args.steps)
-    return emit(result, args, f"batch(step): {result['tokens_per_s'] / 1e6:.2f} M tokens/s, {result['sequences_per_s']:.0f} sequences/s")
+    return emit(
+        result,
+        args,
+        f"batch(step): {result['tokens_per_s'] / 1e6:.2f} M tokens/s, {result['sequences_per_s']:.0f} sequences/s",
+    )
 
 
 def _register_shuffle_report(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -80,7 +97,9 @@ def _register_shuffle_report(commands: "argparse._SubParsersAction[argparse.Argu
     parser.add_argument("--length", type=int, required=True, metavar="N", help="items in the corpus")
     parser.add_argument("--batch-size", type=int, required=True, metavar="B", help="items per training step")
     parser.add_argument("--seed", type=int, default=0, help="permutation and reference seed (default: 0)")
-    parser.add_argument("--multiplier", type=int, metavar="A", help="linear only: force the LCG stride a (to diagnose a known run)")
+    parser.add_argument(
+        "--multiplier", type=int, metavar="A", help="linear only: force the LCG stride a (to diagnose a known run)"
+    )
     parser.add_argument("--era-length", type=int, metavar="L", help="era only: items per shuffle window")
     parser.add_argument("--block-size", type=int, metavar="S", help="block only: items per block")
     parser.add_argument("--window-blocks", type=int, metavar="W", help="block only: blocks per shuffle window")
@@ -91,10 +110,22 @@ def _register_shuffle_report(commands: "argparse._SubParsersAction[argparse.Argu
 
 def run_shuffle_report(args: argparse.Namespace) -> int:
     """`tootsie data shuffle-report`."""
-    flags = {"multiplier": args.multiplier, "era_length": args.era_length, "block_size": args.block_size, "window_blocks": args.window_blocks}
+    flags = {
+        "multiplier": args.multiplier,
+        "era_length": args.era_length,
+        "block_size": args.block_size,
+        "window_blocks": args.window_blocks,
+    }
     options = {name: value for name, value in flags.items() if value is not None}
     try:
-        config = ShuffleReportConfig(perm=args.perm, length=args.length, batch_size=args.batch_size, seed=args.seed, options=options, max_steps=args.max_steps)
+        config = ShuffleReportConfig(
+            perm=args.perm,
+            length=args.length,
+            batch_size=args.batch_size,
+            seed=args.seed,
+            options=options,
+            max_steps=args.max_steps,
+        )
     except ValueError as error:
         raise TootsieError(f"shuffle-report: {error}") from None
     result = shuffle_report(config)

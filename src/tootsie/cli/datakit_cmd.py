@@ -22,54 +22,126 @@ from tootsie.errors import TootsieError
 
 def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     """Add `tootsie datakit` and its stage commands."""
-    datakit = subparsers.add_parser("datakit", help="data pipeline stages: normalize, filter, dedup, decontaminate, tokenize")
+    datakit = subparsers.add_parser(
+        "datakit", help="data pipeline stages: normalize, filter, dedup, decontaminate, tokenize"
+    )
     stages = datakit.add_subparsers(dest="stage", required=True, metavar="STAGE")
 
-    command = _stage(stages, "normalize", "raw JSONL/Parquet/text → Parquet documents with xxh3 ids, exact-deduplicated", run_normalize)
+    command = _stage(
+        stages,
+        "normalize",
+        "raw JSONL/Parquet/text → Parquet documents with xxh3 ids, exact-deduplicated",
+        run_normalize,
+    )
     command.add_argument("inputs", nargs="+", metavar="INPUT", help="files, directories or globs")
     command.add_argument("--text-field", default="text", help="text field of the records (default: text)")
     command.add_argument("--id-field", default="id", help="original id field, kept as source_id (default: id)")
 
-    command = _stage(stages, "filter", "heuristic quality filters (Gopher, C4 lines, compression) → kept documents; attributes in OUT/attributes", run_filter)
+    command = _stage(
+        stages,
+        "filter",
+        "heuristic quality filters (Gopher, C4 lines, compression) → kept documents; attributes in OUT/attributes",
+        run_filter,
+    )
     command.add_argument("input", metavar="DIR", help="document directory")
-    command.add_argument("--rules", choices=("prose", "code"), default="prose", help="rule set: all families (prose) or length + compression (code)")
+    command.add_argument(
+        "--rules",
+        choices=("prose", "code"),
+        default="prose",
+        help="rule set: all families (prose) or length + compression (code)",
+    )
 
-    command = _stage(stages, "dedup", "exact (and with --fuzzy, MinHash-LSH) duplicates removed; attributes in OUT/attributes", run_dedup)
+    command = _stage(
+        stages,
+        "dedup",
+        "exact (and with --fuzzy, MinHash-LSH) duplicates removed; attributes in OUT/attributes",
+        run_dedup,
+    )
     command.add_argument("input", metavar="DIR", help="document directory")
-    command.add_argument("--fuzzy", action="store_true", help="also find near-duplicates with MinHash LSH (286 perms, 26 bands, 5-grams)")
-    command.add_argument("--threshold", type=float, default=0.8, help="estimated Jaccard at or above which near-duplicates merge (default 0.8)")
-    command.add_argument("--remove-paragraphs", action="store_true", help="also cut paragraphs seen earlier in the corpus")
+    command.add_argument(
+        "--fuzzy", action="store_true", help="also find near-duplicates with MinHash LSH (286 perms, 26 bands, 5-grams)"
+    )
+    command.add_argument(
+        "--threshold",
+        type=float,
+        default=0.8,
+        help="estimated Jaccard at or above which near-duplicates merge (default 0.8)",
+    )
+    command.add_argument(
+        "--remove-paragraphs", action="store_true", help="also cut paragraphs seen earlier in the corpus"
+    )
 
-    command = _stage(stages, "decontaminate", "n-gram overlap with eval sets → attribute Parquet (id, contaminated, max_overlap, matched_eval_ids)", run_decontaminate)
+    command = _stage(
+        stages,
+        "decontaminate",
+        "n-gram overlap with eval sets → attribute Parquet (id, contaminated, max_overlap, matched_eval_ids)",
+        run_decontaminate,
+    )
     command.add_argument("input", metavar="DIR", help="document directory")
     command.add_argument("--eval", nargs="+", required=True, metavar="FILE", help="eval sets: JSONL (.gz) or Parquet")
     command.add_argument("--eval-field", default="question", help="text field of the eval items (default: question)")
     command.add_argument("--eval-id-field", default="id", help="id field of the eval items (default: id)")
     command.add_argument("--ngram", type=int, default=13, help="word n-gram length (default 13)")
-    command.add_argument("--overlap", type=float, default=0.5, help="fraction of an item's n-grams that marks a document contaminated (default 0.5)")
+    command.add_argument(
+        "--overlap",
+        type=float,
+        default=0.5,
+        help="fraction of an item's n-grams that marks a document contaminated (default 0.5)",
+    )
 
-    command = _stage(stages, "consolidate", "apply attribute columns to documents: drop flagged documents, cut spans", run_consolidate)
+    command = _stage(
+        stages,
+        "consolidate",
+        "apply attribute columns to documents: drop flagged documents, cut spans",
+        run_consolidate,
+    )
     command.add_argument("input", metavar="DIR", help="document directory")
-    command.add_argument("--drop", action="append", default=[], metavar="ATTR_DIR:COLUMN", help="drop documents whose boolean column is true (repeatable)")
-    command.add_argument("--drop-false", action="append", default=[], metavar="ATTR_DIR:COLUMN", help="drop documents whose boolean column is false, e.g. quality_pass")
-    command.add_argument("--remove-spans", action="append", default=[], metavar="ATTR_DIR:COLUMN", help="cut the [start, end) spans of a spans column")
+    command.add_argument(
+        "--drop",
+        action="append",
+        default=[],
+        metavar="ATTR_DIR:COLUMN",
+        help="drop documents whose boolean column is true (repeatable)",
+    )
+    command.add_argument(
+        "--drop-false",
+        action="append",
+        default=[],
+        metavar="ATTR_DIR:COLUMN",
+        help="drop documents whose boolean column is false, e.g. quality_pass",
+    )
+    command.add_argument(
+        "--remove-spans",
+        action="append",
+        default=[],
+        metavar="ATTR_DIR:COLUMN",
+        help="cut the [start, end) spans of a spans column",
+    )
 
-    command = _stage(stages, "train-tokenizer", "train a byte-level BPE tokenizer on document directories", run_train_tokenizer)
+    command = _stage(
+        stages, "train-tokenizer", "train a byte-level BPE tokenizer on document directories", run_train_tokenizer
+    )
     command.add_argument("inputs", nargs="+", metavar="DIR", help="document directories")
     command.add_argument("--vocab-size", type=int, required=True, help="vocabulary size, specials and bytes included")
 
-    command = _stage(stages, "tokenize", "document directory → token cache (tokens.bin, offsets.bin, ledger.json)", run_tokenize)
+    command = _stage(
+        stages, "tokenize", "document directory → token cache (tokens.bin, offsets.bin, ledger.json)", run_tokenize
+    )
     command.add_argument("input", metavar="DIR", help="document directory")
     command.add_argument("--tokenizer", required=True, metavar="FILE", help="a local tokenizer.json")
     command.add_argument("--no-bos", action="store_true", help="do not prepend BOS to documents")
     command.add_argument("--no-eos", action="store_true", help="do not append EOS to documents")
 
 
-def _stage(stages: "argparse._SubParsersAction[argparse.ArgumentParser]", name: str, help_text: str, handler: object) -> argparse.ArgumentParser:
+def _stage(
+    stages: "argparse._SubParsersAction[argparse.ArgumentParser]", name: str, help_text: str, handler: object
+) -> argparse.ArgumentParser:
     parser = stages.add_parser(name, help=help_text, description=help_text)
     parser.add_argument("--out", required=True, metavar="PATH", help="output directory (a file for train-tokenizer)")
     parser.add_argument("--workers", type=int, default=None, help="worker processes (default: all cores)")
-    parser.add_argument("--max-failed-shards", type=int, default=0, help="shards allowed to fail before the stage fails")
+    parser.add_argument(
+        "--max-failed-shards", type=int, default=0, help="shards allowed to fail before the stage fails"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object of counts as the last line")
     parser.set_defaults(handler=handler)
     return parser
@@ -83,7 +155,13 @@ def engine_of(args: argparse.Namespace) -> EngineConfig:
 
 def run_normalize(args: argparse.Namespace) -> int:
     """`tootsie datakit normalize`."""
-    config = build(NormalizeConfig, inputs=tuple(args.inputs), text_field=args.text_field, id_field=args.id_field, engine=engine_of(args))
+    config = build(
+        NormalizeConfig,
+        inputs=tuple(args.inputs),
+        text_field=args.text_field,
+        id_field=args.id_field,
+        engine=engine_of(args),
+    )
     stats = normalize(config, args.out)
     return emit(stats, args, f"normalized into {args.out}")
 
@@ -97,28 +175,55 @@ def run_filter(args: argparse.Namespace) -> int:
     if rules.c4 is not None:
         filters.append(AttributeFilter("c4_lines", str(out / "attributes"), "c4_removed_spans", remove_spans=True))
     kept = consolidate(build(ConsolidateConfig, input=args.input, attributes=tuple(filters), engine=engine), str(out))
-    return emit({"docs": stats["docs"], "kept": stats["kept"], "rejected": stats["rejected"], "output_docs": kept["output_docs"]}, args, f"filtered documents in {out}")
+    return emit(
+        {
+            "docs": stats["docs"],
+            "kept": stats["kept"],
+            "rejected": stats["rejected"],
+            "output_docs": kept["output_docs"],
+        },
+        args,
+        f"filtered documents in {out}",
+    )
 
 
 def run_dedup(args: argparse.Namespace) -> int:
     """`tootsie datakit dedup`: duplicate attributes, then the deduplicated documents."""
     out, engine = Path(args.out), engine_of(args)
-    stats = dedup(build(DedupConfig, input=args.input, fuzzy=args.fuzzy, threshold=args.threshold, engine=engine), str(out / "attributes"))
+    stats = dedup(
+        build(DedupConfig, input=args.input, fuzzy=args.fuzzy, threshold=args.threshold, engine=engine),
+        str(out / "attributes"),
+    )
     filters = [AttributeFilter("exact_duplicate", str(out / "attributes"), "exact_duplicate", drop_value=True)]
     if args.fuzzy:
         filters.append(AttributeFilter("fuzzy_duplicate", str(out / "attributes"), "fuzzy_duplicate", drop_value=True))
     if args.remove_paragraphs:
-        filters.append(AttributeFilter("duplicate_paragraphs", str(out / "attributes"), "duplicate_paragraph_spans", remove_spans=True))
+        filters.append(
+            AttributeFilter(
+                "duplicate_paragraphs", str(out / "attributes"), "duplicate_paragraph_spans", remove_spans=True
+            )
+        )
     kept = consolidate(build(ConsolidateConfig, input=args.input, attributes=tuple(filters), engine=engine), str(out))
-    result = {"docs": stats["docs"], "exact_duplicates": stats["exact_duplicates"], "fuzzy_duplicates": stats["fuzzy_duplicates"], "output_docs": kept["output_docs"]}
+    result = {
+        "docs": stats["docs"],
+        "exact_duplicates": stats["exact_duplicates"],
+        "fuzzy_duplicates": stats["fuzzy_duplicates"],
+        "output_docs": kept["output_docs"],
+    }
     return emit(result, args, f"deduplicated documents in {out}")
 
 
 def run_decontaminate(args: argparse.Namespace) -> int:
     """`tootsie datakit decontaminate`: contamination attributes and report (documents are not rewritten)."""
     config = build(
-        DecontaminateConfig, input=args.input, eval_files=tuple(args.eval), eval_field=args.eval_field,
-        eval_id_field=args.eval_id_field, ngram=args.ngram, threshold=args.overlap, engine=engine_of(args),
+        DecontaminateConfig,
+        input=args.input,
+        eval_files=tuple(args.eval),
+        eval_field=args.eval_field,
+        eval_id_field=args.eval_id_field,
+        ngram=args.ngram,
+        threshold=args.overlap,
+        engine=engine_of(args),
     )
     return emit(decontaminate(config, args.out), args, f"contamination attributes and report.json in {args.out}")
 
@@ -126,20 +231,36 @@ def run_decontaminate(args: argparse.Namespace) -> int:
 def _attribute_flag(value: str, flag: str) -> tuple[str, str]:
     directory, _, column = value.rpartition(":")
     if not directory or not column:
-        raise TootsieError(f"{flag} {value!r}: expected ATTR_DIR:COLUMN, e.g. {flag} out/dedup/attributes:exact_duplicate")
+        raise TootsieError(
+            f"{flag} {value!r}: expected ATTR_DIR:COLUMN, e.g. {flag} out/dedup/attributes:exact_duplicate"
+        )
     return directory, column
 
 
 def run_consolidate(args: argparse.Namespace) -> int:
     """`tootsie datakit consolidate`: apply attribute columns given as ATTR_DIR:COLUMN."""
     filters = []
-    for flag, values, mode in (("--drop", args.drop, {"drop_value": True}), ("--drop-false", args.drop_false, {"drop_value": False}), ("--remove-spans", args.remove_spans, {"remove_spans": True})):
+    for flag, values, mode in (
+        ("--drop", args.drop, {"drop_value": True}),
+        ("--drop-false", args.drop_false, {"drop_value": False}),
+        ("--remove-spans", args.remove_spans, {"remove_spans": True}),
+    ):
         for value in values:
             directory, column = _attribute_flag(value, flag)
-            filters.append(build(AttributeFilter, name=f"{column}@{Path(directory).parent.name or directory}", attributes=directory, column=column, **mode))
+            filters.append(
+                build(
+                    AttributeFilter,
+                    name=f"{column}@{Path(directory).parent.name or directory}",
+                    attributes=directory,
+                    column=column,
+                    **mode,
+                )
+            )
     if not filters:
         raise TootsieError("consolidate needs at least one --drop, --drop-false or --remove-spans ATTR_DIR:COLUMN")
-    stats = consolidate(build(ConsolidateConfig, input=args.input, attributes=tuple(filters), engine=engine_of(args)), args.out)
+    stats = consolidate(
+        build(ConsolidateConfig, input=args.input, attributes=tuple(filters), engine=engine_of(args)), args.out
+    )
     return emit(stats, args, f"consolidated documents in {args.out}")
 
 
@@ -154,6 +275,17 @@ def run_train_tokenizer(args: argparse.Namespace) -> int:
 
 def run_tokenize(args: argparse.Namespace) -> int:
     """`tootsie datakit tokenize`."""
-    config = build(TokenizeConfig, input=args.input, tokenizer=args.tokenizer, add_bos=not args.no_bos, add_eos=not args.no_eos, engine=engine_of(args))
+    config = build(
+        TokenizeConfig,
+        input=args.input,
+        tokenizer=args.tokenizer,
+        add_bos=not args.no_bos,
+        add_eos=not args.no_eos,
+        engine=engine_of(args),
+    )
     ledger = tokenize_documents(config, args.out)
-    return emit({"docs": ledger["num_docs"], "tokens": ledger["num_tokens"], "dtype": ledger["dtype"]}, args, f"token cache written to {args.out}")
+    return emit(
+        {"docs": ledger["num_docs"], "tokens": ledger["num_tokens"], "dtype": ledger["dtype"]},
+        args,
+        f"token cache written to {args.out}",
+    )

@@ -20,6 +20,7 @@ from pathlib import Path
 from tootsie.cli.executor_cmd import add_backend_arguments, progress_lines
 from tootsie.demos import stdlib_demo
 from tootsie.executor import RunReport, failure_summary, load_experiment, run_experiment, storage
+from tootsie.monitor.metrics_log import METRICS_FILE
 
 DEFAULT_OUT = "./tootsie-demo"
 BPB_LABEL_ORDER = {"init": 0, "pretrain": 1, "pretrain_ema": 2, "final": 3, "final_ema": 4}
@@ -92,10 +93,13 @@ def demo_summary(report: RunReport, wall_seconds: float) -> dict[str, object]:
         "prefix": report.prefix,
         "wall_seconds": round(wall_seconds, 2),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-        "steps": [{"name": s.name, "status": str(s.status), "seconds": s.seconds, "ran": s.reason.startswith("run")} for s in report.steps],
+        "steps": [
+            {"name": s.name, "status": str(s.status), "seconds": s.seconds, "ran": s.reason.startswith("run")}
+            for s in report.steps
+        ],
         "bpb": bpb,
         "artifacts": {
-            "metrics": _artifact(summary_dir, "metrics.jsonl"),
+            "metrics": _artifact(summary_dir, METRICS_FILE),
             "loss_plot": _artifact(summary_dir, "loss.png"),
             "summary": _artifact(summary_dir, "summary.json"),
             "report": _artifact(summary_dir, "report.html"),
@@ -108,7 +112,9 @@ def demo_summary(report: RunReport, wall_seconds: float) -> dict[str, object]:
 
 def print_summary(summary: dict[str, object]) -> None:
     """The human-readable demo summary."""
-    print(f"\ntootsie demo: {'done' if summary['ok'] else 'FAILED'} in {summary['wall_seconds']:.1f} s, peak RSS {summary['peak_rss_mb']:.0f} MB")
+    print(
+        f"\ntootsie demo: {'done' if summary['ok'] else 'FAILED'} in {summary['wall_seconds']:.1f} s, peak RSS {summary['peak_rss_mb']:.0f} MB"
+    )
     print(f"outputs under {summary['prefix']}\n")
     for step in summary["steps"]:
         seconds = f"{step['seconds']:.1f} s" if step["seconds"] is not None else "-"

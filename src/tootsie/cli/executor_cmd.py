@@ -63,7 +63,9 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line of stdout")
     parser.add_argument(
-        "--scale", metavar="NAME", help=f"the scale a recipe experiment builds, e.g. tiny (sets ${SCALE_ENV}; default: full, the runs as they were)"
+        "--scale",
+        metavar="NAME",
+        help=f"the scale a recipe experiment builds, e.g. tiny (sets ${SCALE_ENV}; default: full, the runs as they were)",
     )
 
 
@@ -139,7 +141,12 @@ def progress_lines() -> Iterator[None]:
 
 
 def _print_report(
-    report: RunReport, *, as_json: bool, show_plan: bool = True, experiment_plan: dict | None = None, experiment: str = ""
+    report: RunReport,
+    *,
+    as_json: bool,
+    show_plan: bool = True,
+    experiment_plan: dict | None = None,
+    experiment: str = "",
 ) -> None:
     if as_json:
         print(json.dumps(merge_plan(report.to_json(), experiment_plan, experiment)))

@@ -8,10 +8,32 @@ import argparse
 import sys
 
 from tootsie import __version__
-from tootsie.cli import data_cmd, datakit_cmd, demo_cmd, eval_cmd, executor_cmd, monitor_cmd, release_cmd, report_cmd, scaling_cmd, train_cmd
+from tootsie.cli import (
+    data_cmd,
+    datakit_cmd,
+    demo_cmd,
+    eval_cmd,
+    executor_cmd,
+    monitor_cmd,
+    release_cmd,
+    report_cmd,
+    scaling_cmd,
+    train_cmd,
+)
 from tootsie.errors import TootsieError
 
-COMMAND_MODULES = (executor_cmd, demo_cmd, datakit_cmd, data_cmd, train_cmd, eval_cmd, monitor_cmd, report_cmd, release_cmd, scaling_cmd)
+COMMAND_MODULES = (
+    executor_cmd,
+    demo_cmd,
+    datakit_cmd,
+    data_cmd,
+    train_cmd,
+    eval_cmd,
+    monitor_cmd,
+    report_cmd,
+    release_cmd,
+    scaling_cmd,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,9 +1,9 @@
 """`tootsie export hf`, `tootsie import hf`, `tootsie release`: Hugging Face folders in and out, and full releases.
 
-    tootsie export hf out/demo/train/cooldown-<hash> --out hf-model [--ema] [--verify]
-    tootsie export hf run/checkpoints/step-000100 --out hf-step-100 --tokenizer tokenizer.json
-    tootsie import hf hf-model --out imported-run
-    tootsie release out --out release [--ema] [--all-checkpoints]
+tootsie export hf out/demo/train/cooldown-<hash> --out hf-model [--ema] [--verify]
+tootsie export hf run/checkpoints/step-000100 --out hf-step-100 --tokenizer tokenizer.json
+tootsie import hf hf-model --out imported-run
+tootsie release out --out release [--ema] [--all-checkpoints]
 """
 
 import argparse
@@ -20,7 +20,18 @@ from tootsie.release.hf_verify import verify_export
 from tootsie.release.release import release
 
 SIZE_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30}
-SUMMARY_KEYS = ("out", "revision", "step", "tokens", "weights", "architecture", "bos_token_id", "eos_token_id", "weight_files", "safetensors_bytes")
+SUMMARY_KEYS = (
+    "out",
+    "revision",
+    "step",
+    "tokens",
+    "weights",
+    "architecture",
+    "bos_token_id",
+    "eos_token_id",
+    "weight_files",
+    "safetensors_bytes",
+)
 
 
 def parse_size(text: str) -> int:
@@ -32,11 +43,25 @@ def parse_size(text: str) -> int:
 
 
 def _add_export_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", required=True, metavar="DIR", help="output folder (replaced if it is a previous tootsie export)")
+    parser.add_argument(
+        "--out", required=True, metavar="DIR", help="output folder (replaced if it is a previous tootsie export)"
+    )
     parser.add_argument("--ema", action="store_true", help="export the EMA weights instead of the raw ones")
-    parser.add_argument("--tokenizer", metavar="FILE", help="tokenizer.json to ship (default: the one that made the run's token caches)")
-    parser.add_argument("--architecture", choices=sorted(ARCHITECTURES), help="HF architecture (default: qwen3 when the model has QK-norm, else llama)")
-    parser.add_argument("--max-shard-size", type=parse_size, default=DEFAULT_MAX_SHARD_BYTES, metavar="SIZE", help="shard model.safetensors past this size (default 5GB)")
+    parser.add_argument(
+        "--tokenizer", metavar="FILE", help="tokenizer.json to ship (default: the one that made the run's token caches)"
+    )
+    parser.add_argument(
+        "--architecture",
+        choices=sorted(ARCHITECTURES),
+        help="HF architecture (default: qwen3 when the model has QK-norm, else llama)",
+    )
+    parser.add_argument(
+        "--max-shard-size",
+        type=parse_size,
+        default=DEFAULT_MAX_SHARD_BYTES,
+        metavar="SIZE",
+        help="shard model.safetensors past this size (default 5GB)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
 
 
@@ -44,24 +69,46 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     """Add `tootsie export`, `tootsie import` and `tootsie release`."""
     export = subparsers.add_parser("export", help="export a checkpoint to another format")
     export_hf_parser = export.add_subparsers(dest="export_format", required=True, metavar="FORMAT").add_parser(
-        "hf", help="a Hugging Face folder (config, safetensors, tokenizer) that transformers loads")
-    export_hf_parser.add_argument("checkpoint", metavar="CHECKPOINT", help="a checkpoint directory, or a training output directory (its newest checkpoint)")
+        "hf", help="a Hugging Face folder (config, safetensors, tokenizer) that transformers loads"
+    )
+    export_hf_parser.add_argument(
+        "checkpoint",
+        metavar="CHECKPOINT",
+        help="a checkpoint directory, or a training output directory (its newest checkpoint)",
+    )
     _add_export_options(export_hf_parser)
-    export_hf_parser.add_argument("--verify", action="store_true", help="load the export with transformers and compare logits and greedy tokens (needs the hf extra)")
+    export_hf_parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="load the export with transformers and compare logits and greedy tokens (needs the hf extra)",
+    )
     export_hf_parser.set_defaults(handler=run_export_hf)
 
     importer = subparsers.add_parser("import", help="import a checkpoint from another format")
     import_hf_parser = importer.add_subparsers(dest="import_format", required=True, metavar="FORMAT").add_parser(
-        "hf", help="a local Hugging Face Llama/Qwen3 folder as a tootsie checkpoint (for warm starts)")
+        "hf", help="a local Hugging Face Llama/Qwen3 folder as a tootsie checkpoint (for warm starts)"
+    )
     import_hf_parser.add_argument("directory", metavar="DIR", help="local folder with config.json and safetensors")
-    import_hf_parser.add_argument("--out", metavar="OUT", help="training output directory to write (default: DIR-tootsie next to DIR)")
+    import_hf_parser.add_argument(
+        "--out", metavar="OUT", help="training output directory to write (default: DIR-tootsie next to DIR)"
+    )
     import_hf_parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     import_hf_parser.set_defaults(handler=run_import_hf)
 
-    release_parser = subparsers.add_parser("release", help="HF folder + model card + mixture manifest + metrics history of a run")
-    release_parser.add_argument("run_dir", metavar="RUN_DIR", help="training output directory, checkpoint, or executor prefix (e.g. a tootsie demo --out)")
+    release_parser = subparsers.add_parser(
+        "release", help="HF folder + model card + mixture manifest + metrics history of a run"
+    )
+    release_parser.add_argument(
+        "run_dir",
+        metavar="RUN_DIR",
+        help="training output directory, checkpoint, or executor prefix (e.g. a tootsie demo --out)",
+    )
     _add_export_options(release_parser)
-    release_parser.add_argument("--all-checkpoints", action="store_true", help="also export every earlier checkpoint as revisions/step-N-tokens-T/")
+    release_parser.add_argument(
+        "--all-checkpoints",
+        action="store_true",
+        help="also export every earlier checkpoint as revisions/step-N-tokens-T/",
+    )
     release_parser.add_argument("--name", help="model name in the card (default: the final training step's name)")
     release_parser.set_defaults(handler=run_release)
 
@@ -69,11 +116,20 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
 def run_export_hf(args: argparse.Namespace) -> int:
     """`tootsie export hf`."""
     started = time.perf_counter()
-    summary = export_hf(args.checkpoint, args.out, ema=args.ema, tokenizer=args.tokenizer, architecture=args.architecture, max_shard_bytes=args.max_shard_size)
+    summary = export_hf(
+        args.checkpoint,
+        args.out,
+        ema=args.ema,
+        tokenizer=args.tokenizer,
+        architecture=args.architecture,
+        max_shard_bytes=args.max_shard_size,
+    )
     result = {key: summary[key] for key in SUMMARY_KEYS} | {"seconds": round(time.perf_counter() - started, 2)}
     if args.verify:
         result |= verify_export(Path(summary["out"]), Path(summary["checkpoint"]), ema=args.ema)
-    return emit(result, args, f"exported {summary['checkpoint']} as {summary['architecture']} revision {summary['revision']}")
+    return emit(
+        result, args, f"exported {summary['checkpoint']} as {summary['architecture']} revision {summary['revision']}"
+    )
 
 
 def run_import_hf(args: argparse.Namespace) -> int:
@@ -86,7 +142,15 @@ def run_import_hf(args: argparse.Namespace) -> int:
 def run_release(args: argparse.Namespace) -> int:
     """`tootsie release`."""
     started = time.perf_counter()
-    result = release(args.run_dir, args.out, ema=args.ema, tokenizer=args.tokenizer, architecture=args.architecture,
-                     max_shard_bytes=args.max_shard_size, all_checkpoints=args.all_checkpoints, name=args.name)
+    result = release(
+        args.run_dir,
+        args.out,
+        ema=args.ema,
+        tokenizer=args.tokenizer,
+        architecture=args.architecture,
+        max_shard_bytes=args.max_shard_size,
+        all_checkpoints=args.all_checkpoints,
+        name=args.name,
+    )
     result["seconds"] = round(time.perf_counter() - started, 2)
     return emit(result, args, f"released {result['revision']} of {args.run_dir} to {result['out']}")

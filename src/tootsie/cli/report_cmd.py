@@ -10,8 +10,15 @@ from tootsie.monitor.report import REPORT_FILE, write_report
 
 def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     """Add the `report` command."""
-    parser = subparsers.add_parser("report", help="write a self-contained report.html of a run: loss, BPB, norms, LR, throughput, spikes, mixture, config")
-    parser.add_argument("run_dir", metavar="RUN_DIR", help="a training output directory (tootsie train --out) or the demo's summary directory")
+    parser = subparsers.add_parser(
+        "report",
+        help="write a self-contained report.html of a run: loss, BPB, norms, LR, throughput, spikes, mixture, config",
+    )
+    parser.add_argument(
+        "run_dir",
+        metavar="RUN_DIR",
+        help="a training output directory (tootsie train --out) or the demo's summary directory",
+    )
     parser.add_argument("--out", metavar="FILE", help=f"where to write the report (default RUN_DIR/{REPORT_FILE})")
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     parser.set_defaults(handler=report_command)

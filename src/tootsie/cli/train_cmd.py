@@ -35,12 +35,34 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     """Add the `train` command."""
     parser = subparsers.add_parser("train", help="train a model from a config file (rerun to resume)")
     parser.add_argument("--config", metavar="FILE", help="a YAML or JSON TrainConfig")
-    parser.add_argument("--out", metavar="DIR", help="output directory (checkpoints/, metrics.jsonl); resumed if it has checkpoints")
-    parser.add_argument("--example-config", action="store_true", help="print a complete config for a tiny model on the demo corpus")
-    parser.add_argument("--prefix", default=DEFAULT_OUT, metavar="DIR", help=f"with --example-config: where the demo corpus lives or is built (default {DEFAULT_OUT})")
-    parser.add_argument("--profile", type=profile_window, metavar="A:B", help="capture a JAX profiler trace of steps [A, B) into OUT/profile/ (open in ui.perfetto.dev)")
-    parser.add_argument("--tracker", action="append", default=[], choices=sorted(TRACKERS), help="also log to this tracker with its default settings (repeatable)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object (final step and loss) as the last line")
+    parser.add_argument(
+        "--out", metavar="DIR", help="output directory (checkpoints/, metrics.jsonl); resumed if it has checkpoints"
+    )
+    parser.add_argument(
+        "--example-config", action="store_true", help="print a complete config for a tiny model on the demo corpus"
+    )
+    parser.add_argument(
+        "--prefix",
+        default=DEFAULT_OUT,
+        metavar="DIR",
+        help=f"with --example-config: where the demo corpus lives or is built (default {DEFAULT_OUT})",
+    )
+    parser.add_argument(
+        "--profile",
+        type=profile_window,
+        metavar="A:B",
+        help="capture a JAX profiler trace of steps [A, B) into OUT/profile/ (open in ui.perfetto.dev)",
+    )
+    parser.add_argument(
+        "--tracker",
+        action="append",
+        default=[],
+        choices=sorted(TRACKERS),
+        help="also log to this tracker with its default settings (repeatable)",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON object (final step and loss) as the last line"
+    )
     parser.set_defaults(handler=train_command)
 
 
@@ -64,14 +86,22 @@ def train_command(args: argparse.Namespace) -> int:
     if not args.config or not args.out:
         raise TootsieError("tootsie train needs --config FILE and --out DIR (or --example-config to get a config)")
     config = load_config(args.config, TrainConfig, root="train")
-    added = tuple(TRACKERS[kind]() for kind in dict.fromkeys(args.tracker) if not any(isinstance(t, TRACKERS[kind]) for t in config.trackers))
+    added = tuple(
+        TRACKERS[kind]()
+        for kind in dict.fromkeys(args.tracker)
+        if not any(isinstance(t, TRACKERS[kind]) for t in config.trackers)
+    )
     config = replace(config, trackers=config.trackers + added, profile_steps=args.profile or config.profile_steps)
     write_json_atomic(Path(args.out) / "config.json", to_plain(config))  # the resolved config, read by `tootsie report`
     state = run_training(config, args.out)
     lines = (Path(args.out) / METRICS_FILE).read_text(encoding="utf-8").splitlines()
     final = json.loads(lines[-1]) if lines else {}
     result = {"step": state.step, "loss": final.get("loss"), "out": str(Path(args.out).resolve())}
-    print(json.dumps(result) if args.json else f"trained to step {state.step} (loss {final.get('loss')}); outputs in {args.out}")
+    print(
+        json.dumps(result)
+        if args.json
+        else f"trained to step {state.step} (loss {final.get('loss')}); outputs in {args.out}"
+    )
     return 0
 
 
@@ -84,7 +114,9 @@ def example_config(prefix: str) -> TrainConfig:
     if not report.ok:
         raise TootsieError(f"building the demo corpus failed: {failure_summary(report)}")
     paths = {step.name: step.output_path for step in report.steps}
-    model = LlamaConfig(vocab_size=settings.vocab_size, hidden_dim=64, intermediate_dim=256, num_layers=2, num_heads=4, num_kv_heads=2)
+    model = LlamaConfig(
+        vocab_size=settings.vocab_size, hidden_dim=64, intermediate_dim=256, num_layers=2, num_heads=4, num_kv_heads=2
+    )
     data = MixtureConfig(
         caches={source: paths[step.name] for source, step in caches.items()},
         stages=(MixtureStage(0, {"code": 0.5, "prose": 0.5}),),
@@ -92,4 +124,10 @@ def example_config(prefix: str) -> TrainConfig:
         batch_schedule=BatchSchedule.constant(8),
     )
     schedule = WSDConfig(peak_lr=3e-3, warmup_steps=6, decay_steps=12, total_steps=EXAMPLE_STEPS)
-    return TrainConfig(model=model, data=data, num_steps=EXAMPLE_STEPS, schedule=schedule, checkpoints=CheckpointConfig(every_steps=10, every_minutes=None))
+    return TrainConfig(
+        model=model,
+        data=data,
+        num_steps=EXAMPLE_STEPS,
+        schedule=schedule,
+        checkpoints=CheckpointConfig(every_steps=10, every_minutes=None),
+    )

@@ -26,7 +26,9 @@ class BatchSchedule:
             raise ValueError(f"stages must start at step 0, got {self.stages}")
         starts = [start for start, _ in self.stages]
         if any(b <= a for a, b in zip(starts, starts[1:])):
-            raise ValueError(f"stage start steps must strictly increase, got {starts}; a stage cannot start before the previous one")
+            raise ValueError(
+                f"stage start steps must strictly increase, got {starts}; a stage cannot start before the previous one"
+            )
         if any(size <= 0 for _, size in self.stages):
             raise ValueError(f"batch sizes must be positive, got {[size for _, size in self.stages]}")
 

@@ -53,4 +53,6 @@ def document_exposure(dataset: MixtureDataset, start_step: int, end_step: int) -
                 continue
             starts = local[components == c] * seq_len
             _credit(source.cache.offsets, starts, starts + seq_len, tokens_seen[name])
-    return {name: seen / np.maximum(np.diff(dataset.sources[name].cache.offsets), 1) for name, seen in tokens_seen.items()}
+    return {
+        name: seen / np.maximum(np.diff(dataset.sources[name].cache.offsets), 1) for name, seen in tokens_seen.items()
+    }

@@ -34,7 +34,9 @@ def inspect_cache(cache: TokenCache, tokenizer: Tokenizer | None = None) -> dict
         "tokenizer_sha256": cache.ledger.get("tokenizer_sha256"),
     }
     if tokenizer is not None and cache.num_docs:
-        summary["first_document"] = tokenizer.decode(cache.document(0).tolist(), skip_special_tokens=False)[:SAMPLE_CHARS]
+        summary["first_document"] = tokenizer.decode(cache.document(0).tolist(), skip_special_tokens=False)[
+            :SAMPLE_CHARS
+        ]
     return summary
 
 
@@ -47,10 +49,15 @@ def realized_mixture(dataset: MixtureDataset, start_step: int, end_step: int) ->
     sizes = np.array([schedule.batch_size(s) for s in range(start_step, end_step)], dtype=np.float64)
     targets = np.stack([dataset.config.weights_at(s) for s in range(start_step, end_step)])
     target = (targets * sizes[:, None]).sum(axis=0) / sizes.sum()
-    return {name: {"realized": float(r), "target": float(t)} for name, r, t in zip(dataset.component_names, realized, target)}
+    return {
+        name: {"realized": float(r), "target": float(t)}
+        for name, r, t in zip(dataset.component_names, realized, target)
+    }
 
 
-def inspect_mixture(config: MixtureConfig, step: int, step_range: tuple[int, int], tokenizer: Tokenizer | None = None) -> dict[str, object]:
+def inspect_mixture(
+    config: MixtureConfig, step: int, step_range: tuple[int, int], tokenizer: Tokenizer | None = None
+) -> dict[str, object]:
     """A batch's composition (and decoded first sequence) plus realized vs target weights over `step_range`."""
     dataset = MixtureDataset(config)
     batch = dataset.batch(step)
@@ -76,4 +83,9 @@ def batch_throughput(config: MixtureConfig, steps: int) -> dict[str, float]:
     started = time.perf_counter()
     sequences = sum(dataset.batch(step).tokens.shape[0] for step in range(1, steps + 1))
     seconds = time.perf_counter() - started
-    return {"steps": steps, "seconds": seconds, "sequences_per_s": sequences / seconds, "tokens_per_s": sequences * config.seq_len / seconds}
+    return {
+        "steps": steps,
+        "seconds": seconds,
+        "sequences_per_s": sequences / seconds,
+        "tokens_per_s": sequences * config.seq_len / seconds,
+    }

@@ -55,7 +55,14 @@ import jax
 import numpy as np
 from jaxtyping import PRNGKeyArray
 
-from tootsie.data.permutation import Indices, LinearPermutation, Permutation, Positions, check_indices, permutation_config
+from tootsie.data.permutation import (
+    Indices,
+    LinearPermutation,
+    Permutation,
+    Positions,
+    check_indices,
+    permutation_config,
+)
 
 LEVANTER_KINDS = ("linear", "feistel")  # what Levanter's Permutation.make builds from a key
 SEED_BOUND = 2**30  # Levanter: jax.random.randint(key, (), 0, 2**30)
@@ -89,7 +96,9 @@ class Float64Linear:
         return np.remainder(product, np.float64(self.length)).astype(np.int64)
 
 
-def permutation(kind: str, length: int, key: PRNGKeyArray, *, numpy2_float64: bool = False, **options: int) -> Permutation:
+def permutation(
+    kind: str, length: int, key: PRNGKeyArray, *, numpy2_float64: bool = False, **options: int
+) -> Permutation:
     """Levanter's `Permutation.make(kind, length, key, **options)` as a vectorized tootsie permutation.
 
     `options` are the kind's config fields (Feistel's `rounds`, as in
@@ -103,6 +112,8 @@ def permutation(kind: str, length: int, key: PRNGKeyArray, *, numpy2_float64: bo
     built = permutation_config(kind, **options).build_from_rng(length, levanter_rng(key))
     if numpy2_float64:
         if not isinstance(built, LinearPermutation):
-            raise ValueError(f"numpy2_float64 applies to kind 'linear' only (Feistel uses uint64 arithmetic throughout), got {kind=}")
+            raise ValueError(
+                f"numpy2_float64 applies to kind 'linear' only (Feistel uses uint64 arithmetic throughout), got {kind=}"
+            )
         return Float64Linear(built)
     return built

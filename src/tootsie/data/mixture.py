@@ -106,30 +106,46 @@ class MixtureConfig:
 
     def __post_init__(self) -> None:
         if not self.stages or self.stages[0].start_step != 0:
-            raise ValueError(f"stages must start with a stage at step 0, got starts {[s.start_step for s in self.stages]}")
+            raise ValueError(
+                f"stages must start with a stage at step 0, got starts {[s.start_step for s in self.stages]}"
+            )
         for previous, stage in zip(self.stages, self.stages[1:]):
             if stage.start_step <= previous.start_step:
-                raise ValueError(f"stage at step {stage.start_step} starts before (or with) the previous one at {previous.start_step}; stages must be in step order")
+                raise ValueError(
+                    f"stage at step {stage.start_step} starts before (or with) the previous one at {previous.start_step}; stages must be in step order"
+                )
             if previous.start_step + previous.transition_steps > stage.start_step:
-                raise ValueError(f"the transition of the stage at step {previous.start_step} runs past the next stage's start {stage.start_step}")
+                raise ValueError(
+                    f"the transition of the stage at step {previous.start_step} runs past the next stage's start {stage.start_step}"
+                )
         for stage in self.stages:
             unknown = sorted(set(stage.weights) - set(self.caches))
             if unknown:
-                raise ValueError(f"stage at step {stage.start_step} weights components {unknown} that have no entry in caches {sorted(self.caches)}")
+                raise ValueError(
+                    f"stage at step {stage.start_step} weights components {unknown} that have no entry in caches {sorted(self.caches)}"
+                )
             if any(w < 0 for w in stage.weights.values()) or sum(stage.weights.values()) <= 0:
-                raise ValueError(f"stage at step {stage.start_step}: weights must be non-negative and sum to a positive number, got {stage.weights}")
+                raise ValueError(
+                    f"stage at step {stage.start_step}: weights must be non-negative and sum to a positive number, got {stage.weights}"
+                )
             if stage.transition_steps < 0:
-                raise ValueError(f"stage at step {stage.start_step}: transition_steps must be >= 0, got {stage.transition_steps}")
+                raise ValueError(
+                    f"stage at step {stage.start_step}: transition_steps must be >= 0, got {stage.transition_steps}"
+                )
         if self.stages[0].transition_steps:
             raise ValueError("the first stage has nothing to interpolate from; set its transition_steps to 0")
         for name in ("seq_len", "block_size"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         if set(self.document_packed) - set(self.caches):
-            raise ValueError(f"document_packed names components {sorted(set(self.document_packed) - set(self.caches))} that have no entry in caches")
+            raise ValueError(
+                f"document_packed names components {sorted(set(self.document_packed) - set(self.caches))} that have no entry in caches"
+            )
         if isinstance(self.permutation, str):
             configs = {kind: f"{cls.__name__}()" for kind, cls in PERMUTATIONS.items()}
-            raise ValueError(f"permutation={self.permutation!r} is a bare name; pass a registered config instead, one of {configs} ({{kind: NAME}} in a config file)")
+            raise ValueError(
+                f"permutation={self.permutation!r} is a bare name; pass a registered config instead, one of {configs} ({{kind: NAME}} in a config file)"
+            )
         if self.exhaustion not in EXHAUSTION_POLICIES:
             raise ValueError(f"exhaustion must be one of {EXHAUSTION_POLICIES}, got {self.exhaustion!r}")
 
@@ -198,7 +214,14 @@ def build_segments(config: MixtureConfig, horizon_step: int | None = None) -> li
         end = None if end_step is None else schedule.offset(end_step)
         block = step_block or config.block_size
         remainder = 0 if end is None else (end - start) % block
-        segment = Segment(start, end, block, block_counts(weights, block), block_counts(weights, remainder) if remainder else np.zeros_like(draws), draws.copy())
+        segment = Segment(
+            start,
+            end,
+            block,
+            block_counts(weights, block),
+            block_counts(weights, remainder) if remainder else np.zeros_like(draws),
+            draws.copy(),
+        )
         segments.append(segment)
         if end is not None:
             draws = draws + segment.full_blocks * segment.counts + segment.partial_counts
@@ -224,7 +247,9 @@ class MixtureDataset:
         self.component_names = config.component_names
         used = {name for stage in config.stages for name, w in stage.weights.items() if w > 0}
         self.sources = {
-            name: (DocumentSequences if name in config.document_packed else PackedSequences)(open_token_cache(config.caches[name]), config.seq_len)
+            name: (DocumentSequences if name in config.document_packed else PackedSequences)(
+                open_token_cache(config.caches[name]), config.seq_len
+            )
             for name in self.component_names
             if name in used
         }
@@ -254,7 +279,9 @@ class MixtureDataset:
             segment = self.segments[s]
             picked = segment_of == s
             blocks, slots = np.divmod(indices[picked] - segment.start, segment.block)
-            partial = np.zeros_like(blocks, dtype=bool) if segment.full_blocks is None else blocks >= segment.full_blocks
+            partial = (
+                np.zeros_like(blocks, dtype=bool) if segment.full_blocks is None else blocks >= segment.full_blocks
+            )
             items = np.empty_like(slots)
             for is_partial, counts in ((False, segment.counts), (True, segment.partial_counts)):
                 rows = partial == is_partial
@@ -278,7 +305,9 @@ class MixtureDataset:
             picked = components == c
             epochs, within = np.divmod(draws[picked], n)
             if self.config.exhaustion == "stop" and epochs.max() > 0:
-                raise TootsieError(f"component {name!r} is exhausted: it has {n} sequences and the mixture draws more; add data, lower its weight, or use exhaustion='restart'")
+                raise TootsieError(
+                    f"component {name!r} is exhausted: it has {n} sequences and the mixture draws more; add data, lower its weight, or use exhaustion='restart'"
+                )
             result = np.empty_like(within)
             for epoch in np.unique(epochs):
                 in_epoch = epochs == epoch
@@ -290,7 +319,9 @@ class MixtureDataset:
         """The shuffle of one component's sequences in one epoch (built once, reused by every batch)."""
         if (component, epoch) in self._permutations:
             return self._permutations[component, epoch]
-        mixed = splitmix64(np.uint64(self._name_keys[component]) ^ splitmix64([self.config.seed, epoch]).sum(dtype=np.uint64))
+        mixed = splitmix64(
+            np.uint64(self._name_keys[component]) ^ splitmix64([self.config.seed, epoch]).sum(dtype=np.uint64)
+        )
         length = self.sources[self.component_names[component]].num_sequences
         permutation = self.config.permutation.build(length, int(mixed[0] >> np.uint64(1)))
         self._permutations[component, epoch] = permutation
@@ -313,4 +344,9 @@ class MixtureDataset:
         for c in np.unique(components):
             rows = components == c
             tokens[rows], segments[rows] = self.sources[self.component_names[c]].read(local[rows])
-        return Batch(tokens=tokens, segment_ids=segments, loss_mask=next_token_loss_mask(segments), component=components.astype(np.int32))
+        return Batch(
+            tokens=tokens,
+            segment_ids=segments,
+            loss_mask=next_token_loss_mask(segments),
+            component=components.astype(np.int32),
+        )

@@ -121,7 +121,9 @@ class LinearPermutation:
         if not 1 <= self.length < MAX_LINEAR_LENGTH:
             raise ValueError(f"length must be in [1, 2^63), got {self.length}")
         if self.a < 1 or gcd(self.a, self.length) != 1:
-            raise ValueError(f"a={self.a} must be positive and coprime with length={self.length}, else the map is not a bijection")
+            raise ValueError(
+                f"a={self.a} must be positive and coprime with length={self.length}, else the map is not a bijection"
+            )
         if not 0 <= self.b < self.length:
             raise ValueError(f"b={self.b} must lie in [0, length={self.length})")
 
@@ -150,7 +152,16 @@ def feistel_bits(length: int) -> int:
     return bits - bits // 2
 
 
-def _network(x: np.ndarray, keys: np.ndarray, shift: np.uint64, mask: np.uint64, out: np.ndarray, left: np.ndarray, right: np.ndarray, spare: np.ndarray) -> None:
+def _network(
+    x: np.ndarray,
+    keys: np.ndarray,
+    shift: np.uint64,
+    mask: np.uint64,
+    out: np.ndarray,
+    left: np.ndarray,
+    right: np.ndarray,
+    spare: np.ndarray,
+) -> None:
     """One pass over 1-d `x` into `out`, in place in the three scratch buffers (all of `x`'s size)."""
     np.right_shift(x, shift, out=left)
     np.bitwise_and(x, mask, out=right)
@@ -165,7 +176,9 @@ def _network(x: np.ndarray, keys: np.ndarray, shift: np.uint64, mask: np.uint64,
     out |= right
 
 
-def feistel_rounds(x: UInt64[np.ndarray, " n"], keys: UInt64[np.ndarray, "rounds *n"], right_bits: int) -> UInt64[np.ndarray, " n"]:
+def feistel_rounds(
+    x: UInt64[np.ndarray, " n"], keys: UInt64[np.ndarray, " rounds *n"], right_bits: int
+) -> UInt64[np.ndarray, " n"]:
     """One pass of the Feistel network over uint64 `x` (a new array).
 
     `(L, R) = (x >> right_bits, x & mask)`, then per round key k:
@@ -187,7 +200,9 @@ def feistel_rounds(x: UInt64[np.ndarray, " n"], keys: UInt64[np.ndarray, "rounds
     return out
 
 
-def cycle_walk(x: UInt64[np.ndarray, " n"], keys: UInt64[np.ndarray, "rounds *n"], right_bits: int, length: int) -> UInt64[np.ndarray, " n"]:
+def cycle_walk(
+    x: UInt64[np.ndarray, " n"], keys: UInt64[np.ndarray, " rounds *n"], right_bits: int, length: int
+) -> UInt64[np.ndarray, " n"]:
     """Apply the network, re-applying it only to the values still `>= length`; a bijection on `[0, length)`.
 
     The network permutes `[0, 2^(2*right_bits))`; starting inside `[0, length)`
@@ -241,7 +256,9 @@ class FeistelPermutation:
         return _as_int64(cycle_walk(x.reshape(-1), keys, feistel_bits(self.length), self.length).reshape(x.shape))
 
 
-def window_keys(seed: int, windows: UInt64[np.ndarray, " n"], rounds: int, right_bits: int) -> UInt64[np.ndarray, "rounds _"]:
+def window_keys(
+    seed: int, windows: UInt64[np.ndarray, " n"], rounds: int, right_bits: int
+) -> UInt64[np.ndarray, "rounds _"]:
     """Round keys of each item's window: splitmix64 of (seed, window, round), masked to right_bits.
 
     Shape `[rounds, n]`, or `[rounds, 1]` when every item shares one window
@@ -255,7 +272,9 @@ def window_keys(seed: int, windows: UInt64[np.ndarray, " n"], rounds: int, right
     return run_keys if run_keys.shape[1] == 1 else run_keys[:, np.cumsum(new_run) - 1]
 
 
-def windowed_feistel(x: UInt64[np.ndarray, " n"], window: int, length: int, seed: int, rounds: int) -> UInt64[np.ndarray, " n"]:
+def windowed_feistel(
+    x: UInt64[np.ndarray, " n"], window: int, length: int, seed: int, rounds: int
+) -> UInt64[np.ndarray, " n"]:
     """Shuffle `x` inside consecutive windows of `window` items of `[0, length)`, each window its own Feistel network.
 
     The last window, `length mod window` items when that is not 0, is a
@@ -271,7 +290,9 @@ def windowed_feistel(x: UInt64[np.ndarray, " n"], window: int, length: int, seed
         for size, picked in regions:
             if size > 1 and offsets[picked].size:
                 right_bits = feistel_bits(size)
-                offsets[picked] = cycle_walk(offsets[picked], window_keys(seed, windows[picked], rounds, right_bits), right_bits, size)
+                offsets[picked] = cycle_walk(
+                    offsets[picked], window_keys(seed, windows[picked], rounds, right_bits), right_bits, size
+                )
         windows *= np.uint64(window)
         np.add(windows, offsets, out=out[start : start + CHUNK])
     return out
@@ -297,7 +318,9 @@ class EraPermutation:
 
     def __call__(self, indices: Indices) -> Positions:
         x = check_indices(indices, self.length)
-        return _as_int64(windowed_feistel(x.reshape(-1), self.era_length, self.length, self.seed, self.rounds).reshape(x.shape))
+        return _as_int64(
+            windowed_feistel(x.reshape(-1), self.era_length, self.length, self.seed, self.rounds).reshape(x.shape)
+        )
 
 
 @dataclass(frozen=True)
@@ -319,11 +342,15 @@ class BlockPermutation:
     rounds: int = FEISTEL_ROUNDS
 
     def __post_init__(self) -> None:
-        _check_positive(length=self.length, block_size=self.block_size, window_blocks=self.window_blocks, rounds=self.rounds)
+        _check_positive(
+            length=self.length, block_size=self.block_size, window_blocks=self.window_blocks, rounds=self.rounds
+        )
 
     def __call__(self, indices: Indices) -> Positions:
         x = check_indices(indices, self.length)
-        slots = windowed_feistel(x.reshape(-1), self.block_size * self.window_blocks, self.length, self.seed, self.rounds)
+        slots = windowed_feistel(
+            x.reshape(-1), self.block_size * self.window_blocks, self.length, self.seed, self.rounds
+        )
         blocks, within = np.divmod(slots, np.uint64(self.block_size))
         full_blocks = self.length // self.block_size
         if full_blocks > 1:
@@ -354,7 +381,9 @@ class LinearPermutationConfig:
         if self.multiplier is None:
             return drawn
         if self.multiplier < 1 or gcd(self.multiplier, length) != 1:
-            raise ValueError(f"multiplier={self.multiplier} must be positive and coprime with length={length} (gcd {gcd(self.multiplier, length)}); pick a prime that does not divide the length")
+            raise ValueError(
+                f"multiplier={self.multiplier} must be positive and coprime with length={length} (gcd {gcd(self.multiplier, length)}); pick a prime that does not divide the length"
+            )
         return LinearPermutation(length, self.multiplier, drawn.b)
 
     def build(self, length: int, seed: int) -> LinearPermutation:

@@ -25,7 +25,9 @@ class PackedSequences:
 
     def __post_init__(self) -> None:
         if self.cache.num_tokens < self.seq_len:
-            raise TootsieError(f"token cache {self.cache.directory} has {self.cache.num_tokens} tokens, fewer than one sequence of {self.seq_len}")
+            raise TootsieError(
+                f"token cache {self.cache.directory} has {self.cache.num_tokens} tokens, fewer than one sequence of {self.seq_len}"
+            )
 
     @property
     def num_sequences(self) -> int:
@@ -69,7 +71,9 @@ class DocumentSequences:
 
     def __post_init__(self) -> None:
         if self.cache.num_docs == 0:
-            raise TootsieError(f"token cache {self.cache.directory} has 0 tokens in 0 documents; document packing needs at least one document")
+            raise TootsieError(
+                f"token cache {self.cache.directory} has 0 tokens in 0 documents; document packing needs at least one document"
+            )
 
     @property
     def num_sequences(self) -> int:

@@ -71,7 +71,9 @@ class ShuffleReportConfig:
         if self.max_steps < 3:
             raise ValueError(f"max_steps must be >= 3 for a lag-1 autocorrelation, got {self.max_steps}")
         if self.length // self.batch_size < 3:
-            raise ValueError(f"length={self.length} holds {self.length // self.batch_size} batches of {self.batch_size}; need >= 3: lower batch_size or raise length")
+            raise ValueError(
+                f"length={self.length} holds {self.length // self.batch_size} batches of {self.batch_size}; need >= 3: lower batch_size or raise length"
+            )
         permutation_config(self.perm, **self.options).build(self.length, self.seed)  # its errors name the bad option
 
     @property
@@ -84,8 +86,12 @@ def document_signal(items: Integer[np.ndarray, " n"], length: int) -> Float64[np
     """The simulated per-document signal of corpus positions `items`: smooth walk plus own noise, unit variance."""
     knots = np.random.default_rng(CORPUS_SEED).standard_normal(WALK_KNOTS).cumsum()
     knots = (knots - knots.mean()) / knots.std()
-    walk = np.interp(np.asarray(items, dtype=np.float64) * ((WALK_KNOTS - 1) / max(length - 1, 1)), np.arange(WALK_KNOTS), knots)
-    unit = (splitmix64(np.asarray(items, dtype=np.uint64) ^ np.uint64(CORPUS_SEED)) >> np.uint64(11)).astype(np.float64) / 2.0**53
+    walk = np.interp(
+        np.asarray(items, dtype=np.float64) * ((WALK_KNOTS - 1) / max(length - 1, 1)), np.arange(WALK_KNOTS), knots
+    )
+    unit = (splitmix64(np.asarray(items, dtype=np.uint64) ^ np.uint64(CORPUS_SEED)) >> np.uint64(11)).astype(
+        np.float64
+    ) / 2.0**53
     noise = np.sqrt(12.0) * (unit - 0.5)
     return (walk + noise) / np.sqrt(2.0)
 

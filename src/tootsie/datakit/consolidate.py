@@ -77,7 +77,11 @@ class AttributeFilter:
     def __post_init__(self) -> None:
         if not self.name or self.name == EMPTY:
             raise ValueError(f"AttributeFilter.name must be non-empty and not {EMPTY!r} (reserved), got {self.name!r}")
-        modes = [self.drop_value is not None, self.drop_above is not None or self.drop_below is not None, self.remove_spans]
+        modes = [
+            self.drop_value is not None,
+            self.drop_above is not None or self.drop_below is not None,
+            self.remove_spans,
+        ]
         if sum(modes) != 1:
             raise ValueError(
                 f"AttributeFilter {self.name!r} must set exactly one of drop_value, drop_above/drop_below, remove_spans; "
@@ -103,7 +107,9 @@ class ConsolidateConfig:
 
     def __post_init__(self) -> None:
         if not self.attributes:
-            raise ValueError("ConsolidateConfig.attributes is empty; give at least one AttributeFilter (to copy documents, there is nothing to consolidate)")
+            raise ValueError(
+                "ConsolidateConfig.attributes is empty; give at least one AttributeFilter (to copy documents, there is nothing to consolidate)"
+            )
         names = [f.name for f in self.attributes]
         if len(set(names)) != len(names):
             raise ValueError(f"ConsolidateConfig.attributes names must be unique, got {names}; rename one filter")
@@ -136,7 +142,11 @@ def _covered(merged: list[list[int]]) -> int:
 
 def _is_spans(kind: pa.DataType) -> bool:
     lists = (pa.types.is_list, pa.types.is_large_list)
-    return any(f(kind) for f in lists) and any(f(kind.value_type) for f in lists) and pa.types.is_integer(kind.value_type.value_type)
+    return (
+        any(f(kind) for f in lists)
+        and any(f(kind.value_type) for f in lists)
+        and pa.types.is_integer(kind.value_type.value_type)
+    )
 
 
 def _check_column(f: AttributeFilter, kind: pa.DataType, path: Path) -> None:
@@ -148,22 +158,30 @@ def _check_column(f: AttributeFilter, kind: pa.DataType, path: Path) -> None:
     else:
         ok, want = pa.types.is_integer(kind) or pa.types.is_floating(kind), "a number"
     if not ok:
-        raise TootsieError(f"filter {f.name!r}: column {f.column!r} of {path} is {kind}, but this filter needs {want}; pick the right mode or column")
+        raise TootsieError(
+            f"filter {f.name!r}: column {f.column!r} of {path} is {kind}, but this filter needs {want}; pick the right mode or column"
+        )
 
 
 def _read_attributes(path: Path, filters: list[AttributeFilter], doc_ids: pa.ChunkedArray, doc_path: Path) -> pa.Table:
     """The attribute shard's columns for `filters`, after checking it is co-partitioned with the documents."""
     if not path.exists():
-        raise TootsieError(f"attribute shard {path} is missing for document shard {doc_path}; run the attribute stage on the same document directory")
+        raise TootsieError(
+            f"attribute shard {path} is missing for document shard {doc_path}; run the attribute stage on the same document directory"
+        )
     names = pq.ParquetFile(path).schema_arrow.names
     wanted = sorted({f.column for f in filters})
     missing = [c for c in ["id", *wanted] if c not in names]
     if missing:
-        raise TootsieError(f"attribute shard {path} lacks columns {missing}; it has {names} (filters {[f.name for f in filters]})")
+        raise TootsieError(
+            f"attribute shard {path} lacks columns {missing}; it has {names} (filters {[f.name for f in filters]})"
+        )
     table = pq.read_table(path, columns=["id", *wanted])
     ids = table.column("id")
     if len(ids) != len(doc_ids):
-        raise TootsieError(f"attribute shard {path} has {len(ids)} rows but document shard {doc_path} has {len(doc_ids)}; they are not co-partitioned, recompute the attributes from these documents")
+        raise TootsieError(
+            f"attribute shard {path} has {len(ids)} rows but document shard {doc_path} has {len(doc_ids)}; they are not co-partitioned, recompute the attributes from these documents"
+        )
     differ = np.flatnonzero(~pc.fill_null(pc.equal(ids, doc_ids), False).to_numpy(zero_copy_only=False))
     if len(differ):
         row = int(differ[0])
@@ -189,7 +207,9 @@ def _drop_mask(f: AttributeFilter, column: pa.ChunkedArray) -> np.ndarray:
 def _valid_spans(spans: list[list[int]], size: int, where: str) -> list[list[int]]:
     for span in spans:
         if span is None or len(span) != 2 or not 0 <= span[0] <= span[1] <= size:
-            raise TootsieError(f"{where}: span {span!r} is not [start, end) with 0 <= start <= end <= {size} (the text length); spans must be code-point offsets into this document")
+            raise TootsieError(
+                f"{where}: span {span!r} is not [start, end) with 0 <= start <= end <= {size} (the text length); spans must be code-point offsets into this document"
+            )
     return spans
 
 
@@ -198,11 +218,15 @@ def consolidate_shard(task: ShardTask, config: ConsolidateConfig) -> dict[str, A
     doc_path = Path(task.inputs[0])
     table = pq.read_table(doc_path)
     if not {"id", "text"} <= set(table.column_names):
-        raise TootsieError(f"{doc_path} lacks `id` or `text` (has {table.column_names}); consolidate reads a document directory")
+        raise TootsieError(
+            f"{doc_path} lacks `id` or `text` (has {table.column_names}); consolidate reads a document directory"
+        )
     by_dir: dict[str, list[AttributeFilter]] = {}
     for f in config.attributes:
         by_dir.setdefault(f.attributes, []).append(f)
-    attributes = {d: _read_attributes(Path(d) / doc_path.name, fs, table.column("id"), doc_path) for d, fs in by_dir.items()}
+    attributes = {
+        d: _read_attributes(Path(d) / doc_path.name, fs, table.column("id"), doc_path) for d, fs in by_dir.items()
+    }
     lengths = pc.fill_null(pc.utf8_length(table.column("text")), 0).to_numpy(zero_copy_only=False).astype(np.int64)
     alive = np.ones(table.num_rows, dtype=bool)
     removed = {f.name: 0 for f in config.attributes} | {EMPTY: 0}
@@ -215,14 +239,23 @@ def consolidate_shard(task: ShardTask, config: ConsolidateConfig) -> dict[str, A
     ids = table.column("id").to_pylist()
     texts = table.column("text").to_pylist()
     new_ids, new_texts = list(ids), list(texts)
-    span_columns = [(f, attributes[f.attributes].column(f.column).to_pylist()) for f in config.attributes if f.remove_spans]
+    span_columns = [
+        (f, attributes[f.attributes].column(f.column).to_pylist()) for f in config.attributes if f.remove_spans
+    ]
     for row in np.flatnonzero(alive) if span_columns else ():
         text = texts[row] or ""
         cut: list[list[int]] = []
         for f, column in span_columns:
             if column[row]:
                 before = _covered(cut)
-                cut = merge_spans(cut + _valid_spans(column[row], len(text), f"filter {f.name!r}, {f.attributes}/{doc_path.name}, document {ids[row]}"))
+                cut = merge_spans(
+                    cut
+                    + _valid_spans(
+                        column[row],
+                        len(text),
+                        f"filter {f.name!r}, {f.attributes}/{doc_path.name}, document {ids[row]}",
+                    )
+                )
                 chars[f.name] += _covered(cut) - before
         if not cut:
             continue
@@ -234,11 +267,20 @@ def consolidate_shard(task: ShardTask, config: ConsolidateConfig) -> dict[str, A
         elif new_text != text:
             new_texts[row], new_ids[row] = new_text, content_id(new_text)
     out = table.drop_columns([c for c in ("id", "text", "parent_id") if c in table.column_names])
-    out = out.add_column(0, "text", pa.array(new_texts, pa.string())).add_column(0, "id", pa.array(new_ids, pa.string()))
+    out = out.add_column(0, "text", pa.array(new_texts, pa.string())).add_column(
+        0, "id", pa.array(new_ids, pa.string())
+    )
     out = out.append_column("parent_id", pa.array(ids, pa.string())).filter(pa.array(alive))
     write_table_atomic(out, Path(task.output_dir) / doc_path.name)
     output_chars = int(pc.sum(pc.utf8_length(out.column("text"))).as_py() or 0)
-    return {"input_docs": table.num_rows, "output_docs": out.num_rows, "removed_by": removed, "chars_removed_by": chars, "input_chars": int(lengths.sum()), "output_chars": output_chars}
+    return {
+        "input_docs": table.num_rows,
+        "output_docs": out.num_rows,
+        "removed_by": removed,
+        "chars_removed_by": chars,
+        "input_chars": int(lengths.sum()),
+        "output_chars": output_chars,
+    }
 
 
 def consolidate(config: ConsolidateConfig, output_path: str) -> dict[str, Any]:
@@ -249,7 +291,9 @@ def consolidate(config: ConsolidateConfig, output_path: str) -> dict[str, Any]:
         for doc_path in docs:
             attribute_path = Path(f.attributes) / doc_path.name
             if not attribute_path.exists():
-                raise TootsieError(f"filter {f.name!r}: attribute shard {attribute_path} is missing for document shard {doc_path}; run the attribute stage on {config.input}")
+                raise TootsieError(
+                    f"filter {f.name!r}: attribute shard {attribute_path} is missing for document shard {doc_path}; run the attribute stage on {config.input}"
+                )
     tasks = [ShardTask(name=path.stem, inputs=(str(path),), output_dir=str(out)) for path in docs]
     results = map_shards(consolidate_shard, config, tasks, out / WORK_DIR / "done", config.engine, label="consolidate")
     counts = merge_counts(list(results.stats.values()))
@@ -265,7 +309,9 @@ def consolidate(config: ConsolidateConfig, output_path: str) -> dict[str, Any]:
         "shards": len(results.stats),
         "failed_shards": results.failed,
     }
-    stats = finish_stage(out, StageStats(total=details["input_docs"], kept=details["output_docs"], dropped=Counter(removed_by)), details)
+    stats = finish_stage(
+        out, StageStats(total=details["input_docs"], kept=details["output_docs"], dropped=Counter(removed_by)), details
+    )
     if not results.failed:
         shutil.rmtree(out / WORK_DIR)  # finished; with failed shards the markers stay so a rerun redoes only those
     return stats

@@ -75,11 +75,21 @@ DEFAULT_THRESHOLD = 0.5
 """See the module docstring for why."""
 EVAL_SUFFIXES = (".jsonl.gz", ".jsonl.zst", ".json.gz", ".jsonl", ".parquet")
 ATTRIBUTE_SCHEMA = pa.schema(
-    [("id", pa.string()), ("contaminated", pa.bool_()), ("max_overlap", pa.float64()), ("matched_eval_ids", pa.list_(pa.string()))]
+    [
+        ("id", pa.string()),
+        ("contaminated", pa.bool_()),
+        ("max_overlap", pa.float64()),
+        ("matched_eval_ids", pa.list_(pa.string())),
+    ]
 )
 WORK_DIR = ".decontaminate"
 """Hidden (so not read as attribute shards) home of the index and the done markers."""
-INDEX_DIR, DONE_DIR, MANIFEST_FILE, EVAL_ITEMS_FILE = f"{WORK_DIR}/index", f"{WORK_DIR}/done", "manifest.json", "eval_items.json"
+INDEX_DIR, DONE_DIR, MANIFEST_FILE, EVAL_ITEMS_FILE = (
+    f"{WORK_DIR}/index",
+    f"{WORK_DIR}/done",
+    "manifest.json",
+    "eval_items.json",
+)
 BATCH_ROWS, BATCH_BYTES = 1024, 16_000_000
 """Documents are scanned in batches of at most this many rows and (beyond one document) text bytes."""
 
@@ -108,13 +118,19 @@ class DecontaminateConfig:
         if self.input == "":
             raise ValueError("input is empty; give a document directory path")
         if not isinstance(self.eval_files, tuple) or not self.eval_files or any(f == "" for f in self.eval_files):
-            raise ValueError(f"eval_files must be a non-empty tuple of paths, got {self.eval_files!r}; e.g. eval_files=('gsm8k_test.jsonl',)")
+            raise ValueError(
+                f"eval_files must be a non-empty tuple of paths, got {self.eval_files!r}; e.g. eval_files=('gsm8k_test.jsonl',)"
+            )
         if not self.eval_fields or not all(isinstance(f, str) and f for f in self.eval_fields):
-            raise ValueError(f"eval_field must be a field name or a tuple of them, got {self.eval_field!r}; e.g. eval_field='question'")
+            raise ValueError(
+                f"eval_field must be a field name or a tuple of them, got {self.eval_field!r}; e.g. eval_field='question'"
+            )
         if not isinstance(self.ngram, int) or self.ngram < 1:
             raise ValueError(f"ngram must be a positive number of words, got {self.ngram=}; 13 is the usual choice")
         if not 0.0 < self.threshold <= 1.0:
-            raise ValueError(f"threshold must be in (0, 1] (a fraction of an item's n-grams), got {self.threshold=}; the default is {DEFAULT_THRESHOLD}")
+            raise ValueError(
+                f"threshold must be in (0, 1] (a fraction of an item's n-grams), got {self.threshold=}; the default is {DEFAULT_THRESHOLD}"
+            )
 
     @property
     def eval_fields(self) -> tuple[str, ...]:
@@ -145,7 +161,9 @@ def _eval_records(path: Path, suffix: str) -> Iterator[tuple[int, Any]]:
                 try:
                     yield number, json.loads(line)
                 except json.JSONDecodeError as error:
-                    raise TootsieError(f"{path}:{number} is not valid JSON ({error}); fix or drop that line of the eval file") from None
+                    raise TootsieError(
+                        f"{path}:{number} is not valid JSON ({error}); fix or drop that line of the eval file"
+                    ) from None
 
 
 def _eval_paths(names: tuple[str, ...]) -> list[Path]:
@@ -165,14 +183,20 @@ def read_eval_items(config: DecontaminateConfig) -> list[EvalItem]:
     items: list[EvalItem] = []
     for path in _eval_paths(config.eval_files):
         if not path.is_file():
-            raise TootsieError(f"eval file not found: {path}; pass an existing JSONL (.jsonl, .jsonl.gz, .jsonl.zst) or Parquet file")
+            raise TootsieError(
+                f"eval file not found: {path}; pass an existing JSONL (.jsonl, .jsonl.gz, .jsonl.zst) or Parquet file"
+            )
         suffix = next((s for s in EVAL_SUFFIXES if path.name.endswith(s)), None)
         if suffix is None:
-            raise TootsieError(f"eval file {path} has an unsupported type; expected a name ending in one of {EVAL_SUFFIXES}")
+            raise TootsieError(
+                f"eval file {path} has an unsupported type; expected a name ending in one of {EVAL_SUFFIXES}"
+            )
         stem = path.name[: -len(suffix)]
         for number, record in _eval_records(path, suffix):
             if not isinstance(record, dict):
-                raise TootsieError(f"{path}:{number} holds a {type(record).__name__}, not a JSON object with field(s) {config.eval_fields}")
+                raise TootsieError(
+                    f"{path}:{number} holds a {type(record).__name__}, not a JSON object with field(s) {config.eval_fields}"
+                )
             for text_field in config.eval_fields:
                 if not isinstance(record.get(text_field), str):
                     raise TootsieError(
@@ -180,7 +204,13 @@ def read_eval_items(config: DecontaminateConfig) -> list[EvalItem]:
                         "pass --eval-field naming the field that holds the eval text"
                     )
             raw_id = record.get(config.eval_id_field)
-            items.append(EvalItem(str(raw_id) if raw_id is not None else f"{stem}:{number}", str(path), tuple(record[f] for f in config.eval_fields)))
+            items.append(
+                EvalItem(
+                    str(raw_id) if raw_id is not None else f"{stem}:{number}",
+                    str(path),
+                    tuple(record[f] for f in config.eval_fields),
+                )
+            )
     repeated = sorted(eval_id for eval_id, count in Counter(item.eval_id for item in items).items() if count > 1)[:5]
     if repeated:
         raise TootsieError(
@@ -197,18 +227,27 @@ def _manifest(index: NgramIndex, items: list[EvalItem], config: DecontaminateCon
     digest = hashlib.sha256(json.dumps([item.eval_id for item in items]).encode())
     for name in INDEX_ARRAYS:
         digest.update(np.ascontiguousarray(getattr(index, name)).tobytes())
-    return {"ngram": config.ngram, "threshold": config.threshold, "eval_fields": list(config.eval_fields), "index_sha256": digest.hexdigest()}
+    return {
+        "ngram": config.ngram,
+        "threshold": config.threshold,
+        "eval_fields": list(config.eval_fields),
+        "index_sha256": digest.hexdigest(),
+    }
 
 
 def _prepare_index(out: Path, items: list[EvalItem], config: DecontaminateConfig) -> NgramIndex:
     """Build the index and save it under `out/.decontaminate/index`, or check that the one saved by an earlier run is the same."""
     index = NgramIndex.build([item.texts for item in items], config.ngram)
     if len(index.keys) == 0:
-        raise TootsieError(f"the eval items of {list(config.eval_files)} have no words in field(s) {config.eval_fields}; check --eval-field")
+        raise TootsieError(
+            f"the eval items of {list(config.eval_files)} have no words in field(s) {config.eval_fields}; check --eval-field"
+        )
     manifest = _manifest(index, items, config)
     previous = read_json(out / INDEX_DIR / MANIFEST_FILE)
     if previous is not None and previous != manifest:
-        changed = {key: f"{previous.get(key)!r} -> {value!r}" for key, value in manifest.items() if previous.get(key) != value}
+        changed = {
+            key: f"{previous.get(key)!r} -> {value!r}" for key, value in manifest.items() if previous.get(key) != value
+        }
         raise TootsieError(
             f"{out} holds decontamination results for other eval items or settings (changed: {changed}); "
             "choose a new output directory or delete this one"
@@ -246,7 +285,9 @@ def decontaminate_shard(task: ShardTask, config: DecontaminateConfig) -> dict[st
     parquet = pq.ParquetFile(task.inputs[0])
     missing = {"id", "text"} - set(parquet.schema_arrow.names)
     if missing:
-        raise TootsieError(f"{task.inputs[0]} lacks columns {sorted(missing)}; decontaminate reads a document directory (normalize's output)")
+        raise TootsieError(
+            f"{task.inputs[0]} lacks columns {sorted(missing)}; decontaminate reads a document directory (normalize's output)"
+        )
     parts, per_item = [], np.zeros(len(eval_ids), dtype=np.int64)
     for batch in _batches(parquet):
         docs, items, overlap = index.overlaps(*word_hashes(batch.column("text").cast(pa.string())))
@@ -257,7 +298,11 @@ def decontaminate_shard(task: ShardTask, config: DecontaminateConfig) -> dict[st
         docs, items = docs[keep][order], items[keep][order]
         list_offsets = pa.array(np.searchsorted(docs, np.arange(batch.num_rows + 1)).astype(np.int32))
         per_item += np.bincount(items, minlength=len(eval_ids))
-        columns = [batch.column("id").cast(pa.string()), pa.array(max_overlap >= config.threshold), pa.array(max_overlap)]
+        columns = [
+            batch.column("id").cast(pa.string()),
+            pa.array(max_overlap >= config.threshold),
+            pa.array(max_overlap),
+        ]
         columns.append(pa.ListArray.from_arrays(list_offsets, eval_ids.take(pa.array(items, type=pa.int64()))))
         parts.append(pa.Table.from_arrays(columns, schema=ATTRIBUTE_SCHEMA))
     table = pa.concat_tables(parts) if parts else ATTRIBUTE_SCHEMA.empty_table()
@@ -281,10 +326,16 @@ def decontaminate(config: DecontaminateConfig, output_path: str) -> dict[str, An
     tasks = [ShardTask(name=path.stem, inputs=(str(path),), output_dir=str(out)) for path in shards]
     results = map_shards(decontaminate_shard, config, tasks, out / DONE_DIR, config.engine, label="decontaminate")
     if results.failed:
-        logger.warning("decontaminate: %d shards failed and have no attributes: %s", len(results.failed), sorted(results.failed))
+        logger.warning(
+            "decontaminate: %d shards failed and have no attributes: %s", len(results.failed), sorted(results.failed)
+        )
     merged = merge_counts(list(results.stats.values()))
     per_item: dict[str, int] = merged.get("docs_per_eval_item", {})
-    details = {"docs": int(merged.get("docs", 0)), "contaminated": int(merged.get("contaminated", 0)), "eval_items_matched": len(per_item)}
+    details = {
+        "docs": int(merged.get("docs", 0)),
+        "contaminated": int(merged.get("contaminated", 0)),
+        "eval_items_matched": len(per_item),
+    }
     files = {item.eval_id: item.file for item in items}
     order = {item.eval_id: number for number, item in enumerate(items)}
     report = {
@@ -301,5 +352,9 @@ def decontaminate(config: DecontaminateConfig, output_path: str) -> dict[str, An
         ],
     }
     write_json_atomic(out / "report.json", report)
-    counts = StageStats(total=details["docs"], kept=details["docs"] - details["contaminated"], dropped=Counter({"contaminated": details["contaminated"]}))
+    counts = StageStats(
+        total=details["docs"],
+        kept=details["docs"] - details["contaminated"],
+        dropped=Counter({"contaminated": details["contaminated"]}),
+    )
     return finish_stage(out, counts, details)

@@ -104,7 +104,9 @@ class DedupConfig:
         if not self.input:
             raise ValueError("DedupConfig.input is empty; give a document directory (the output of normalize)")
         if self.threshold is not None and not 0.0 <= self.threshold <= 1.0:
-            raise ValueError(f"DedupConfig.threshold must be in [0, 1] or None, got {self.threshold=}; 0.8 is the usual near-duplicate bar")
+            raise ValueError(
+                f"DedupConfig.threshold must be in [0, 1] or None, got {self.threshold=}; 0.8 is the usual near-duplicate bar"
+            )
 
 
 def paragraph_spans(text: str) -> list[tuple[int, int]]:
@@ -137,14 +139,22 @@ def dedup_shard(task: ShardTask, config: DedupConfig) -> dict[str, int]:
     docs, paragraphs, signatures, row = [], [], [], 0
     for batch in pq.ParquetFile(task.inputs[0]).iter_batches(batch_size=BATCH_ROWS, columns=["id", "text"]):
         if batch.column("id").null_count or batch.column("text").null_count:
-            raise TootsieError(f"{task.inputs[0]} has null ids or texts near row {row}; dedup reads document directories written by normalize, rerun it on the raw input")
+            raise TootsieError(
+                f"{task.inputs[0]} has null ids or texts near row {row}; dedup reads document directories written by normalize, rerun it on the raw input"
+            )
         texts = batch.column("text").to_pylist()
         batch_docs = np.zeros(len(texts), dtype=DOC_DTYPE)
-        batch_docs["id_hi"], batch_docs["id_lo"] = np.array([_hash128(i.encode("utf-8")) for i in batch.column("id").to_pylist()], dtype=np.uint64).reshape(-1, 2).T
+        batch_docs["id_hi"], batch_docs["id_lo"] = (
+            np.array([_hash128(i.encode("utf-8")) for i in batch.column("id").to_pylist()], dtype=np.uint64)
+            .reshape(-1, 2)
+            .T
+        )
         batch_docs["chars"] = [len(t) for t in texts]
         if config.paragraphs:
             for offset, text in enumerate(texts):
-                paragraphs += [(*_hash128(text[s:e].encode("utf-8")), row + offset, s, e) for s, e in paragraph_spans(text)]
+                paragraphs += [
+                    (*_hash128(text[s:e].encode("utf-8")), row + offset, s, e) for s, e in paragraph_spans(text)
+                ]
         if config.fuzzy:
             signatures.append(hasher.signatures(texts))
             batch_docs["empty"] = is_empty(signatures[-1])
@@ -169,13 +179,17 @@ def first_occurrence(hi: np.ndarray, lo: np.ndarray) -> Int64[np.ndarray, " item
     return firsts
 
 
-def _fuzzy(config: DedupConfig, work: Path, shards: list[str], active: Bool[np.ndarray, " docs"]) -> tuple[np.ndarray, dict[str, int]]:
+def _fuzzy(
+    config: DedupConfig, work: Path, shards: list[str], active: Bool[np.ndarray, " docs"]
+) -> tuple[np.ndarray, dict[str, int]]:
     """Each document's cluster (ordinal of its first member, -1 if none) over the `active` documents."""
     cluster = np.full(len(active), -1, dtype=np.int64)
     ordinals = np.flatnonzero(active)
     if len(ordinals) < 2:
         return cluster, {"candidate_pairs": 0, "merged_pairs": 0, "lsh_index_bytes": 0}
-    signatures = np.lib.format.open_memmap(work / "signatures.npy", mode="w+", dtype=np.uint32, shape=(len(active), config.minhash.num_perms))
+    signatures = np.lib.format.open_memmap(
+        work / "signatures.npy", mode="w+", dtype=np.uint32, shape=(len(active), config.minhash.num_perms)
+    )
     offset = 0
     for shard in shards:
         block = _load(work, shard, "signatures", mmap=True)
@@ -188,7 +202,11 @@ def _fuzzy(config: DedupConfig, work: Path, shards: list[str], active: Bool[np.n
 
     clusters = lsh_clusters(bands(), ordinals, signatures, config.threshold)
     cluster[clusters.members] = clusters.firsts
-    counts = {"candidate_pairs": clusters.candidate_pairs, "merged_pairs": clusters.merged_pairs, "lsh_index_bytes": clusters.index_bytes}
+    counts = {
+        "candidate_pairs": clusters.candidate_pairs,
+        "merged_pairs": clusters.merged_pairs,
+        "lsh_index_bytes": clusters.index_bytes,
+    }
     return cluster, counts
 
 
@@ -197,11 +215,19 @@ def _spans_column(paragraphs: np.ndarray, duplicate: np.ndarray, rows: int) -> p
     marked = paragraphs[duplicate]
     row_offsets = np.concatenate([[0], np.cumsum(np.bincount(marked["row"], minlength=rows))])
     flat = np.stack([marked["start"], marked["end"]], axis=1).reshape(-1)
-    pairs = pa.ListArray.from_arrays(pa.array(np.arange(0, len(flat) + 1, 2, dtype=np.int32)), pa.array(flat, type=pa.int64()))
+    pairs = pa.ListArray.from_arrays(
+        pa.array(np.arange(0, len(flat) + 1, 2, dtype=np.int32)), pa.array(flat, type=pa.int64())
+    )
     return pa.ListArray.from_arrays(pa.array(row_offsets.astype(np.int32)), pairs)
 
 
-def _write_attributes(out: Path, shard_paths: list[Path], columns: dict[str, np.ndarray], paragraph_tables: list[np.ndarray], duplicate_paragraph: np.ndarray) -> None:
+def _write_attributes(
+    out: Path,
+    shard_paths: list[Path],
+    columns: dict[str, np.ndarray],
+    paragraph_tables: list[np.ndarray],
+    duplicate_paragraph: np.ndarray,
+) -> None:
     """Write one attribute shard per document shard: same rows, same order."""
     doc_offset = paragraph_offset = 0
     for path, paragraphs in zip(shard_paths, paragraph_tables, strict=True):
@@ -210,7 +236,9 @@ def _write_attributes(out: Path, shard_paths: list[Path], columns: dict[str, np.
         part = slice(doc_offset, doc_offset + rows)
         duplicate = duplicate_paragraph[paragraph_offset : paragraph_offset + len(paragraphs)]
         chars = columns["chars"][part]
-        duplicate_chars = np.bincount(paragraphs["row"][duplicate], weights=(paragraphs["end"] - paragraphs["start"])[duplicate], minlength=rows)
+        duplicate_chars = np.bincount(
+            paragraphs["row"][duplicate], weights=(paragraphs["end"] - paragraphs["start"])[duplicate], minlength=rows
+        )
         table = pa.table(
             {
                 "id": ids,
@@ -243,7 +271,9 @@ def dedup(config: DedupConfig, output_path: str) -> dict[str, Any]:
     shards = [path.stem for path in done]
     docs = np.concatenate([_load(work, shard, "docs") for shard in shards]) if shards else np.zeros(0, DOC_DTYPE)
     if len(docs) >= 2**32:
-        raise TootsieError(f"dedup handles fewer than 2^32 documents per run, got {len(docs)}; split the input into several document directories")
+        raise TootsieError(
+            f"dedup handles fewer than 2^32 documents per run, got {len(docs)}; split the input into several document directories"
+        )
     first = first_occurrence(docs["id_hi"], docs["id_lo"])
     exact = first != np.arange(len(docs))
 
@@ -252,7 +282,10 @@ def dedup(config: DedupConfig, output_path: str) -> dict[str, Any]:
     hashes = np.concatenate(paragraph_tables) if shards else np.zeros(0, PARAGRAPH_DTYPE)
     duplicate_paragraph = first_occurrence(hashes["hash_hi"], hashes["hash_lo"]) != np.arange(len(hashes))
 
-    cluster, lsh_counts = np.full(len(docs), -1, dtype=np.int64), {"candidate_pairs": 0, "merged_pairs": 0, "lsh_index_bytes": 0}
+    cluster, lsh_counts = (
+        np.full(len(docs), -1, dtype=np.int64),
+        {"candidate_pairs": 0, "merged_pairs": 0, "lsh_index_bytes": 0},
+    )
     if config.fuzzy:
         cluster, lsh_counts = _fuzzy(config, work, shards, ~exact & ~docs["empty"])
         cluster[exact] = cluster[first[exact]]
@@ -276,7 +309,9 @@ def dedup(config: DedupConfig, output_path: str) -> dict[str, Any]:
         "failed_shards": results.failed,
     }
     dropped = Counter({"exact_duplicate": exact_count, "fuzzy_duplicate": fuzzy_count})
-    stats = finish_stage(out, StageStats(total=docs_seen, kept=docs_seen - exact_count - fuzzy_count, dropped=dropped), details)
+    stats = finish_stage(
+        out, StageStats(total=docs_seen, kept=docs_seen - exact_count - fuzzy_count, dropped=dropped), details
+    )
     if not results.failed:
         shutil.rmtree(work)  # finished; with failed shards the arrays stay so a rerun redoes only those
     return stats

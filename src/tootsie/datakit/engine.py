@@ -68,9 +68,13 @@ class EngineConfig:
 
     def __post_init__(self) -> None:
         if self.workers < 1 or self.retries < 0 or self.max_failed_shards < 0:
-            raise ValueError(f"need workers >= 1, retries >= 0, max_failed_shards >= 0; got {self.workers=}, {self.retries=}, {self.max_failed_shards=}")
+            raise ValueError(
+                f"need workers >= 1, retries >= 0, max_failed_shards >= 0; got {self.workers=}, {self.retries=}, {self.max_failed_shards=}"
+            )
         if self.backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend=}; use 'local', 'ray' or None (follow the process)")
+            raise ValueError(
+                f"backend must be one of {BACKENDS}, got {self.backend=}; use 'local', 'ray' or None (follow the process)"
+            )
 
 
 def shard_backend(engine: EngineConfig) -> str:
@@ -111,7 +115,14 @@ def _done_path(done_dir: Path, task: ShardTask) -> Path:
     return done_dir / f"{task.name}.json"
 
 
-def map_shards(fn: ShardFn, config: C, tasks: Sequence[ShardTask], done_dir: str | Path, engine: EngineConfig, label: str = "shards") -> ShardResults:
+def map_shards(
+    fn: ShardFn,
+    config: C,
+    tasks: Sequence[ShardTask],
+    done_dir: str | Path,
+    engine: EngineConfig,
+    label: str = "shards",
+) -> ShardResults:
     """Run `fn(task, config)` for every unfinished task; raise if failures exceed the budget."""
     done = Path(done_dir)
     done.mkdir(parents=True, exist_ok=True)
@@ -135,8 +146,12 @@ def map_shards(fn: ShardFn, config: C, tasks: Sequence[ShardTask], done_dir: str
             if isinstance(outcome, BaseException):
                 attempts[task.name] += 1
                 error = "".join(traceback.format_exception_only(type(outcome), outcome)).strip()
-                if attempts[task.name] <= engine.retries and not isinstance(outcome, TootsieError):  # bad input fails the same way twice
-                    logger.warning("%s %s failed (attempt %d), retrying: %s", label, task.name, attempts[task.name], error)
+                if attempts[task.name] <= engine.retries and not isinstance(
+                    outcome, TootsieError
+                ):  # bad input fails the same way twice
+                    logger.warning(
+                        "%s %s failed (attempt %d), retrying: %s", label, task.name, attempts[task.name], error
+                    )
                     return True
                 results.failed[task.name] = error
                 logger.error("%s %s failed after %d attempts: %s", label, task.name, attempts[task.name], error)
@@ -177,7 +192,9 @@ def _run_inline(fn: ShardFn, config: Any, pending: list[ShardTask], record: Call
             queue.append(task)
 
 
-def _run_pool(fn: ShardFn, config: Any, pending: list[ShardTask], workers: int, record: Callable[[ShardTask, Any], bool]) -> None:
+def _run_pool(
+    fn: ShardFn, config: Any, pending: list[ShardTask], workers: int, record: Callable[[ShardTask, Any], bool]
+) -> None:
     """Run tasks in spawned processes; a crashed worker breaks the pool, which is rebuilt, and its tasks retried."""
     queue = list(pending)
     while queue:
@@ -247,4 +264,3 @@ def merge_counts(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
             elif isinstance(value, (int, float)) and not isinstance(value, bool):
                 merged[key] = merged.get(key, 0) + value
     return merged
-

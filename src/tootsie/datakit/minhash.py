@@ -72,11 +72,17 @@ from jaxtyping import Bool, Float, Int64, UInt8, UInt32, UInt64
 
 EMPTY = np.uint32(0xFFFFFFFF)
 """Every value of the signature of a document without tokens (it joins no LSH bucket)."""
-_CHUNK_ROWS = 1 << 19  # shingles per block (4 MB of uint64), ~1,300 documents of 2-5 KB; 2^16..2^19 within noise on the dev VM
-_TEXT_CHARS = 1 << 18  # characters tokenized per buffer, ~75 such documents: 2^17..2^20 ran 1.6x faster than a whole 1,024-document batch (3.5 M)
+_CHUNK_ROWS = (
+    1 << 19
+)  # shingles per block (4 MB of uint64), ~1,300 documents of 2-5 KB; 2^16..2^19 within noise on the dev VM
+_TEXT_CHARS = (
+    1 << 18
+)  # characters tokenized per buffer, ~75 such documents: 2^17..2^20 ran 1.6x faster than a whole 1,024-document batch (3.5 M)
 _NON_WORD = re.compile(r"\W+")
 # Byte c -> itself if a word byte (ASCII letter, digit, `_`, or any byte >= 128 of a UTF-8 sequence), else a space; A-Z -> a-z.
-_ASCII_TABLE = bytes(c + 32 if 65 <= c <= 90 else c if chr(c).isalnum() or c == ord("_") or c >= 128 else ord(" ") for c in range(256))
+_ASCII_TABLE = bytes(
+    c + 32 if 65 <= c <= 90 else c if chr(c).isalnum() or c == ord("_") or c >= 128 else ord(" ") for c in range(256)
+)
 _ASCII_BYTES = bytes(range(128))
 _MAX_REPLACES = 16  # distinct non-ASCII non-word characters replaced one pass each; beyond, one regex pass is cheaper
 _LOW32 = np.uint64(0xFFFFFFFF)
@@ -108,7 +114,9 @@ class MinHashConfig:
 
     def __post_init__(self) -> None:
         if self.num_perms < 1 or self.num_bands < 1 or self.num_perms % self.num_bands:
-            raise ValueError(f"num_perms must be a positive multiple of num_bands, got {self.num_perms=}, {self.num_bands=}; e.g. 286 and 26")
+            raise ValueError(
+                f"num_perms must be a positive multiple of num_bands, got {self.num_perms=}, {self.num_bands=}; e.g. 286 and 26"
+            )
         if self.ngram < 1:
             raise ValueError(f"ngram must be >= 1, got {self.ngram=}; Marin uses 5")
         if self.shingle not in ("word", "char"):
@@ -134,7 +142,11 @@ def _normalized(text: str) -> bytes:
     # sequence only matches at character boundaries, so replacing each distinct non-word character's bytes is safe.
     lowered = text.lower()
     encoded = lowered.encode("utf-8", "surrogatepass")  # a lone surrogate is a non-word character, replaced below
-    non_word = [char for char in set(encoded.translate(None, _ASCII_BYTES).decode("utf-8", "surrogatepass")) if not char.isalnum()]
+    non_word = [
+        char
+        for char in set(encoded.translate(None, _ASCII_BYTES).decode("utf-8", "surrogatepass"))
+        if not char.isalnum()
+    ]
     if len(non_word) > _MAX_REPLACES:
         return _NON_WORD.sub(" ", lowered).encode("utf-8")
     for char in non_word:
@@ -166,28 +178,42 @@ def word_tokens(texts: Sequence[str]) -> tuple[UInt64[np.ndarray, " tokens"], In
     edges = np.flatnonzero(in_word[1:] != in_word[:-1])  # alternating word starts and ends; the buffer ends in spaces
     starts, ends = edges[0::2], edges[1::2]
     lengths = ends - starts
-    text_ends = np.cumsum(np.fromiter(map(len, parts), dtype=np.int64, count=len(parts)) + 1)  # each part and its separator
+    text_ends = np.cumsum(
+        np.fromiter(map(len, parts), dtype=np.int64, count=len(parts)) + 1
+    )  # each part and its separator
     counts = np.diff(np.searchsorted(starts, text_ends), prepend=0)
     hashes = np.empty(len(starts), dtype=np.uint64)
     short = lengths <= 16
     hashes[short] = _xxh3_64_short(buffer, starts[short], lengths[short])
     long = np.flatnonzero(~short)
-    hashes[long] = [xxhash.xxh3_64_intdigest(buffer[start:end]) for start, end in zip(starts[long].tolist(), ends[long].tolist(), strict=True)]
+    hashes[long] = [
+        xxhash.xxh3_64_intdigest(buffer[start:end])
+        for start, end in zip(starts[long].tolist(), ends[long].tolist(), strict=True)
+    ]
     return (hashes & _LOW32) | np.uint64(1), counts
 
 
-def _xxh3_64_short(buffer: bytes, starts: Int64[np.ndarray, " words"], lengths: Int64[np.ndarray, " words"]) -> UInt64[np.ndarray, " words"]:
+def _xxh3_64_short(
+    buffer: bytes, starts: Int64[np.ndarray, " words"], lengths: Int64[np.ndarray, " words"]
+) -> UInt64[np.ndarray, " words"]:
     """xxh3_64 (seed 0) of the words `buffer[start : start + length]`, 1 <= length <= 16: xxhash.h's XXH3_len_1to3,
     4to8 and 9to16_64b, vectorized; the tests check them bit for bit against xxhash."""
     data: UInt8[np.ndarray, " bytes"] = np.frombuffer(buffer, dtype=np.uint8)
-    read32 = np.ndarray((len(data) - 3,), dtype="<u4", buffer=buffer, strides=(1,))  # read32[i]: 4 bytes at i, unaligned
+    read32 = np.ndarray(
+        (len(data) - 3,), dtype="<u4", buffer=buffer, strides=(1,)
+    )  # read32[i]: 4 bytes at i, unaligned
     read64 = np.ndarray((len(data) - 7,), dtype="<u8", buffer=buffer, strides=(1,))
     size = lengths.astype(np.uint64)
     out = np.empty(len(starts), dtype=np.uint64)
 
     i = np.flatnonzero(lengths < 4)  # XXH3_len_1to3_64b, then XXH64_avalanche
     s, n = starts[i], lengths[i]
-    h = (data[s].astype(np.uint64) << np.uint64(16)) | (data[s + (n >> 1)].astype(np.uint64) << np.uint64(24)) | data[s + n - 1] | (size[i] << np.uint64(8))
+    h = (
+        (data[s].astype(np.uint64) << np.uint64(16))
+        | (data[s + (n >> 1)].astype(np.uint64) << np.uint64(24))
+        | data[s + n - 1]
+        | (size[i] << np.uint64(8))
+    )
     h ^= _FLIP_1TO3
     h ^= h >> np.uint64(33)
     h *= _PRIME64_2
@@ -245,7 +271,9 @@ class MinHasher:
         counts = np.fromiter(map(len, points), dtype=np.int64, count=len(points))
         return np.concatenate([np.zeros(0, dtype="<u4"), *points]).astype(np.uint64) + np.uint64(1), counts
 
-    def shingle_keys(self, tokens: UInt64[np.ndarray, " tokens"], counts: Int64[np.ndarray, " docs"]) -> tuple[UInt64[np.ndarray, " shingles"], Int64[np.ndarray, " docs"]]:
+    def shingle_keys(
+        self, tokens: UInt64[np.ndarray, " tokens"], counts: Int64[np.ndarray, " docs"]
+    ) -> tuple[UInt64[np.ndarray, " shingles"], Int64[np.ndarray, " docs"]]:
         """32-bit keys of every document's n-grams, concatenated, and the number of keys per document."""
         n = self.config.ngram
         per_doc = np.where(counts > 0, np.maximum(counts - n + 1, 1), 0)
@@ -263,10 +291,14 @@ class MinHasher:
 
     def signatures(self, texts: Iterable[str]) -> UInt32[np.ndarray, "docs perms"]:
         """MinHash signatures of `texts`; a document without tokens gets the all-`EMPTY` signature."""
-        keys, per_doc = zip(*(self.shingle_keys(*self.tokens(group)) for group in _groups(list(texts), _TEXT_CHARS)), strict=True)
+        keys, per_doc = zip(
+            *(self.shingle_keys(*self.tokens(group)) for group in _groups(list(texts), _TEXT_CHARS)), strict=True
+        )
         return self.signatures_of_keys(np.concatenate(keys), np.concatenate(per_doc))
 
-    def signatures_of_keys(self, keys: UInt64[np.ndarray, " shingles"], per_doc: Int64[np.ndarray, " docs"]) -> UInt32[np.ndarray, "docs perms"]:
+    def signatures_of_keys(
+        self, keys: UInt64[np.ndarray, " shingles"], per_doc: Int64[np.ndarray, " docs"]
+    ) -> UInt32[np.ndarray, "docs perms"]:
         """Min over each document's keys of every permutation, one permutation at a time over blocks of `_CHUNK_ROWS` keys.
 
         Per permutation and block: a 1-D multiply, add and `minimum.reduceat`; NumPy's contiguous loops with a
@@ -281,9 +313,15 @@ class MinHasher:
         values = np.empty(min(_CHUNK_ROWS, len(keys)), dtype=np.uint64)
         for start in range(0, len(keys), _CHUNK_ROWS):
             stop = min(start + _CHUNK_ROWS, len(keys))
-            first, last = np.searchsorted(ends, [start, stop - 1], side="right")  # documents first..last overlap the block
+            first, last = np.searchsorted(
+                ends, [start, stop - 1], side="right"
+            )  # documents first..last overlap the block
             offsets = np.maximum(starts[first : last + 1] - start, 0)
-            block, chunk, block_values = np.empty((len(mins), len(offsets)), dtype=np.int64), keys[start:stop], values[: stop - start]
+            block, chunk, block_values = (
+                np.empty((len(mins), len(offsets)), dtype=np.int64),
+                keys[start:stop],
+                values[: stop - start],
+            )
             for row, a, b in zip(block, self._a, self._b ^ _SIGN, strict=True):
                 np.multiply(chunk, a, out=block_values)
                 np.add(block_values, b, out=block_values)
@@ -324,7 +362,9 @@ def is_empty(signatures: UInt32[np.ndarray, "docs perms"]) -> Bool[np.ndarray, "
     return (signatures == EMPTY).all(axis=1)
 
 
-def estimated_jaccard(left: UInt32[np.ndarray, "pairs perms"], right: UInt32[np.ndarray, "pairs perms"]) -> Float[np.ndarray, " pairs"]:
+def estimated_jaccard(
+    left: UInt32[np.ndarray, "pairs perms"], right: UInt32[np.ndarray, "pairs perms"]
+) -> Float[np.ndarray, " pairs"]:
     """The fraction of equal signature rows: an unbiased estimate of each pair's Jaccard similarity."""
     return (left == right).mean(axis=1)
 
@@ -345,7 +385,9 @@ def band_pairs(keys: UInt64[np.ndarray, " docs"], ordinals: Int64[np.ndarray, " 
 def unique_pairs(pairs: Int64[np.ndarray, "pairs 2"]) -> Int64[np.ndarray, "unique 2"]:
     """Distinct pairs, sorted, with the smaller ordinal first."""
     if len(pairs) and (pairs.min() < 0 or pairs.max() >= 2**32):
-        raise ValueError(f"ordinals must be in [0, 2^32) to pack a pair into 64 bits, got {pairs.min()=}, {pairs.max()=}; split the corpus")
+        raise ValueError(
+            f"ordinals must be in [0, 2^32) to pack a pair into 64 bits, got {pairs.min()=}, {pairs.max()=}; split the corpus"
+        )
     low, high = pairs.min(axis=1), pairs.max(axis=1)
     packed = np.unique((low.astype(np.uint64) << np.uint64(32)) | high.astype(np.uint64))
     return np.stack([packed >> np.uint64(32), packed & _LOW32], axis=1).astype(np.int64)
@@ -380,7 +422,9 @@ class UnionFind:
             self.rank[rx] += 1
 
 
-def cluster_firsts(pairs: Int64[np.ndarray, "pairs 2"]) -> tuple[Int64[np.ndarray, " members"], Int64[np.ndarray, " members"]]:
+def cluster_firsts(
+    pairs: Int64[np.ndarray, "pairs 2"],
+) -> tuple[Int64[np.ndarray, " members"], Int64[np.ndarray, " members"]]:
     """Connected components of `pairs`: every document in a pair, and the smallest ordinal of its component."""
     nodes = np.unique(pairs)
     local = np.searchsorted(nodes, pairs)
@@ -430,7 +474,10 @@ def lsh_clusters(
     candidates = unique_pairs(np.concatenate(per_band)) if per_band else np.zeros((0, 2), np.int64)
     index_bytes = band_bytes + sum(p.nbytes for p in per_band) + candidates.nbytes
     if threshold is not None:
-        keep = [estimated_jaccard(signatures[c[:, 0]], signatures[c[:, 1]]) >= threshold for c in np.array_split(candidates, len(candidates) // 65536 + 1)]
+        keep = [
+            estimated_jaccard(signatures[c[:, 0]], signatures[c[:, 1]]) >= threshold
+            for c in np.array_split(candidates, len(candidates) // 65536 + 1)
+        ]
         merged = candidates[np.concatenate(keep)]
     else:
         merged = candidates

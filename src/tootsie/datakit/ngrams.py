@@ -32,7 +32,7 @@ Example: `normalized_words("**Q:** Natalia’s  “cookies”\\ncost $1,200.")` 
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import cache, cached_property
 from pathlib import Path
 
 import numpy as np
@@ -72,7 +72,9 @@ def normalized_words(text: str) -> list[str]:
     return normalize_texts([text])[0].as_py().split()
 
 
-def word_hashes(texts: pa.Array | pa.ChunkedArray | Sequence[str | None]) -> tuple[UInt64[np.ndarray, " words"], Int64[np.ndarray, " texts"]]:
+def word_hashes(
+    texts: pa.Array | pa.ChunkedArray | Sequence[str | None],
+) -> tuple[UInt64[np.ndarray, " words"], Int64[np.ndarray, " texts"]]:
     """xxh3_64 of every word of every text, in order (one flat array), and each text's word count.
 
     Each distinct word of the batch is hashed once (one Python call per distinct word).
@@ -81,18 +83,22 @@ def word_hashes(texts: pa.Array | pa.ChunkedArray | Sequence[str | None]) -> tup
     pieces = pc.ascii_split_whitespace(spaced)
     encoded = pc.dictionary_encode(pc.list_flatten(pieces))
     distinct = encoded.dictionary.cast(pa.binary())
-    table = np.fromiter((xxhash.xxh3_64_intdigest(word) for word in distinct.to_pylist()), dtype=np.uint64, count=len(distinct))
+    table = np.fromiter(
+        (xxhash.xxh3_64_intdigest(word) for word in distinct.to_pylist()), dtype=np.uint64, count=len(distinct)
+    )
     indices = encoded.indices.to_numpy()
     keep = (pc.binary_length(distinct).to_numpy() > 0)[indices]
     parents = pc.list_parent_indices(pieces).to_numpy()[keep]
     return table[indices[keep]], np.bincount(parents, minlength=len(spaced)).astype(np.int64)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _mixers(length: int) -> tuple[UInt64[np.ndarray, " length"], np.uint64]:
     """Odd per-position multipliers `M[0:length]` and the length tag `T[length]`."""
     multipliers = [xxhash.xxh3_64_intdigest(f"tootsie-ngram-position-{j}".encode()) | 1 for j in range(length)]
-    return np.array(multipliers, dtype=np.uint64), np.uint64(xxhash.xxh3_64_intdigest(f"tootsie-ngram-length-{length}".encode()))
+    return np.array(multipliers, dtype=np.uint64), np.uint64(
+        xxhash.xxh3_64_intdigest(f"tootsie-ngram-length-{length}".encode())
+    )
 
 
 def window_keys(hashes: UInt64[np.ndarray, " words"], length: int) -> UInt64[np.ndarray, " windows"]:
@@ -175,7 +181,9 @@ class NgramIndex:
     @classmethod
     def load(cls, directory: Path) -> "NgramIndex":
         """Memory-map an index written by `save`."""
-        return cls(**{name: np.load(directory / f"{name}.npy", mmap_mode="r", allow_pickle=False) for name in INDEX_ARRAYS})
+        return cls(
+            **{name: np.load(directory / f"{name}.npy", mmap_mode="r", allow_pickle=False) for name in INDEX_ARRAYS}
+        )
 
     @cached_property
     def _prefilter(self) -> tuple[Bool[np.ndarray, " slots"], np.uint64]:

@@ -87,7 +87,10 @@ def normalize_file(task: ShardTask, config: NormalizeConfig) -> dict[str, object
     def flush() -> None:
         nonlocal rows, chunk_bytes, chunks
         ids, texts, sources = (list(column) for column in zip(*rows)) if rows else ([], [], [])
-        write_table_atomic(pa.table({"id": ids, "text": texts, "source_id": sources}, schema=DOCUMENT_SCHEMA), out / f"chunk-{chunks:05d}.parquet")
+        write_table_atomic(
+            pa.table({"id": ids, "text": texts, "source_id": sources}, schema=DOCUMENT_SCHEMA),
+            out / f"chunk-{chunks:05d}.parquet",
+        )
         rows, chunk_bytes, chunks = [], 0, chunks + 1
 
     for source_id, raw_text in read_records(task.inputs[0], config.text_field, config.id_field, stats.drop):
@@ -126,15 +129,26 @@ def normalize(config: NormalizeConfig, output_path: str) -> dict[str, object]:
     out = Path(output_path)
     work = out / WORK_DIR
     files = expand_inputs(config.inputs)
-    tasks = [ShardTask(name=f"input-{i:05d}", inputs=(str(path),), output_dir=str(work / f"input-{i:05d}")) for i, path in enumerate(files)]
+    tasks = [
+        ShardTask(name=f"input-{i:05d}", inputs=(str(path),), output_dir=str(work / f"input-{i:05d}"))
+        for i, path in enumerate(files)
+    ]
     results = map_shards(normalize_file, config, tasks, work / "done", config.engine, label="normalize")
     chunks = _chunk_files([t for t in tasks if t.name in results.stats])
-    ids = np.concatenate([pq.read_table(c, columns=["id"]).column("id").to_numpy(zero_copy_only=False).astype("S32") for c in chunks]) if chunks else np.zeros(0, "S32")
+    ids = (
+        np.concatenate(
+            [pq.read_table(c, columns=["id"]).column("id").to_numpy(zero_copy_only=False).astype("S32") for c in chunks]
+        )
+        if chunks
+        else np.zeros(0, "S32")
+    )
     keep = first_occurrences(ids)
     start = 0
     for index, chunk in enumerate(chunks):
         table = pq.read_table(chunk)
-        write_table_atomic(table.filter(pa.array(keep[start : start + table.num_rows])), out / f"part-{index:05d}.parquet")
+        write_table_atomic(
+            table.filter(pa.array(keep[start : start + table.num_rows])), out / f"part-{index:05d}.parquet"
+        )
         start += table.num_rows
     for stale in sorted(out.glob("part-*.parquet"))[len(chunks) :]:
         stale.unlink()

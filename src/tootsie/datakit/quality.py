@@ -83,7 +83,9 @@ class QualityRules:
 
     def __post_init__(self) -> None:
         if not self.rules:
-            raise ValueError(f"QualityRules has no active rule ({self!r}); enable a family, e.g. QualityRules.for_code()")
+            raise ValueError(
+                f"QualityRules has no active rule ({self!r}); enable a family, e.g. QualityRules.for_code()"
+            )
 
     @classmethod
     def for_code(cls) -> "QualityRules":
@@ -102,7 +104,12 @@ class QualityRules:
     @property
     def rules(self) -> tuple[str, ...]:
         """Names of every active rule, family by family."""
-        return tuple(rule for family in (self.gopher, self.repetition, self.c4, self.compression) if family is not None for rule in family.rules)
+        return tuple(
+            rule
+            for family in (self.gopher, self.repetition, self.c4, self.compression)
+            if family is not None
+            for rule in family.rules
+        )
 
     @property
     def signals(self) -> dict[str, pa.DataType]:
@@ -170,7 +177,9 @@ def quality_shard(task: ShardTask, config: QualityConfig) -> dict[str, Any]:
     source = pq.ParquetFile(task.inputs[0])
     missing = {"id", "text"} - set(source.schema_arrow.names)
     if missing:
-        raise TootsieError(f"{task.inputs[0]} lacks columns {sorted(missing)}; quality reads a document directory (from normalize or consolidate)")
+        raise TootsieError(
+            f"{task.inputs[0]} lacks columns {sorted(missing)}; quality reads a document directory (from normalize or consolidate)"
+        )
     rules = config.rules
     schema = attribute_schema(rules)
     columns: dict[str, list[Any]] = {name: [] for name in schema.names}
@@ -196,13 +205,21 @@ def quality_shard(task: ShardTask, config: QualityConfig) -> dict[str, Any]:
     table = pa.table(columns, schema=schema)
     write_table_atomic(table, Path(task.output_dir) / Path(task.inputs[0]).name)
     chars = sum(columns["c4_chars_removed"]) if "c4_chars_removed" in columns else 0
-    return {"docs": table.num_rows, "rejected": dict(rejected), "c4_lines_removed": dict(lines_removed), "c4_chars_removed": chars, **stage.to_json()}
+    return {
+        "docs": table.num_rows,
+        "rejected": dict(rejected),
+        "c4_lines_removed": dict(lines_removed),
+        "c4_chars_removed": chars,
+        **stage.to_json(),
+    }
 
 
 def quality(config: QualityConfig, output_path: str) -> dict[str, Any]:
     """Write co-partitioned quality attributes for `config.input` plus `stats.json`; return the stats."""
     out = Path(output_path)
-    tasks = [ShardTask(name=path.stem, inputs=(str(path),), output_dir=str(out)) for path in parquet_files(config.input)]
+    tasks = [
+        ShardTask(name=path.stem, inputs=(str(path),), output_dir=str(out)) for path in parquet_files(config.input)
+    ]
     results = map_shards(quality_shard, config, tasks, out / WORK_DIR / "done", config.engine, label="quality")
     counts = merge_counts(list(results.stats.values()))
     rejected = counts.get("rejected", {})

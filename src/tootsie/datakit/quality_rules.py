@@ -41,7 +41,14 @@ BULLETS = ("•", "●", "*", "-")  # Dolma's Gopher tagger (datatrove checks "�
 ELLIPSES = ("...", "…")
 END_PUNCTUATION = (".", "?", "!", '"', "'")  # C4's terminal marks (tfds c4_utils._END_MARKS)
 CITATION = re.compile(r"\[\d*\]|\[edit\]|\[citation needed\]")  # tfds c4_utils citation regex
-POLICY_PHRASES = ("terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies", "use cookies")  # tfds c4_utils
+POLICY_PHRASES = (
+    "terms of use",
+    "privacy policy",
+    "cookie policy",
+    "uses cookies",
+    "use of cookies",
+    "use cookies",
+)  # tfds c4_utils
 SENTENCE_END = re.compile(r"[.!?]+[\"'”’)\]]*(?=\s|$)")
 NGRAM_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # odd 64-bit constant (golden ratio), for polynomial n-gram keys
 SPANS_TYPE = pa.list_(pa.list_(pa.int64()))
@@ -82,16 +89,31 @@ class GopherQualityConfig:
     """Lowercase stop words."""
 
     def __post_init__(self) -> None:
-        for name in ("min_words", "max_words", "min_mean_word_length", "max_mean_word_length", "max_symbol_word_ratio", "min_stop_words"):
+        for name in (
+            "min_words",
+            "max_words",
+            "min_mean_word_length",
+            "max_mean_word_length",
+            "max_symbol_word_ratio",
+            "min_stop_words",
+        ):
             value = getattr(self, name)
             _check(value is None or value >= 0, f"GopherQualityConfig.{name} must be >= 0 or None, got {value!r}")
         for name in ("max_bullet_lines_fraction", "max_ellipsis_lines_fraction", "min_alpha_words_fraction"):
             value = getattr(self, name)
-            _check(value is None or 0 <= value <= 1, f"GopherQualityConfig.{name} must be a fraction in [0, 1] or None, got {value!r}")
+            _check(
+                value is None or 0 <= value <= 1,
+                f"GopherQualityConfig.{name} must be a fraction in [0, 1] or None, got {value!r}",
+            )
         for low, high in (("min_words", "max_words"), ("min_mean_word_length", "max_mean_word_length")):
             a, b = getattr(self, low), getattr(self, high)
-            _check(a is None or b is None or a <= b, f"GopherQualityConfig: {low}={a!r} exceeds {high}={b!r}; swap them")
-        _check(all(w == w.lower() for w in self.stop_words), f"GopherQualityConfig.stop_words must be lowercase, got {self.stop_words!r}")
+            _check(
+                a is None or b is None or a <= b, f"GopherQualityConfig: {low}={a!r} exceeds {high}={b!r}; swap them"
+            )
+        _check(
+            all(w == w.lower() for w in self.stop_words),
+            f"GopherQualityConfig.stop_words must be lowercase, got {self.stop_words!r}",
+        )
 
     @property
     def rules(self) -> tuple[str, ...]:
@@ -139,8 +161,11 @@ def gopher_quality(text: str, config: GopherQualityConfig) -> tuple[dict[str, An
     c = config
     verdicts = {
         "gopher_word_count": _within(n, c.min_words, c.max_words),
-        "gopher_mean_word_length": _within(s["gopher_mean_word_length"], c.min_mean_word_length, c.max_mean_word_length),
-        "gopher_symbol_word_ratio": max(s["gopher_hash_word_ratio"], s["gopher_ellipsis_word_ratio"]) <= (c.max_symbol_word_ratio or 0),
+        "gopher_mean_word_length": _within(
+            s["gopher_mean_word_length"], c.min_mean_word_length, c.max_mean_word_length
+        ),
+        "gopher_symbol_word_ratio": max(s["gopher_hash_word_ratio"], s["gopher_ellipsis_word_ratio"])
+        <= (c.max_symbol_word_ratio or 0),
         "gopher_bullet_lines": s["gopher_bullet_lines_fraction"] <= (c.max_bullet_lines_fraction or 0),
         "gopher_ellipsis_lines": s["gopher_ellipsis_lines_fraction"] <= (c.max_ellipsis_lines_fraction or 0),
         "gopher_alpha_words": s["gopher_alpha_words_fraction"] >= (c.min_alpha_words_fraction or 0),
@@ -163,25 +188,46 @@ class GopherRepetitionConfig:
     """Most characters (of the text) in repeated paragraphs."""
     max_top_ngram_char_fraction: tuple[tuple[int, float], ...] = ((2, 0.20), (3, 0.18), (4, 0.16))
     """(n, most word characters in the most frequent n-gram's occurrences); () turns all off."""
-    max_dup_ngram_char_fraction: tuple[tuple[int, float], ...] = ((5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10))
+    max_dup_ngram_char_fraction: tuple[tuple[int, float], ...] = (
+        (5, 0.15),
+        (6, 0.14),
+        (7, 0.13),
+        (8, 0.12),
+        (9, 0.11),
+        (10, 0.10),
+    )
     """(n, most word characters covered by n-grams occurring more than once); () turns all off."""
 
     def __post_init__(self) -> None:
-        for name in ("max_dup_line_fraction", "max_dup_paragraph_fraction", "max_dup_line_char_fraction", "max_dup_paragraph_char_fraction"):
+        for name in (
+            "max_dup_line_fraction",
+            "max_dup_paragraph_fraction",
+            "max_dup_line_char_fraction",
+            "max_dup_paragraph_char_fraction",
+        ):
             value = getattr(self, name)
-            _check(value is None or 0 <= value <= 1, f"GopherRepetitionConfig.{name} must be a fraction in [0, 1] or None, got {value!r}")
+            _check(
+                value is None or 0 <= value <= 1,
+                f"GopherRepetitionConfig.{name} must be a fraction in [0, 1] or None, got {value!r}",
+            )
         for name in ("max_top_ngram_char_fraction", "max_dup_ngram_char_fraction"):
             pairs = getattr(self, name)
             ns = [pair[0] for pair in pairs]
             _check(
-                all(len(pair) == 2 and pair[0] >= 1 and 0 <= pair[1] <= 1 for pair in pairs) and len(set(ns)) == len(ns),
+                all(len(pair) == 2 and pair[0] >= 1 and 0 <= pair[1] <= 1 for pair in pairs)
+                and len(set(ns)) == len(ns),
                 f"GopherRepetitionConfig.{name} must hold distinct (n >= 1, fraction in [0, 1]) pairs, got {pairs!r}",
             )
 
     @property
     def signals(self) -> dict[str, pa.DataType]:
         """Signal columns and their types."""
-        names = ["rep_dup_line_fraction", "rep_dup_line_char_fraction", "rep_dup_paragraph_fraction", "rep_dup_paragraph_char_fraction"]
+        names = [
+            "rep_dup_line_fraction",
+            "rep_dup_line_char_fraction",
+            "rep_dup_paragraph_fraction",
+            "rep_dup_paragraph_char_fraction",
+        ]
         names += [f"rep_top_{n}gram_char_fraction" for n, _ in self.max_top_ngram_char_fraction]
         names += [f"rep_dup_{n}gram_char_fraction" for n, _ in self.max_dup_ngram_char_fraction]
         return dict.fromkeys(names, pa.float64())
@@ -189,7 +235,15 @@ class GopherRepetitionConfig:
     @property
     def thresholds(self) -> dict[str, float]:
         """Upper bound of each active rule, keyed by the rule (and signal) name."""
-        bounds = {f"rep_{name[4:]}": getattr(self, name) for name in ("max_dup_line_fraction", "max_dup_line_char_fraction", "max_dup_paragraph_fraction", "max_dup_paragraph_char_fraction")}
+        bounds = {
+            f"rep_{name[4:]}": getattr(self, name)
+            for name in (
+                "max_dup_line_fraction",
+                "max_dup_line_char_fraction",
+                "max_dup_paragraph_fraction",
+                "max_dup_paragraph_char_fraction",
+            )
+        }
         bounds |= {f"rep_top_{n}gram_char_fraction": f for n, f in self.max_top_ngram_char_fraction}
         bounds |= {f"rep_dup_{n}gram_char_fraction": f for n, f in self.max_dup_ngram_char_fraction}
         return {name: bound for name, bound in bounds.items() if bound is not None}
@@ -223,7 +277,9 @@ def ngram_char_fractions(words: list[str], top_ns: tuple[int, ...], dup_ns: tupl
     An (n+1)-gram can only repeat where the n-grams at i and i+1 both repeat,
     so after the first full count only those candidates are counted.
     """
-    out = {f"rep_top_{n}gram_char_fraction": 0.0 for n in top_ns} | {f"rep_dup_{n}gram_char_fraction": 0.0 for n in dup_ns}
+    out = {f"rep_top_{n}gram_char_fraction": 0.0 for n in top_ns} | {
+        f"rep_dup_{n}gram_char_fraction": 0.0 for n in dup_ns
+    }
     total_words = len(words)
     lengths = np.fromiter(map(len, words), dtype=np.int64, count=total_words)
     total_chars = int(lengths.sum())
@@ -241,13 +297,17 @@ def ngram_char_fractions(words: list[str], top_ns: tuple[int, ...], dup_ns: tupl
         if n < min(top_ns + dup_ns):
             continue
         occurrences = np.zeros(starts, dtype=np.int64)
-        candidates = np.arange(starts) if repeats is None or n in top_ns else np.flatnonzero(repeats[:starts] & repeats[1:])
+        candidates = (
+            np.arange(starts) if repeats is None or n in top_ns else np.flatnonzero(repeats[:starts] & repeats[1:])
+        )
         if len(candidates):
             _, inverse, counts = np.unique(keys[candidates], return_inverse=True, return_counts=True)
             occurrences[candidates] = counts[inverse]
         repeats = occurrences > 1
         if n in top_ns:
-            best = int(np.argmax(occurrences))  # first start of a most frequent n-gram, as Counter.most_common breaks ties
+            best = int(
+                np.argmax(occurrences)
+            )  # first start of a most frequent n-gram, as Counter.most_common breaks ties
             if occurrences[best] > 1:
                 chars = int(occurrences[best]) * int(cumulative[best + n] - cumulative[best])
                 out[f"rep_top_{n}gram_char_fraction"] = min(1.0, chars / total_chars)
@@ -307,16 +367,28 @@ class C4Config:
     def __post_init__(self) -> None:
         for name in ("min_words_per_line", "max_word_length", "min_sentences"):
             value = getattr(self, name)
-            _check(value is None or value >= 1, f"C4Config.{name} must be >= 1 or None (None switches it off), got {value!r}")
+            _check(
+                value is None or value >= 1,
+                f"C4Config.{name} must be >= 1 or None (None switches it off), got {value!r}",
+            )
 
     @property
     def rules(self) -> tuple[str, ...]:
         """Names of the active document-level rules."""
-        active = {"c4_lorem_ipsum": self.drop_lorem_ipsum, "c4_curly_bracket": self.drop_curly_bracket, "c4_min_sentences": self.min_sentences is not None}
+        active = {
+            "c4_lorem_ipsum": self.drop_lorem_ipsum,
+            "c4_curly_bracket": self.drop_curly_bracket,
+            "c4_min_sentences": self.min_sentences is not None,
+        }
         return tuple(name for name, on in active.items() if on)
 
 
-C4_SIGNALS = {"c4_sentences": pa.int64(), "c4_lines_removed": pa.int64(), "c4_chars_removed": pa.int64(), "c4_removed_spans": SPANS_TYPE}
+C4_SIGNALS = {
+    "c4_sentences": pa.int64(),
+    "c4_lines_removed": pa.int64(),
+    "c4_chars_removed": pa.int64(),
+    "c4_removed_spans": SPANS_TYPE,
+}
 
 
 def _line_removal(line: str, cleaned: str, config: C4Config) -> str | None:
@@ -370,7 +442,11 @@ def c4_lines(text: str, config: C4Config) -> tuple[dict[str, Any], dict[str, boo
         "c4_chars_removed": sum(end - start for start, end in spans),
         "c4_removed_spans": spans,
     }
-    verdicts = {"c4_lorem_ipsum": not lorem, "c4_curly_bracket": not curly, "c4_min_sentences": sentences >= (config.min_sentences or 0)}
+    verdicts = {
+        "c4_lorem_ipsum": not lorem,
+        "c4_curly_bracket": not curly,
+        "c4_min_sentences": sentences >= (config.min_sentences or 0),
+    }
     return signals, {rule: verdicts[rule] for rule in config.rules}, reasons
 
 
@@ -392,10 +468,19 @@ class CompressionConfig:
     def __post_init__(self) -> None:
         _check(self.codec in ("zlib", "zstd"), f"CompressionConfig.codec must be 'zlib' or 'zstd', got {self.codec!r}")
         top = 9 if self.codec == "zlib" else 22
-        _check(1 <= self.level <= top, f"CompressionConfig.level must be in [1, {top}] for {self.codec}, got {self.level!r}")
+        _check(
+            1 <= self.level <= top,
+            f"CompressionConfig.level must be in [1, {top}] for {self.codec}, got {self.level!r}",
+        )
         low, high = self.min_ratio, self.max_ratio
-        _check((low is None or low >= 0) and (high is None or high > 0), f"CompressionConfig ratios must be positive or None, got {low=!r}, {high=!r}")
-        _check(low is None or high is None or low < high, f"CompressionConfig.min_ratio={low!r} must be below max_ratio={high!r}")
+        _check(
+            (low is None or low >= 0) and (high is None or high > 0),
+            f"CompressionConfig ratios must be positive or None, got {low=!r}, {high=!r}",
+        )
+        _check(
+            low is None or high is None or low < high,
+            f"CompressionConfig.min_ratio={low!r} must be below max_ratio={high!r}",
+        )
         _check(self.min_bytes >= 0, f"CompressionConfig.min_bytes must be >= 0, got {self.min_bytes!r}")
 
     @property

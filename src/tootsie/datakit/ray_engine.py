@@ -20,12 +20,11 @@ driver and the workers share a filesystem.
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tootsie.executor.ray_backend import connect  # first: it says how to install Ray when it is missing
-
 import ray
 from ray.exceptions import RayError, RayTaskError
 
 from tootsie.datakit.engine import ShardTask
+from tootsie.executor.ray_backend import connect  # first: it says how to install Ray when it is missing
 from tootsie.executor.report import describe_error
 
 SHARD_CPUS = 1
@@ -34,7 +33,6 @@ SHARD_CPUS = 1
 @ray.remote
 def _remote_shard(fn: Callable[[ShardTask, Any], dict[str, Any]], task: ShardTask, config: Any) -> dict[str, Any]:
     return fn(task, config)
-
 
 
 def run_on_ray(

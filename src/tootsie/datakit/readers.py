@@ -35,7 +35,9 @@ def expand_inputs(inputs: tuple[str, ...]) -> list[str]:
             elif _is_supported(match):
                 found = [match]
             else:
-                raise TootsieError(f"unsupported input file {match}: expected one of {JSONL_SUFFIXES + ('.parquet',) + TEXT_SUFFIXES}")
+                raise TootsieError(
+                    f"unsupported input file {match}: expected one of {JSONL_SUFFIXES + ('.parquet',) + TEXT_SUFFIXES}"
+                )
             files.update(_as_url(fs, f, item) for f in found)
     if not files:
         raise TootsieError(f"no input files found in {list(inputs)}")
@@ -75,7 +77,9 @@ def read_records(path: str, text_field: str, id_field: str, reject: Reject) -> I
             yield from _read_jsonl(open_decompressed(raw, name), name, text_field, id_field, reject)
 
 
-def _read_jsonl(handle: io.BufferedIOBase, name: str, text_field: str, id_field: str, reject: Reject) -> Iterator[tuple[str, str]]:
+def _read_jsonl(
+    handle: io.BufferedIOBase, name: str, text_field: str, id_field: str, reject: Reject
+) -> Iterator[tuple[str, str]]:
     for line_number, raw in enumerate(handle, start=1):
         try:
             line = raw.decode("utf-8")

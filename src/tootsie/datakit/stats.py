@@ -57,7 +57,11 @@ class StageStats:
     @classmethod
     def from_json(cls, payload: Mapping[str, Any]) -> "StageStats":
         """Counters from a `to_json()` dict, or from shard dicts summed by `merge_counts` (missing keys count 0)."""
-        return cls(total=int(payload.get("total", 0)), kept=int(payload.get("kept", 0)), dropped=Counter(payload.get("dropped", {})))
+        return cls(
+            total=int(payload.get("total", 0)),
+            kept=int(payload.get("kept", 0)),
+            dropped=Counter(payload.get("dropped", {})),
+        )
 
 
 def finish_stage(output_path: str | Path, counts: StageStats, details: Mapping[str, Any]) -> dict[str, Any]:
@@ -68,7 +72,9 @@ def finish_stage(output_path: str | Path, counts: StageStats, details: Mapping[s
     """
     lost = counts.total - counts.kept - sum(counts.dropped.values())
     if lost:
-        raise ValueError(f"stage stats for {output_path} do not add up: total={counts.total}, kept={counts.kept}, dropped={dict(counts.dropped)} leave {lost} documents unaccounted for; count every document with keep() or drop()")
+        raise ValueError(
+            f"stage stats for {output_path} do not add up: total={counts.total}, kept={counts.kept}, dropped={dict(counts.dropped)} leave {lost} documents unaccounted for; count every document with keep() or drop()"
+        )
     stats = {**details, **counts.to_json()}
     write_json_atomic(Path(output_path) / STATS_FILE, stats)
     return stats

@@ -44,7 +44,9 @@ class StdlibSourceConfig:
 
     def __post_init__(self) -> None:
         if self.max_code_bytes <= 0 or self.max_file_bytes <= 0:
-            raise ValueError(f"max_code_bytes and max_file_bytes must be positive, got {self.max_code_bytes=}, {self.max_file_bytes=}")
+            raise ValueError(
+                f"max_code_bytes and max_file_bytes must be positive, got {self.max_code_bytes=}, {self.max_file_bytes=}"
+            )
 
 
 def stdlib_python_files(root: Path, max_file_bytes: int) -> list[Path]:

@@ -160,7 +160,9 @@ def _parse_ledger(text: str, where: str) -> dict[str, object]:
 
 def _check_size(file: str, actual: int | None, expected: object, ledger: str) -> None:
     if actual != expected:
-        raise TootsieError(f"{file} has {actual} bytes but {ledger} says {expected}; the cache is damaged, retokenize it")
+        raise TootsieError(
+            f"{file} has {actual} bytes but {ledger} says {expected}; the cache is damaged, retokenize it"
+        )
 
 
 def _open_remote(url: str) -> TokenCache:
@@ -176,7 +178,9 @@ def _open_remote(url: str) -> TokenCache:
         raise TootsieError(f"{url} is not a finished token cache: {LEDGER_FILE} is missing (rerun the tokenize step)")
     ledger = _parse_ledger(fs.cat_file(join(LEDGER_FILE)).decode("utf-8"), f"{url}/{LEDGER_FILE}")
     for name, expected in ledger["files"].items():
-        _check_size(f"{url}/{name}", fs.size(join(name)) if fs.exists(join(name)) else None, expected, f"{url}/{LEDGER_FILE}")
+        _check_size(
+            f"{url}/{name}", fs.size(join(name)) if fs.exists(join(name)) else None, expected, f"{url}/{LEDGER_FILE}"
+        )
     dtype = np.dtype(ledger["dtype"]).newbyteorder("<")
     offsets = np.frombuffer(fs.cat_file(join(OFFSETS_FILE)), dtype="<i8")
     tokens = RangeReadTokens(fs, join(TOKENS_FILE), dtype, int(ledger["num_tokens"]))

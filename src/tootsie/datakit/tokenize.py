@@ -49,7 +49,9 @@ def _tokenizer_file(path: str) -> Path:
     return candidate / "tokenizer.json" if candidate.is_dir() else candidate
 
 
-def encode_texts(tokenizer: object, texts: list[str], bos: list[int], eos: list[int], dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+def encode_texts(
+    tokenizer: object, texts: list[str], bos: list[int], eos: list[int], dtype: np.dtype
+) -> tuple[np.ndarray, np.ndarray]:
     """One flat token array for a batch of texts (with BOS/EOS) and each document's length."""
     encodings = [e.ids for e in tokenizer.encode_batch(texts, add_special_tokens=False)]
     lengths = np.fromiter((len(ids) + len(bos) + len(eos) for ids in encodings), dtype=np.int64, count=len(encodings))
@@ -98,7 +100,10 @@ def tokenize_documents(config: TokenizeConfig, output_path: str) -> dict[str, ob
     tokenizer = load_tokenizer(tokenizer_file)
     bos = special_token_id(tokenizer, BOS_TOKEN) if config.add_bos else None
     eos = special_token_id(tokenizer, EOS_TOKEN) if config.add_eos else None
-    tasks = [ShardTask(name=path.stem, inputs=(str(path),), output_dir=str(out / SHARDS_DIR / path.stem)) for path in parquet_files(config.input)]
+    tasks = [
+        ShardTask(name=path.stem, inputs=(str(path),), output_dir=str(out / SHARDS_DIR / path.stem))
+        for path in parquet_files(config.input)
+    ]
     results = map_shards(tokenize_shard, config, tasks, out / SHARDS_DIR / "done", config.engine, label="tokenize")
     writer = TokenCacheWriter(
         out,

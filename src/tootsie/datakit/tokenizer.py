@@ -15,8 +15,8 @@ import numpy as np
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from tootsie.datakit.parquet_io import iter_texts
-from tootsie.jsonfile import write_json_atomic
 from tootsie.errors import TootsieError
+from tootsie.jsonfile import write_json_atomic
 
 BOS_TOKEN = "<|bos|>"
 EOS_TOKEN = "<|eos|>"
@@ -91,7 +91,9 @@ def load_tokenizer(path: str | Path) -> Tokenizer:
     if file.is_dir():
         file = file / TOKENIZER_FILE
     if not file.is_file():
-        raise TootsieError(f"tokenizer file not found: {file} (train one with `tootsie datakit train-tokenizer` or pass a tokenizer.json)")
+        raise TootsieError(
+            f"tokenizer file not found: {file} (train one with `tootsie datakit train-tokenizer` or pass a tokenizer.json)"
+        )
     try:
         return Tokenizer.from_file(str(file))
     except Exception as error:  # tokenizers raises a bare Exception on malformed files

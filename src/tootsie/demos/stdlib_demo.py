@@ -123,9 +123,7 @@ def build_data_steps(settings: DemoSettings) -> tuple[Step, dict[tuple[str, str]
             quality,
             QualityConfig(input=normalized.ref(), rules=QualityRules.for_code(), engine=INLINE),
         )
-        duplicates = Step(
-            f"demo/dedup/{source}", dedup, DedupConfig(input=normalized.ref(), fuzzy=True, engine=INLINE)
-        )
+        duplicates = Step(f"demo/dedup/{source}", dedup, DedupConfig(input=normalized.ref(), fuzzy=True, engine=INLINE))
         filters = (
             AttributeFilter("quality", scored.ref(), "quality_pass", drop_value=False),
             AttributeFilter("exact_duplicate", duplicates.ref(), "exact_duplicate", drop_value=True),

@@ -37,13 +37,22 @@ class DomainBPB:
 
 
 @eqx.filter_jit
-def _batch_totals(model: LlamaModel, tokens: jax.Array, segment_ids: jax.Array, mask: jax.Array, byte_lengths: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+def _batch_totals(
+    model: LlamaModel, tokens: jax.Array, segment_ids: jax.Array, mask: jax.Array, byte_lengths: jax.Array
+) -> tuple[jax.Array, jax.Array, jax.Array]:
     nll, _ = token_nll(model, tokens, segment_ids)
     target_bytes = byte_lengths[jnp.roll(tokens, -1, axis=1)]
     return (nll * mask).sum(), (target_bytes * mask).sum(), mask.sum()
 
 
-def domain_bpb(model: LlamaModel, cache_dir: str, byte_lengths: np.ndarray, seq_len: int, batch_size: int = 16, max_sequences: int | None = None) -> DomainBPB:
+def domain_bpb(
+    model: LlamaModel,
+    cache_dir: str,
+    byte_lengths: np.ndarray,
+    seq_len: int,
+    batch_size: int = 16,
+    max_sequences: int | None = None,
+) -> DomainBPB:
     """Evaluate the first `max_sequences` packed sequences of a cache (all when None)."""
     sequences = PackedSequences(open_token_cache(cache_dir), seq_len)
     count = sequences.num_sequences if max_sequences is None else min(max_sequences, sequences.num_sequences)
@@ -54,8 +63,14 @@ def domain_bpb(model: LlamaModel, cache_dir: str, byte_lengths: np.ndarray, seq_
         valid = indices < count
         token_ids, segments = sequences.read(np.where(valid, indices, 0))
         mask = next_token_loss_mask(segments) * valid[:, None]
-        batch_nats, batch_bytes, batch_tokens = _batch_totals(model, jnp.asarray(token_ids), jnp.asarray(segments), jnp.asarray(mask), lengths)
-        nats, total_bytes, tokens = nats + float(batch_nats), total_bytes + float(batch_bytes), tokens + float(batch_tokens)
+        batch_nats, batch_bytes, batch_tokens = _batch_totals(
+            model, jnp.asarray(token_ids), jnp.asarray(segments), jnp.asarray(mask), lengths
+        )
+        nats, total_bytes, tokens = (
+            nats + float(batch_nats),
+            total_bytes + float(batch_bytes),
+            tokens + float(batch_tokens),
+        )
     return DomainBPB(nats=nats, bytes=int(total_bytes), tokens=int(tokens))
 
 
@@ -63,5 +78,7 @@ def summarize(results: dict[str, DomainBPB]) -> dict[str, float]:
     """Per-domain BPB plus `macro_avg` (mean over domains) and `micro_avg` (over all bytes)."""
     summary = {name: result.bpb for name, result in sorted(results.items())}
     summary["macro_avg"] = float(np.mean([r.bpb for r in results.values()]))
-    summary["micro_avg"] = sum(r.nats for r in results.values()) / math.log(2) / max(sum(r.bytes for r in results.values()), 1)
+    summary["micro_avg"] = (
+        sum(r.nats for r in results.values()) / math.log(2) / max(sum(r.bytes for r in results.values()), 1)
+    )
     return summary

@@ -59,7 +59,10 @@ def evaluate_bpb(config: EvalBPBConfig, output_path: str) -> dict[str, dict[str,
     byte_lengths = token_byte_lengths(load_tokenizer(config.tokenizer))
     results = {}
     for label, model in _models(config):
-        per_domain = {name: domain_bpb(model, cache, byte_lengths, config.seq_len, max_sequences=config.max_sequences) for name, cache in sorted(config.heldout.items())}
+        per_domain = {
+            name: domain_bpb(model, cache, byte_lengths, config.seq_len, max_sequences=config.max_sequences)
+            for name, cache in sorted(config.heldout.items())
+        }
         results[label] = summarize(per_domain)
     write_json_atomic(Path(output_path) / BPB_FILE, results)
     return results

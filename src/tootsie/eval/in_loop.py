@@ -22,7 +22,6 @@ from tootsie.eval.bpb import domain_bpb, summarize
 from tootsie.train.config import TrainConfig
 from tootsie.train.trainer import StepHook, TrainState
 
-
 LM_EVAL_TASKS_DIR = "lm_eval_tasks"
 
 
@@ -44,7 +43,12 @@ def bpb_hook(config: TrainConfig) -> StepHook:
             weights["_ema"] = eqx.combine(state.ema, eqx.filter(state.model, eqx.is_array, inverse=True))
         values = {}
         for suffix, model in weights.items():
-            results = {name: domain_bpb(model, cache, byte_lengths, config.data.seq_len, max_sequences=evaluation.max_sequences) for name, cache in sorted(evaluation.heldout.items())}
+            results = {
+                name: domain_bpb(
+                    model, cache, byte_lengths, config.data.seq_len, max_sequences=evaluation.max_sequences
+                )
+                for name, cache in sorted(evaluation.heldout.items())
+            }
             values |= {f"eval/bpb/{name}{suffix}": value for name, value in summarize(results).items()}
         return values
 
@@ -53,19 +57,32 @@ def bpb_hook(config: TrainConfig) -> StepHook:
 
 def lm_eval_hook(config: TrainConfig, output_path: str) -> StepHook:
     """A step hook that runs `config.eval.lm_eval_tasks` on the raw weights on the bpb schedule, at `config.data.seq_len` tokens."""
-    from tootsie.eval.lm_eval_step import load_lm_eval  # lm-eval is an optional extra, imported only when tasks are asked for
+    from tootsie.eval.lm_eval_step import (
+        load_lm_eval,
+    )  # lm-eval is an optional extra, imported only when tasks are asked for
 
     evaluation = config.eval
     TaskSuite, TootsieLM = load_lm_eval()
-    suite = TaskSuite(evaluation.lm_eval_tasks, Path(output_path) / LM_EVAL_TASKS_DIR, include_paths=evaluation.lm_eval_include_paths)
+    suite = TaskSuite(
+        evaluation.lm_eval_tasks, Path(output_path) / LM_EVAL_TASKS_DIR, include_paths=evaluation.lm_eval_include_paths
+    )
     tokenizer = load_tokenizer(evaluation.tokenizer)
 
     def hook(state: TrainState) -> dict[str, float]:
         if not _due(config, state.step):
             return {}
         started = time.perf_counter()
-        metrics = suite.evaluate(TootsieLM(state.model, tokenizer, max_length=config.data.seq_len), limit=evaluation.lm_eval_limit, stderr=False)
-        logged = {f"eval/lm/{task}/{name}": value for task, values in metrics.items() for name, value in values.items() if name != "samples"}
+        metrics = suite.evaluate(
+            TootsieLM(state.model, tokenizer, max_length=config.data.seq_len),
+            limit=evaluation.lm_eval_limit,
+            stderr=False,
+        )
+        logged = {
+            f"eval/lm/{task}/{name}": value
+            for task, values in metrics.items()
+            for name, value in values.items()
+            if name != "samples"
+        }
         return logged | {"eval/lm/seconds": time.perf_counter() - started}
 
     return hook
@@ -73,7 +90,9 @@ def lm_eval_hook(config: TrainConfig, output_path: str) -> StepHook:
 
 def evaluation_hook(config: TrainConfig, output_path: str) -> StepHook:
     """The step hook that runs everything `config.eval` asks for (held-out BPB, lm-eval tasks); `config.eval` must be set."""
-    hooks = ([bpb_hook(config)] if config.eval.heldout else []) + ([lm_eval_hook(config, output_path)] if config.eval.lm_eval_tasks else [])
+    hooks = ([bpb_hook(config)] if config.eval.heldout else []) + (
+        [lm_eval_hook(config, output_path)] if config.eval.lm_eval_tasks else []
+    )
 
     def hook(state: TrainState) -> dict[str, float]:
         return {name: value for part in hooks for name, value in part(state).items()}

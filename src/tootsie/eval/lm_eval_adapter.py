@@ -54,23 +54,36 @@ DEFAULT_MAX_GEN_TOKS = 256
 class TootsieLM(TemplateLM):
     """lm-eval `LM` over a tootsie `LlamaModel` and its byte-level BPE tokenizer."""
 
-    def __init__(self, model: LlamaModel, tokenizer: Tokenizer | str | Path, max_length: int, batch_size: int = 8, max_gen_toks: int = DEFAULT_MAX_GEN_TOKS) -> None:
+    def __init__(
+        self,
+        model: LlamaModel,
+        tokenizer: Tokenizer | str | Path,
+        max_length: int,
+        batch_size: int = 8,
+        max_gen_toks: int = DEFAULT_MAX_GEN_TOKS,
+    ) -> None:
         super().__init__()
         self.tootsie_tokenizer = tokenizer if isinstance(tokenizer, Tokenizer) else load_tokenizer(tokenizer)
         if self.tootsie_tokenizer.get_vocab_size() > model.config.vocab_size:
-            raise TootsieError(f"the tokenizer has {self.tootsie_tokenizer.get_vocab_size()} tokens but the model only {model.config.vocab_size}; pass the tokenizer the model was trained with")
+            raise TootsieError(
+                f"the tokenizer has {self.tootsie_tokenizer.get_vocab_size()} tokens but the model only {model.config.vocab_size}; pass the tokenizer the model was trained with"
+            )
         self.scorer = Scorer(model, max_length=max_length, batch_size=batch_size)
         self.max_gen_toks = max_gen_toks
         self.bos_id = special_token_id(self.tootsie_tokenizer, BOS_TOKEN)
         self.eos_id = special_token_id(self.tootsie_tokenizer, EOS_TOKEN)
 
     @classmethod
-    def from_checkpoint(cls, checkpoint: str, tokenizer: str, weights: str = "model", max_length: int = 128, batch_size: int = 8) -> "TootsieLM":
+    def from_checkpoint(
+        cls, checkpoint: str, tokenizer: str, weights: str = "model", max_length: int = 128, batch_size: int = 8
+    ) -> "TootsieLM":
         """Load a checkpoint (or a training output directory's newest one) with the model config its state.json records."""
         path = resolve_checkpoint(checkpoint)
         config = model_config_of(path)
         if weights == "ema" and not (path / "ema.safetensors").is_file():
-            raise TootsieError(f"{path} has no EMA weights (ema.safetensors); evaluate weights='model' or train with ema enabled")
+            raise TootsieError(
+                f"{path} has no EMA weights (ema.safetensors); evaluate weights='model' or train with ema enabled"
+            )
         model = load_model(config, str(path), weights=weights)
         return cls(model, tokenizer, max_length=max_length, batch_size=batch_size)
 
@@ -111,10 +124,14 @@ class TootsieLM(TemplateLM):
         if spaces:
             context, continuation = context[:-spaces], context[-spaces:] + continuation
         whole, context_ids = self.tok_encode(context + continuation), self.tok_encode(context)
-        shared = next((i for i, (a, b) in enumerate(zip(whole, context_ids)) if a != b), min(len(whole), len(context_ids)))
+        shared = next(
+            (i for i, (a, b) in enumerate(zip(whole, context_ids)) if a != b), min(len(whole), len(context_ids))
+        )
         return whole[:shared], whole[shared:]
 
-    def _loglikelihood_tokens(self, requests: list[tuple[tuple[str, str], list[int], list[int]]], disable_tqdm: bool = False, **kwargs: Any) -> list[tuple[float, bool]]:
+    def _loglikelihood_tokens(
+        self, requests: list[tuple[tuple[str, str], list[int], list[int]]], disable_tqdm: bool = False, **kwargs: Any
+    ) -> list[tuple[float, bool]]:
         """Score encoded (context, continuation) pairs."""
         results = self.scorer.continuation_logprobs([(context, continuation) for _, context, continuation in requests])
         for (pair, _, _), result in zip(requests, results):
@@ -126,7 +143,12 @@ class TootsieLM(TemplateLM):
         pairs, owners = [], []
         for index, request in enumerate(requests):
             (text,) = request.args
-            windows = get_rolling_token_windows(self.tok_encode(text, add_special_tokens=False), prefix_token=self.prefix_token_id, max_seq_len=self.max_length, context_len=1)
+            windows = get_rolling_token_windows(
+                self.tok_encode(text, add_special_tokens=False),
+                prefix_token=self.prefix_token_id,
+                max_seq_len=self.max_length,
+                context_len=1,
+            )
             for context, continuation in map(make_disjoint_window, windows):
                 pairs.append((context, continuation))
                 owners.append(index)
@@ -143,7 +165,9 @@ class TootsieLM(TemplateLM):
         for request in requests:
             context, options = request.args
             if options.get("do_sample") or float(options.get("temperature", 0.0) or 0.0) > 0:
-                raise TootsieError(f"generation options {options} ask for sampling; TootsieLM decodes greedily only (set do_sample: false, temperature: 0)")
+                raise TootsieError(
+                    f"generation options {options} ask for sampling; TootsieLM decodes greedily only (set do_sample: false, temperature: 0)"
+                )
             until = options.get("until") or []
             stops.append([until] if isinstance(until, str) else [s for s in until if s])
             budgets.append(int(options.get("max_gen_toks", self.max_gen_toks)))
@@ -153,7 +177,9 @@ class TootsieLM(TemplateLM):
             return generated[-1] == self.eos_id or any(s in self.tok_decode(generated) for s in stops[index])
 
         texts = []
-        for request, generated, request_stops in zip(requests, self.scorer.greedy_generate(contexts, budgets, finished), stops):
+        for request, generated, request_stops in zip(
+            requests, self.scorer.greedy_generate(contexts, budgets, finished), stops
+        ):
             text = self.tok_decode(generated)
             for stop in request_stops:
                 text = text.split(stop)[0]
@@ -187,18 +213,33 @@ class TaskSuite:
 
     def __init__(self, tasks: Sequence[str], work_dir: str | Path, include_paths: Sequence[str] = ()) -> None:
         if not tasks:
-            raise TootsieError("no lm-eval tasks given; name at least one (built-in: " + ", ".join(t.name for t in builtin_tasks()) + ")")
+            raise TootsieError(
+                "no lm-eval tasks given; name at least one (built-in: "
+                + ", ".join(t.name for t in builtin_tasks())
+                + ")"
+            )
         for path in include_paths:
             if not Path(path).is_dir():
-                raise TootsieError(f"lm-eval include path {path} is not a directory; pass a directory of task YAML files")
+                raise TootsieError(
+                    f"lm-eval include path {path} is not a directory; pass a directory of task YAML files"
+                )
         builtin_dir = write_tasks(builtin_tasks(), Path(work_dir) / "builtin")
         self.manager = TaskManager(include_path=[str(builtin_dir), *map(str, include_paths)], include_defaults=False)
         unknown = [name for name in tasks if name not in self.manager.all_tasks and not Path(name).is_file()]
         if unknown:
-            raise TootsieError(f"unknown lm-eval tasks {unknown}; known: {sorted(self.manager.all_tasks)} (add --include-path DIR for your own task YAMLs)")
+            raise TootsieError(
+                f"unknown lm-eval tasks {unknown}; known: {sorted(self.manager.all_tasks)} (add --include-path DIR for your own task YAMLs)"
+            )
         self.tasks = list(tasks)
 
-    def evaluate(self, lm: TemplateLM, limit: int | None = None, num_fewshot: int | None = None, stderr: bool = True, seed: int = 1234) -> dict[str, dict[str, float]]:
+    def evaluate(
+        self,
+        lm: TemplateLM,
+        limit: int | None = None,
+        num_fewshot: int | None = None,
+        stderr: bool = True,
+        seed: int = 1234,
+    ) -> dict[str, dict[str, float]]:
         """Every task's metrics for `lm` (`{task: {metric: value, "samples": n}}`); the first `limit` documents per task when given.
 
         Calls `lm_eval.evaluator.evaluate` with the task setup `simple_evaluate`
@@ -208,7 +249,9 @@ class TaskSuite:
         try:
             loaded = self.manager.load(self.tasks)
         except ConnectionError as error:
-            raise TootsieError(f"an lm-eval task needs data from the Hugging Face Hub, and tootsie runs offline: {error}; give the task local data_files") from error
+            raise TootsieError(
+                f"an lm-eval task needs data from the Hugging Face Hub, and tootsie runs offline: {error}; give the task local data_files"
+            ) from error
         for task in loaded["tasks"].values():
             if num_fewshot is not None and task.get_config("num_fewshot") != 0:
                 task.set_config(key="num_fewshot", value=num_fewshot)
@@ -217,7 +260,9 @@ class TaskSuite:
             task.set_fewshot_seed(seed=seed)
         random.seed(seed)
         np.random.seed(seed)  # lm-eval's bootstrap and sampling draw from the global NumPy generator
-        output = evaluate(lm=lm, task_dict=loaded, limit=limit, bootstrap_iters=100_000 if stderr else 0, log_samples=False)
+        output = evaluate(
+            lm=lm, task_dict=loaded, limit=limit, bootstrap_iters=100_000 if stderr else 0, log_samples=False
+        )
         metrics = flatten_results(output["results"])
         for task, counts in output.get("n-samples", {}).items():
             if task in metrics:

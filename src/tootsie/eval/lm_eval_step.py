@@ -6,7 +6,6 @@ checkpoint gives a new output path. lm-eval is imported when the step runs, not
 when an experiment builds it, so a dry run needs no lm-eval install.
 """
 
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +13,7 @@ from pathlib import Path
 from tootsie.errors import TootsieError
 from tootsie.executor.step import unhashed
 from tootsie.jsonfile import write_json_atomic
+from tootsie.train.checkpoint import read_checkpoint_state
 from tootsie.train.trainer import resolve_checkpoint
 
 LM_EVAL_FILE = "lm_eval.json"
@@ -69,10 +69,22 @@ def run_lm_eval(config: LMEvalConfig, work_dir: str | Path) -> dict[str, object]
     started = time.perf_counter()
     checkpoint = resolve_checkpoint(config.checkpoint)
     suite = TaskSuite(config.tasks, work_dir, include_paths=config.include_paths)
-    lm = TootsieLM.from_checkpoint(str(checkpoint), config.tokenizer, weights=config.weights, max_length=config.max_length, batch_size=config.batch_size)
+    lm = TootsieLM.from_checkpoint(
+        str(checkpoint),
+        config.tokenizer,
+        weights=config.weights,
+        max_length=config.max_length,
+        batch_size=config.batch_size,
+    )
     metrics = suite.evaluate(lm, limit=config.limit, num_fewshot=config.num_fewshot)
-    step = json.loads((checkpoint / "state.json").read_text(encoding="utf-8"))["step"]
-    return {"checkpoint": str(checkpoint), "step": step, "weights": config.weights, "tasks": metrics, "seconds": round(time.perf_counter() - started, 1)}
+    step = read_checkpoint_state(checkpoint)["step"]
+    return {
+        "checkpoint": str(checkpoint),
+        "step": step,
+        "weights": config.weights,
+        "tasks": metrics,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
 
 
 def evaluate_lm_tasks(config: LMEvalConfig, output_path: str) -> dict[str, object]:

@@ -72,9 +72,13 @@ class LocalTask:
         for index, record in enumerate(self.records):
             missing = [key for key in KINDS[self.kind] if key not in record]
             if missing:
-                raise ValueError(f"task {self.name!r} record {index} lacks {missing}; a {self.kind} record needs {list(KINDS[self.kind])}")
+                raise ValueError(
+                    f"task {self.name!r} record {index} lacks {missing}; a {self.kind} record needs {list(KINDS[self.kind])}"
+                )
             if self.kind == "multiple_choice" and not 0 <= record["answer"] < len(record["choices"]):
-                raise ValueError(f"task {self.name!r} record {index}: answer {record['answer']} is not an index into its {len(record['choices'])} choices")
+                raise ValueError(
+                    f"task {self.name!r} record {index}: answer {record['answer']} is not an index into its {len(record['choices'])} choices"
+                )
 
 
 def _metrics(kind: str) -> list[dict[str, Any]]:
@@ -101,10 +105,19 @@ def task_yaml(task: LocalTask, data_file: Path, cache_dir: Path) -> dict[str, An
         "metadata": {"version": 1},
     }
     if task.kind == "multiple_choice":
-        config |= {"doc_to_text": "context", "doc_to_choice": "choices", "doc_to_target": "answer", "target_delimiter": task.target_delimiter}
+        config |= {
+            "doc_to_text": "context",
+            "doc_to_choice": "choices",
+            "doc_to_target": "answer",
+            "target_delimiter": task.target_delimiter,
+        }
     elif task.kind == "generate_until":
-        config |= {"doc_to_text": "context", "doc_to_target": "target", "target_delimiter": task.target_delimiter,
-                   "generation_kwargs": {"until": list(task.until), "max_gen_toks": task.max_gen_toks, "do_sample": False}}
+        config |= {
+            "doc_to_text": "context",
+            "doc_to_target": "target",
+            "target_delimiter": task.target_delimiter,
+            "generation_kwargs": {"until": list(task.until), "max_gen_toks": task.max_gen_toks, "do_sample": False},
+        }
     else:
         config |= {"doc_to_text": "", "doc_to_target": "text"}
     return config
@@ -116,8 +129,16 @@ def write_tasks(tasks: Sequence[LocalTask], directory: str | Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     for task in tasks:
         data_file = out / f"{task.name}.jsonl"
-        write_bytes(str(data_file), "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in task.records).encode("utf-8"))
-        write_bytes(str(out / f"{task.name}.yaml"), yaml.safe_dump(task_yaml(task, data_file, out / DATASETS_CACHE), sort_keys=False, allow_unicode=True).encode("utf-8"))
+        write_bytes(
+            str(data_file),
+            "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in task.records).encode("utf-8"),
+        )
+        write_bytes(
+            str(out / f"{task.name}.yaml"),
+            yaml.safe_dump(
+                task_yaml(task, data_file, out / DATASETS_CACHE), sort_keys=False, allow_unicode=True
+            ).encode("utf-8"),
+        )
     return out
 
 
@@ -165,9 +186,15 @@ def zen_of_python() -> list[str]:
     """The 19 aphorisms of PEP 20, decoded from the running Python's `this.py` (read, not imported: importing prints)."""
     spec = importlib.util.find_spec("this")
     if spec is None or spec.origin is None:
-        raise TootsieError("this Python has no `this` module to read the Zen of Python from; use tasks of your own (--include-path)")
+        raise TootsieError(
+            "this Python has no `this` module to read the Zen of Python from; use tasks of your own (--include-path)"
+        )
     source = Path(spec.origin).read_text(encoding="utf-8")
-    encoded = next(node.value.value for node in ast.parse(source).body if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str))
+    encoded = next(
+        node.value.value
+        for node in ast.parse(source).body
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+    )
     return [line for line in codecs.decode(encoded, "rot13").splitlines()[1:] if line.strip()]
 
 
@@ -176,9 +203,22 @@ def builtin_tasks() -> tuple[LocalTask, ...]:
     syntax = []
     for index, (context, choices) in enumerate(_SYNTAX_CHOICES):
         shift = index % len(choices)
-        syntax.append({"context": context, "choices": list(choices[-shift:] + choices[:-shift]) if shift else list(choices), "answer": shift})
+        syntax.append(
+            {
+                "context": context,
+                "choices": list(choices[-shift:] + choices[:-shift]) if shift else list(choices),
+                "answer": shift,
+            }
+        )
     return (
         LocalTask("tootsie_pysyntax", "multiple_choice", tuple(syntax), target_delimiter=""),
-        LocalTask("tootsie_pylines", "generate_until", tuple({"context": c, "target": t} for c, t in _LINE_ENDINGS), target_delimiter="", until=("\n",), max_gen_toks=8),
+        LocalTask(
+            "tootsie_pylines",
+            "generate_until",
+            tuple({"context": c, "target": t} for c, t in _LINE_ENDINGS),
+            target_delimiter="",
+            until=("\n",),
+            max_gen_toks=8,
+        ),
         LocalTask("tootsie_zen", "loglikelihood_rolling", tuple({"text": line} for line in zen_of_python())),
     )

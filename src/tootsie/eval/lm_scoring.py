@@ -36,7 +36,9 @@ def bucket_length(length: int, max_length: int) -> int:
 
 
 @eqx.filter_jit
-def _target_logprobs(model: LlamaModel, tokens: Int[Array, "batch seq"], targets: Int[Array, "batch seq"]) -> tuple[Float[Array, "batch seq"], Bool[Array, "batch seq"]]:
+def _target_logprobs(
+    model: LlamaModel, tokens: Int[Array, "batch seq"], targets: Int[Array, "batch seq"]
+) -> tuple[Float[Array, "batch seq"], Bool[Array, "batch seq"]]:
     """Log-probability of each target token and whether it is the argmax, at every position."""
     logprobs = jax.nn.log_softmax(model(tokens).astype(jnp.float32), axis=-1)
     chosen = jnp.take_along_axis(logprobs, targets[..., None], axis=-1)[..., 0]
@@ -44,7 +46,9 @@ def _target_logprobs(model: LlamaModel, tokens: Int[Array, "batch seq"], targets
 
 
 @eqx.filter_jit
-def _argmax_at(model: LlamaModel, tokens: Int[Array, "batch seq"], positions: Int[Array, " batch"]) -> Int[Array, " batch"]:
+def _argmax_at(
+    model: LlamaModel, tokens: Int[Array, "batch seq"], positions: Int[Array, " batch"]
+) -> Int[Array, " batch"]:
     """The most likely next token after position `positions[i]` of row i."""
     logits = model(tokens)
     last = jnp.take_along_axis(logits, positions[:, None, None], axis=1)[:, 0]
@@ -73,9 +77,13 @@ class Scorer:
         rows = []
         for index, (context, continuation) in enumerate(pairs):
             if not context or not continuation:
-                raise TootsieError(f"request {index} has an empty context or continuation ({len(context)=}, {len(continuation)=}); start the context with a BOS token")
+                raise TootsieError(
+                    f"request {index} has an empty context or continuation ({len(context)=}, {len(continuation)=}); start the context with a BOS token"
+                )
             if len(continuation) > self.max_length:
-                raise TootsieError(f"request {index}: the continuation has {len(continuation)} tokens, more than max_length={self.max_length}; raise max_length")
+                raise TootsieError(
+                    f"request {index}: the continuation has {len(continuation)} tokens, more than max_length={self.max_length}; raise max_length"
+                )
             rows.append((list(context) + list(continuation))[-(self.max_length + 1) :])
         results: list[tuple[float, bool]] = [(0.0, False)] * len(rows)
         order = sorted(range(len(rows)), key=lambda i: -len(rows[i]))
@@ -86,14 +94,18 @@ class Scorer:
             targets = np.zeros((self.batch_size, width), np.int32)
             for slot, i in enumerate(chunk):
                 tokens[slot, : len(rows[i]) - 1], targets[slot, : len(rows[i]) - 1] = rows[i][:-1], rows[i][1:]
-            logprobs, greedy = (np.asarray(a) for a in _target_logprobs(self.model, jnp.asarray(tokens), jnp.asarray(targets)))
+            logprobs, greedy = (
+                np.asarray(a) for a in _target_logprobs(self.model, jnp.asarray(tokens), jnp.asarray(targets))
+            )
             for slot, i in enumerate(chunk):
                 end = len(rows[i]) - 1
                 span = slice(end - len(pairs[i][1]), end)
                 results[i] = (float(logprobs[slot, span].sum()), bool(greedy[slot, span].all()))
         return results
 
-    def greedy_generate(self, contexts: Sequence[Sequence[int]], max_new_tokens: Sequence[int], stop: Callable[[int, list[int]], bool]) -> list[list[int]]:
+    def greedy_generate(
+        self, contexts: Sequence[Sequence[int]], max_new_tokens: Sequence[int], stop: Callable[[int, list[int]], bool]
+    ) -> list[list[int]]:
         """Argmax-decode after each context, up to its `max_new_tokens`, until `stop(request_index, generated_ids)` says so.
 
         Each context keeps its last `max_length - max_new_tokens` tokens, so context plus generation fits the model.

@@ -101,11 +101,15 @@ def _plan_of(module: Any, path: str) -> dict[str, Any] | None:
         except Exception as error:
             raise TootsieError(f"PLAN() in {path!r} raised {describe_error(error)}") from error
     if not isinstance(plan, dict):
-        raise TootsieError(f"PLAN in {path!r} is a {type(plan).__name__}; define PLAN as a dict of JSON values, or a function returning one")
+        raise TootsieError(
+            f"PLAN in {path!r} is a {type(plan).__name__}; define PLAN as a dict of JSON values, or a function returning one"
+        )
     try:
         json.dumps(plan, allow_nan=False)
     except (TypeError, ValueError) as error:
-        raise TootsieError(f"PLAN in {path!r} is not JSON-able ({error}); use dicts, lists, strings, finite numbers, booleans and None") from None
+        raise TootsieError(
+            f"PLAN in {path!r} is not JSON-able ({error}); use dicts, lists, strings, finite numbers, booleans and None"
+        ) from None
     return plan
 
 

@@ -67,7 +67,14 @@ logger = logging.getLogger(__name__)
 
 def run_in_worker(call: StepCall) -> str | None:
     """`call_step` in a Ray worker, after noting in the step's log which host and pid run it."""
-    log_to_step(call.output, logging.INFO, "step %s: in Ray worker pid %d on host %s", call.name, os.getpid(), socket.gethostname())
+    log_to_step(
+        call.output,
+        logging.INFO,
+        "step %s: in Ray worker pid %d on host %s",
+        call.name,
+        os.getpid(),
+        socket.gethostname(),
+    )
     return call_step(call)
 
 
@@ -234,7 +241,9 @@ class _Scheduler:
             try:
                 ref = _remote_step.options(**options).remote(prepare_call(context.graph, node))
             except Exception as error:  # noqa: BLE001 - e.g. a config Ray cannot serialize: this step fails, not the run
-                self._record(node, context.finish(node, reason, started, f"cannot submit to Ray: {describe_error(error)}"))
+                self._record(
+                    node, context.finish(node, reason, started, f"cannot submit to Ray: {describe_error(error)}")
+                )
                 return True
             self.running[ref] = _Running(node, reason, started, hold.pop_all())
         return True

@@ -106,7 +106,9 @@ class S3Object:
     def _put(self, data: bytes, **condition: str) -> str | None:
         try:
             response = self.fs.call_s3("put_object", Bucket=self.bucket, Key=self.key, Body=data, **condition)
-        except OSError as error:  # s3fs turns 412/409 into FileExistsError or OSError(EINVAL), missing keys into FileNotFoundError
+        except (
+            OSError
+        ) as error:  # s3fs turns 412/409 into FileExistsError or OSError(EINVAL), missing keys into FileNotFoundError
             if isinstance(error, FileNotFoundError) or _failed_condition(error):
                 return None
             raise
@@ -202,9 +204,13 @@ class ObjectLease:
         try:
             payload: Any = json.loads(data.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise TootsieError(f"lease {self.url} is not valid JSON ({error}); delete it to let the executor take the step over") from None
+            raise TootsieError(
+                f"lease {self.url} is not valid JSON ({error}); delete it to let the executor take the step over"
+            ) from None
         if not isinstance(payload, dict):
-            raise TootsieError(f"lease {self.url} holds a {type(payload).__name__}; delete it to let the executor take the step over")
+            raise TootsieError(
+                f"lease {self.url} holds a {type(payload).__name__}; delete it to let the executor take the step over"
+            )
         return LeaseRecord.from_json(payload, self.url)
 
     def _write(self, record: LeaseRecord, tag: str | None) -> bool:

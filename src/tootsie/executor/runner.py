@@ -94,7 +94,9 @@ class RunContext:
 
         `waited_on` names the process this run waited for before taking the lease; the report says so.
         """
-        decision = decide(observe(node.output_path, self.settings), forced=self.forced(node.step.name), since=self.since)
+        decision = decide(
+            observe(node.output_path, self.settings), forced=self.forced(node.step.name), since=self.since
+        )
         if decision.action != "skip":
             return None
         lease.release()
@@ -145,9 +147,13 @@ def run_experiment(
     (None: $RAY_ADDRESS, else a new local Ray); see `ray_backend`.
     """
     if backend not in BACKENDS:
-        raise TootsieError(f"backend {backend!r} is not one of {', '.join(BACKENDS)}; use --backend local or --backend ray")
+        raise TootsieError(
+            f"backend {backend!r} is not one of {', '.join(BACKENDS)}; use --backend local or --backend ray"
+        )
     if ray_address is not None and backend != "ray":
-        raise TootsieError(f"a Ray address ({ray_address!r}) needs backend 'ray'; add --backend ray or drop --ray-address")
+        raise TootsieError(
+            f"a Ray address ({ray_address!r}) needs backend 'ray'; add --backend ray or drop --ray-address"
+        )
     pattern = _compile_force(force)
     settings = LeaseSettings.from_env()
     graph = build_graph(steps, prefix)

@@ -105,7 +105,8 @@ def prepare_call(graph: Graph, node: Node, root: str | None = None) -> StepCall:
         return os.path.join(copy, ref.subpath) if ref.subpath else copy
 
     inputs = tuple(
-        (graph.by_id[dep].output_path, local_copy(graph.by_id[dep].output_path, "inputs", base)) for dep in node.dependencies
+        (graph.by_id[dep].output_path, local_copy(graph.by_id[dep].output_path, "inputs", base))
+        for dep in node.dependencies
     )
     config = map_refs(step.config, local_path)
     return StepCall(step.name, step.fn, config, node.output_path, local_copy(node.output_path, "staging", base), inputs)
@@ -189,7 +190,9 @@ def materialize(source: str, copy: str) -> None:
         try:
             storage.download_tree(source, fresh, skip=(LEASE_FILE,))
             if _local_stamp(fresh) != stamp:
-                raise TootsieError(f"input {source} changed while it was being copied (a rerun?); run the experiment again")
+                raise TootsieError(
+                    f"input {source} changed while it was being copied (a rerun?); run the experiment again"
+                )
             _swap_in(fresh, copy)
         finally:
             shutil.rmtree(fresh, ignore_errors=True)

@@ -54,7 +54,9 @@ class Resources:
         for name in ("cpus", "gpus"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
-                raise ValueError(f"Resources.{name} must be a finite number >= 0, got {value!r}; e.g. Resources(cpus=2)")
+                raise ValueError(
+                    f"Resources.{name} must be a finite number >= 0, got {value!r}; e.g. Resources(cpus=2)"
+                )
         if self.memory_gb is not None and not (
             isinstance(self.memory_gb, (int, float)) and math.isfinite(self.memory_gb) and self.memory_gb > 0
         ):

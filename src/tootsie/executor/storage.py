@@ -33,7 +33,12 @@ from tootsie.jsonfile import write_json_atomic
 
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 LOCAL_SCHEMES = ("file", "local")
-INSTALL_HINTS = {"s3": "pip install 'tootsie[s3]'", "s3a": "pip install 'tootsie[s3]'", "gs": "pip install gcsfs", "gcs": "pip install gcsfs"}
+INSTALL_HINTS = {
+    "s3": "pip install 'tootsie[s3]'",
+    "s3a": "pip install 'tootsie[s3]'",
+    "gs": "pip install gcsfs",
+    "gcs": "pip install gcsfs",
+}
 
 
 def scheme_of(path: str) -> str | None:
@@ -74,7 +79,9 @@ def filesystem(url: str) -> tuple[fsspec.AbstractFileSystem, str]:
         hint = INSTALL_HINTS.get(scheme_of(url) or "", "install the fsspec backend for this scheme")
         raise TootsieError(f"{url!r} needs an fsspec backend that is not installed ({error}); {hint}") from None
     except ValueError as error:
-        raise TootsieError(f"{url!r} is not a URL fsspec knows ({error}); use s3://bucket/path, gs://bucket/path or a local directory") from None
+        raise TootsieError(
+            f"{url!r} is not a URL fsspec knows ({error}); use s3://bucket/path, gs://bucket/path or a local directory"
+        ) from None
 
 
 def read_bytes(path: str) -> bytes | None:
@@ -130,7 +137,9 @@ def read_json(path: str) -> dict[str, Any] | None:
             f"{path} is not valid JSON ({error}); it was edited or damaged by hand, delete it to let the executor rewrite it"
         ) from None
     if not isinstance(payload, dict):
-        raise TootsieError(f"{path} holds a {type(payload).__name__}, not a JSON object; delete it to let the executor rewrite it")
+        raise TootsieError(
+            f"{path} holds a {type(payload).__name__}, not a JSON object; delete it to let the executor rewrite it"
+        )
     return payload
 
 

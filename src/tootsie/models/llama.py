@@ -36,7 +36,9 @@ class Llama3RopeScaling:
 
     def __post_init__(self) -> None:
         if self.factor <= 0 or self.high_freq_factor <= self.low_freq_factor:
-            raise ValueError(f"need factor > 0 and high_freq_factor > low_freq_factor, got {self.factor=}, {self.low_freq_factor=}, {self.high_freq_factor=}")
+            raise ValueError(
+                f"need factor > 0 and high_freq_factor > low_freq_factor, got {self.factor=}, {self.low_freq_factor=}, {self.high_freq_factor=}"
+            )
 
     def scale(self, inv_freq: Float[Array, " half"]) -> Float[Array, " half"]:
         """Scaled inverse frequencies (the Hugging Face `rope_type="llama3"` rule)."""
@@ -44,7 +46,9 @@ class Llama3RopeScaling:
         low_wavelength = self.original_max_position / self.low_freq_factor
         high_wavelength = self.original_max_position / self.high_freq_factor
         scaled = jnp.where(wavelength > low_wavelength, inv_freq / self.factor, inv_freq)
-        smooth = (self.original_max_position / wavelength - self.low_freq_factor) / (self.high_freq_factor - self.low_freq_factor)
+        smooth = (self.original_max_position / wavelength - self.low_freq_factor) / (
+            self.high_freq_factor - self.low_freq_factor
+        )
         blended = (1 - smooth) * scaled / self.factor + smooth * scaled
         medium = (wavelength >= high_wavelength) & (wavelength <= low_wavelength)
         return jnp.where(medium, blended, scaled)
@@ -99,7 +103,9 @@ class LlamaConfig:
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         if self.head_dim is None and self.hidden_dim % self.num_heads:
-            raise ValueError(f"hidden_dim={self.hidden_dim} is not divisible by num_heads={self.num_heads}; set head_dim explicitly")
+            raise ValueError(
+                f"hidden_dim={self.hidden_dim} is not divisible by num_heads={self.num_heads}; set head_dim explicitly"
+            )
         if self.num_heads % self.num_kv_heads:
             raise ValueError(f"num_heads={self.num_heads} must be a multiple of num_kv_heads={self.num_kv_heads}")
         if self.resolved_head_dim % 2:
@@ -146,7 +152,9 @@ class RMSNorm(eqx.Module):
         return (normed * scale).astype(x.dtype)
 
 
-def rope_tables(seq_len: int, head_dim: int, theta: float, scaling: Llama3RopeScaling | None = None) -> tuple[Float[Array, "seq half"], Float[Array, "seq half"]]:
+def rope_tables(
+    seq_len: int, head_dim: int, theta: float, scaling: Llama3RopeScaling | None = None
+) -> tuple[Float[Array, "seq half"], Float[Array, "seq half"]]:
     """Cosine and sine tables of rotary position embeddings for positions 0..seq_len-1."""
     inv_freq = 1.0 / (theta ** (jnp.arange(0, head_dim, 2, dtype=jnp.float32) / head_dim))
     if scaling is not None:
@@ -155,7 +163,9 @@ def rope_tables(seq_len: int, head_dim: int, theta: float, scaling: Llama3RopeSc
     return jnp.cos(angles), jnp.sin(angles)
 
 
-def apply_rope(x: Float[Array, "batch seq heads dim"], cos: Float[Array, "seq half"], sin: Float[Array, "seq half"]) -> Float[Array, "batch seq heads dim"]:
+def apply_rope(
+    x: Float[Array, "batch seq heads dim"], cos: Float[Array, "seq half"], sin: Float[Array, "seq half"]
+) -> Float[Array, "batch seq heads dim"]:
     """Rotate query/key channel pairs (first half, second half), the Hugging Face Llama layout."""
     half = x.shape[-1] // 2
     x1, x2 = x[..., :half].astype(jnp.float32), x[..., half:].astype(jnp.float32)
@@ -191,7 +201,13 @@ class Attention(eqx.Module):
         self.k_norm = RMSNorm(d, config.norm_eps) if config.qk_norm else None
         self.num_heads, self.num_kv_heads, self.head_dim = config.num_heads, config.num_kv_heads, d
 
-    def __call__(self, x: Float[Array, "batch seq hidden"], cos: Float[Array, "seq half"], sin: Float[Array, "seq half"], mask: Array) -> Float[Array, "batch seq hidden"]:
+    def __call__(
+        self,
+        x: Float[Array, "batch seq hidden"],
+        cos: Float[Array, "seq half"],
+        sin: Float[Array, "seq half"],
+        mask: Array,
+    ) -> Float[Array, "batch seq hidden"]:
         batch, seq, _ = x.shape
         q = (x @ self.wq.astype(x.dtype)).reshape(batch, seq, self.num_heads, self.head_dim)
         k = (x @ self.wk.astype(x.dtype)).reshape(batch, seq, self.num_kv_heads, self.head_dim)
@@ -213,7 +229,11 @@ class SwiGLU(eqx.Module):
     def __init__(self, config: LlamaConfig, *, key: PRNGKeyArray) -> None:
         kg, ku, kd = jax.random.split(key, 3)
         h, i, std = config.hidden_dim, config.intermediate_dim, config.initializer_std
-        self.w_gate, self.w_up, self.w_down = _normal(kg, (h, i), std), _normal(ku, (h, i), std), _normal(kd, (i, h), std)
+        self.w_gate, self.w_up, self.w_down = (
+            _normal(kg, (h, i), std),
+            _normal(ku, (h, i), std),
+            _normal(kd, (i, h), std),
+        )
 
     def __call__(self, x: Float[Array, "batch seq hidden"]) -> Float[Array, "batch seq hidden"]:
         gate = jax.nn.silu(x @ self.w_gate.astype(x.dtype))
@@ -230,10 +250,15 @@ class Block(eqx.Module):
 
     def __init__(self, config: LlamaConfig, *, key: PRNGKeyArray) -> None:
         ka, km = jax.random.split(key)
-        self.attn_norm, self.mlp_norm = RMSNorm(config.hidden_dim, config.norm_eps), RMSNorm(config.hidden_dim, config.norm_eps)
+        self.attn_norm, self.mlp_norm = (
+            RMSNorm(config.hidden_dim, config.norm_eps),
+            RMSNorm(config.hidden_dim, config.norm_eps),
+        )
         self.attn, self.mlp = Attention(config, key=ka), SwiGLU(config, key=km)
 
-    def __call__(self, x: Float[Array, "batch seq hidden"], cos: Array, sin: Array, mask: Array) -> Float[Array, "batch seq hidden"]:
+    def __call__(
+        self, x: Float[Array, "batch seq hidden"], cos: Array, sin: Array, mask: Array
+    ) -> Float[Array, "batch seq hidden"]:
         x = x + self.attn(self.attn_norm(x), cos, sin, mask)
         return x + self.mlp(self.mlp_norm(x))
 
@@ -262,9 +287,15 @@ class LlamaModel(eqx.Module):
         self.embed = _normal(k_embed, (config.vocab_size, config.hidden_dim), config.initializer_std)
         self.layers = eqx.filter_vmap(lambda k: Block(config, key=k))(jax.random.split(k_layers, config.num_layers))
         self.final_norm = RMSNorm(config.hidden_dim, config.norm_eps)
-        self.lm_head = None if config.tie_embeddings else _normal(k_head, (config.hidden_dim, config.vocab_size), config.initializer_std)
+        self.lm_head = (
+            None
+            if config.tie_embeddings
+            else _normal(k_head, (config.hidden_dim, config.vocab_size), config.initializer_std)
+        )
 
-    def __call__(self, tokens: Int[Array, "batch seq"], segment_ids: Int[Array, "batch seq"] | None = None) -> Float[Array, "batch seq vocab"]:
+    def __call__(
+        self, tokens: Int[Array, "batch seq"], segment_ids: Int[Array, "batch seq"] | None = None
+    ) -> Float[Array, "batch seq vocab"]:
         """Next-token logits for every position."""
         hidden = self.hidden_states(tokens, segment_ids)
         return hidden @ self.output_head().astype(hidden.dtype)
@@ -273,7 +304,9 @@ class LlamaModel(eqx.Module):
         """The output projection: the untied head, or the transposed embedding when tied."""
         return self.embed.T if self.lm_head is None else self.lm_head
 
-    def hidden_states(self, tokens: Int[Array, "batch seq"], segment_ids: Int[Array, "batch seq"] | None = None) -> Float[Array, "batch seq hidden"]:
+    def hidden_states(
+        self, tokens: Int[Array, "batch seq"], segment_ids: Int[Array, "batch seq"] | None = None
+    ) -> Float[Array, "batch seq hidden"]:
         """The final-normed hidden state of every position (the training loss projects it chunk by chunk)."""
         batch, seq = tokens.shape
         x = self.embed[tokens]
@@ -321,5 +354,7 @@ def logical_axes(params: LlamaModel) -> dict[str, tuple[str, ...]]:
         stacked = (STACKED_AXIS,) if getattr(path[0], "name", None) == "layers" else ()
         axes[name] = stacked + PARAM_AXES[field]
         if len(axes[name]) != len(leaf.shape):
-            raise ValueError(f"weight {name} has shape {tuple(leaf.shape)} but logical axes {axes[name]}; fix PARAM_AXES")
+            raise ValueError(
+                f"weight {name} has shape {tuple(leaf.shape)} but logical axes {axes[name]}; fix PARAM_AXES"
+            )
     return axes

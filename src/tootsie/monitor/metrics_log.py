@@ -28,7 +28,11 @@ class MetricsLog:
     def __init__(self, path: str | Path, resume_step: int = 0) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        kept = [r for r in read_metrics(self.path).records if int(r.get("step", -1)) < resume_step] if self.path.exists() else []
+        kept = (
+            [r for r in read_metrics(self.path).records if int(r.get("step", -1)) < resume_step]
+            if self.path.exists()
+            else []
+        )
         tmp = self.path.with_name(f".{self.path.name}.tmp")
         tmp.write_text("".join(json.dumps(r) + "\n" for r in kept), encoding="utf-8")
         tmp.replace(self.path)

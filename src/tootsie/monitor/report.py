@@ -29,7 +29,18 @@ from tootsie.jsonfile import read_json
 from tootsie.monitor.metrics_log import METRICS_FILE, MetricsRead, read_metrics
 from tootsie.monitor.report_html import ReportContent, RunConfig, render_page
 from tootsie.monitor.report_panels import (
-    Records, Span, Table, Timeline, events_panel, file_panel, heldout_panel, lr_panel, mixture_panel, norm_panel, throughput_panel, train_loss_panel,
+    Records,
+    Span,
+    Table,
+    Timeline,
+    events_panel,
+    file_panel,
+    heldout_panel,
+    lr_panel,
+    mixture_panel,
+    norm_panel,
+    throughput_panel,
+    train_loss_panel,
 )
 from tootsie.monitor.spikes import SpikeConfig, find_spikes, series
 
@@ -87,15 +98,23 @@ def _summary_run_dirs(root: Path, summary: dict[str, object]) -> dict[str, str]:
     refs, own = _get(info, "config", "runs"), f"{info.get('name')}-{info.get('hash')}"
     if not isinstance(refs, dict) or not str(info.get("output_path", "")).endswith(own):
         return {}
-    prefix = str(info["output_path"])[: -len(own)]  # a step's output path is <prefix>/<name>-<hash>, refs name "<name>-<hash>"
-    return {label: prefix + ref[STEP_KEY] for label, ref in refs.items() if isinstance(ref, dict) and isinstance(ref.get(STEP_KEY), str)}
+    prefix = str(info["output_path"])[
+        : -len(own)
+    ]  # a step's output path is <prefix>/<name>-<hash>, refs name "<name>-<hash>"
+    return {
+        label: prefix + ref[STEP_KEY]
+        for label, ref in refs.items()
+        if isinstance(ref, dict) and isinstance(ref.get(STEP_KEY), str)
+    }
 
 
 def load_run_directory(directory: str | Path) -> RunDirectory:
     """Read the metrics (grouped by their `run` label), the configs and the summary of a run or summary directory."""
     root = Path(directory)
     if not (root / METRICS_FILE).is_file():
-        raise TootsieError(f"no {METRICS_FILE} in {root}; pass a training output directory (tootsie train --out) or the demo's summary directory")
+        raise TootsieError(
+            f"no {METRICS_FILE} in {root}; pass a training output directory (tootsie train --out) or the demo's summary directory"
+        )
     read = read_metrics(root / METRICS_FILE)
     summary = read_json(root / SUMMARY_FILE) or {}
     run_dirs = _summary_run_dirs(root, summary)
@@ -107,7 +126,13 @@ def load_run_directory(directory: str | Path) -> RunDirectory:
         groups.setdefault(str(record.get("run", default_label)), []).append(record)
     runs = []
     for label, group in groups.items():
-        config, source = _run_config(Path(run_dirs[label])) if label in run_dirs else (own_config, own_source) if len(groups) == 1 else (None, None)
+        config, source = (
+            _run_config(Path(run_dirs[label]))
+            if label in run_dirs
+            else (own_config, own_source)
+            if len(groups) == 1
+            else (None, None)
+        )
         runs.append(RunData(label, group, config, source))
     return RunDirectory(root, tuple(runs), read.skipped_lines, len(read.records) - len(records), summary)
 
@@ -139,13 +164,20 @@ def _mixture(run: RunData) -> MixtureConfig:
     stages = _get(run.config, "data", "stages")
     if not isinstance(stages, list) or not stages:
         raise ValueError("no data.stages in the config")
-    built = tuple(MixtureStage(int(s["start_step"]), {str(k): float(v) for k, v in s["weights"].items()}, int(s.get("transition_steps", 0))) for s in stages)
+    built = tuple(
+        MixtureStage(
+            int(s["start_step"]), {str(k): float(v) for k, v in s["weights"].items()}, int(s.get("transition_steps", 0))
+        )
+        for s in stages
+    )
     caches = _get(run.config, "data", "caches")
     names = set(caches) if isinstance(caches, dict) else {name for stage in built for name in stage.weights}
     return MixtureConfig(caches={name: "" for name in names}, stages=built)
 
 
-def mixture_by_phase(runs: tuple[RunData, ...]) -> tuple[list[dict[str, object]], dict[str, tuple[np.ndarray, dict[str, np.ndarray]]], list[str]]:
+def mixture_by_phase(
+    runs: tuple[RunData, ...],
+) -> tuple[list[dict[str, object]], dict[str, tuple[np.ndarray, dict[str, np.ndarray]]], list[str]]:
     """Table rows (run, stage, steps, transition, weights), per-run weight curves over the logged steps, and notes on runs without a mixture."""
     rows, curves, notes = [], {}, []
     for run in runs:
@@ -162,11 +194,32 @@ def mixture_by_phase(runs: tuple[RunData, ...]) -> tuple[list[dict[str, object]]
             stage_last = starts[index + 1] - 1 if index + 1 < len(starts) else last
             if stage_last < first:
                 continue
-            weights = dict(zip(mixture.component_names, mixture.weights_at(max(stage.start_step + stage.transition_steps - 1, stage.start_step))))
+            weights = dict(
+                zip(
+                    mixture.component_names,
+                    mixture.weights_at(max(stage.start_step + stage.transition_steps - 1, stage.start_step)),
+                )
+            )
             reached = stage.start_step <= last
-            steps = f"{max(stage.start_step, first)}–{min(stage_last, last)}" if reached else f"from {stage.start_step} (not reached)"
-            rows.append({"run": run.label, "stage": index, "steps": steps, "transition_steps": stage.transition_steps, "weights": weights})
-        grid = np.unique(np.concatenate([np.linspace(first, last, MIXTURE_POINTS).round(), [s for s in starts if first <= s <= last]]).astype(np.int64))
+            steps = (
+                f"{max(stage.start_step, first)}–{min(stage_last, last)}"
+                if reached
+                else f"from {stage.start_step} (not reached)"
+            )
+            rows.append(
+                {
+                    "run": run.label,
+                    "stage": index,
+                    "steps": steps,
+                    "transition_steps": stage.transition_steps,
+                    "weights": weights,
+                }
+            )
+        grid = np.unique(
+            np.concatenate(
+                [np.linspace(first, last, MIXTURE_POINTS).round(), [s for s in starts if first <= s <= last]]
+            ).astype(np.int64)
+        )
         table = np.array([mixture.weights_at(int(step)) for step in grid])
         curves[run.label] = (grid, {name: table[:, i] for i, name in enumerate(mixture.component_names)})
     return rows, curves, notes
@@ -179,21 +232,33 @@ def clip_skip_events(runs: tuple[RunData, ...]) -> tuple[dict[str, list[int]], s
     limits = {run.label: _get(run.config, "optimizer", "max_grad_norm") for run in runs}
     if any(isinstance(v, (int, float)) for v in limits.values()):
         events["grad norm > max_grad_norm"] = [
-            r["step"] for run in runs for r in run.records
-            if isinstance(limits[run.label], (int, float)) and isinstance(r.get("grad_norm"), (int, float)) and r["grad_norm"] > limits[run.label]
+            r["step"]
+            for run in runs
+            for r in run.records
+            if isinstance(limits[run.label], (int, float))
+            and isinstance(r.get("grad_norm"), (int, float))
+            and r["grad_norm"] > limits[run.label]
         ]
     for name, key in (("update clipped", "clip_update/clipped"), ("step skipped", "skip/skipped")):
         if any(key in r for r in records):
             events[name] = [r["step"] for r in records if isinstance(r.get(key), (int, float)) and r[key] > 0.5]
     if any("loss" in r for r in records):
-        events["non-finite loss"] = [r["step"] for r in records if "loss" in r and not (isinstance(r["loss"], (int, float)) and np.isfinite(r["loss"]))]
+        events["non-finite loss"] = [
+            r["step"]
+            for r in records
+            if "loss" in r and not (isinstance(r["loss"], (int, float)) and np.isfinite(r["loss"]))
+        ]
     settings = []
     for run in runs:
         if run.config is None:
             settings.append(f"{run.label}: config not found")
             continue
         window = _get(run.config, "stability", "clip_update_window")
-        clip = f"update clip σ={_get(run.config, 'stability', 'clip_update_sigma')} over {window}" if window else "update clipping off"
+        clip = (
+            f"update clip σ={_get(run.config, 'stability', 'clip_update_sigma')} over {window}"
+            if window
+            else "update clipping off"
+        )
         skip = "skip_bad_steps on" if _get(run.config, "stability", "skip_bad_steps") else "skip_bad_steps off"
         settings.append(f"{run.label}: max_grad_norm={limits[run.label]}, {clip}, {skip}")
     return events, "; ".join(settings)
@@ -211,7 +276,12 @@ def damage(data: RunDirectory) -> dict[str, object]:
             "missing_steps": sum(b - a + 1 for a, b in gaps),
             "gaps": gaps[:10],
         }
-    return {"unparseable_lines": data.skipped_lines, "records_without_step": data.stepless, "runs": per_run, "summary_skipped_lines": data.summary.get("skipped_metric_lines")}
+    return {
+        "unparseable_lines": data.skipped_lines,
+        "records_without_step": data.stepless,
+        "runs": per_run,
+        "summary_skipped_lines": data.summary.get("skipped_metric_lines"),
+    }
 
 
 def _grad_limits(runs: tuple[RunData, ...]) -> dict[str, float]:
@@ -221,25 +291,34 @@ def _grad_limits(runs: tuple[RunData, ...]) -> dict[str, float]:
         value = _get(run.config, "optimizer", "max_grad_norm")
         if isinstance(value, (int, float)):
             values.setdefault(float(value), []).append(run.label)
-    return {f"max_grad_norm={value:g}" + (f" ({', '.join(labels)})" if len(values) > 1 else ""): value for value, labels in values.items()}
+    return {
+        f"max_grad_norm={value:g}" + (f" ({', '.join(labels)})" if len(values) > 1 else ""): value
+        for value, labels in values.items()
+    }
 
 
 def damage_lines(skipped: dict[str, object]) -> tuple[str, ...]:
     """The skipped-data findings as sentences for the page."""
     lines = []
     if skipped["unparseable_lines"]:
-        lines.append(f"{skipped['unparseable_lines']} unparseable line(s) of {METRICS_FILE} skipped (a truncated last line or damaged records).")
+        lines.append(
+            f"{skipped['unparseable_lines']} unparseable line(s) of {METRICS_FILE} skipped (a truncated last line or damaged records)."
+        )
     if skipped["records_without_step"]:
         lines.append(f"{skipped['records_without_step']} record(s) without an integer step left out of every panel.")
     if isinstance(skipped["summary_skipped_lines"], dict) and any(skipped["summary_skipped_lines"].values()):
-        lines.append(f"Unparseable lines skipped in the runs' own metrics when they were merged: {skipped['summary_skipped_lines']}.")
+        lines.append(
+            f"Unparseable lines skipped in the runs' own metrics when they were merged: {skipped['summary_skipped_lines']}."
+        )
     for label, run in skipped["runs"].items():
         if run["non_finite"]:
             counts = ", ".join(f"{name} {count}" for name, count in run["non_finite"].items())
             lines.append(f"{label}: null or non-finite values left out of the curves: {counts}.")
         if run["missing_steps"]:
             ranges = ", ".join(f"{a}–{b}" if a != b else str(a) for a, b in run["gaps"])
-            lines.append(f"{label}: {run['missing_steps']} step(s) missing from the log (gaps at {ranges}); curves bridge them.")
+            lines.append(
+                f"{label}: {run['missing_steps']} step(s) missing from the log (gaps at {ranges}); curves bridge them."
+            )
     return tuple(lines) or ("Nothing: every line parsed, no step is missing, every plotted value is finite.",)
 
 
@@ -263,10 +342,21 @@ def overview_table(data: RunDirectory) -> Table:
         span = run.span
         throughput = series(run.records[1:], "tokens_per_s")[1]
         seconds = series(run.records, "step_seconds")[1]
-        rows.append((run.label, f"{span.first}–{span.last}" if span else "—", str(len(run.records)), _fmt(_last_finite(run.records, "tokens")),
-                     _fmt(_last_finite(run.records, "loss")), _fmt(float(throughput.mean()) if len(throughput) else None),
-                     _fmt(float(seconds.sum()) if len(seconds) else None), run.config_source or "not found"))
-    return Table(("run", "steps", "records", "tokens", "final loss", "mean tokens/s", "step seconds", "config"), tuple(rows))
+        rows.append(
+            (
+                run.label,
+                f"{span.first}–{span.last}" if span else "—",
+                str(len(run.records)),
+                _fmt(_last_finite(run.records, "tokens")),
+                _fmt(_last_finite(run.records, "loss")),
+                _fmt(float(throughput.mean()) if len(throughput) else None),
+                _fmt(float(seconds.sum()) if len(seconds) else None),
+                run.config_source or "not found",
+            )
+        )
+    return Table(
+        ("run", "steps", "records", "tokens", "final loss", "mean tokens/s", "step seconds", "config"), tuple(rows)
+    )
 
 
 def bpb_table(summary: dict[str, object], labels: list[str]) -> Table | None:
@@ -277,25 +367,48 @@ def bpb_table(summary: dict[str, object], labels: list[str]) -> Table | None:
 
     def order(name: str) -> tuple[int, bool]:
         base = name.removesuffix("_ema")
-        rank = 0 if base == "init" else 1 + labels.index(base) if base in labels else len(labels) + (2 if base == "final" else 1)
+        rank = (
+            0
+            if base == "init"
+            else 1 + labels.index(base)
+            if base in labels
+            else len(labels) + (2 if base == "final" else 1)
+        )
         return rank, name.endswith("_ema")
 
     domains = sorted({d for v in bpb.values() if isinstance(v, dict) for d in v if not d.endswith("_avg")})
     columns = (*domains, "macro_avg", "micro_avg")
-    rows = tuple((name, *(_fmt(bpb[name].get(c)) for c in columns)) for name in sorted(bpb, key=order) if isinstance(bpb[name], dict))
+    rows = tuple(
+        (name, *(_fmt(bpb[name].get(c)) for c in columns))
+        for name in sorted(bpb, key=order)
+        if isinstance(bpb[name], dict)
+    )
     return Table(("checkpoint", *columns), rows)
 
 
 def spike_table(report: dict[str, object]) -> tuple[Table, str]:
     """The spike detector's findings as a table, and a sentence on how they were found (plus the last EMA gap)."""
     spikes = report["spikes"]
-    rows = tuple((str(s["step"]), str(s["end_step"]), _fmt(s["height"]), _fmt(s["baseline"]), s["kind"], _fmt(s["norm_led"]), _fmt(s["lead_steps"])) for s in spikes)
+    rows = tuple(
+        (
+            str(s["step"]),
+            str(s["end_step"]),
+            _fmt(s["height"]),
+            _fmt(s["baseline"]),
+            s["kind"],
+            _fmt(s["norm_led"]),
+            _fmt(s["lead_steps"]),
+        )
+        for s in spikes
+    )
     config = SpikeConfig()
     kinds = [s["kind"] for s in spikes]
     counts = ", ".join(f"{kinds.count(k)} {k}" for k in sorted(set(kinds)))
-    note = (f"{len(spikes)} spike(s) in {report['points']} finite train-loss points{f' ({counts})' if counts else ''}. A spike is a run of points above "
-            f"median + {config.k_sigma:g} robust σ of the previous {config.window}; recoverable = back in the band within {config.horizon} steps; "
-            "norm led = a grad/update-norm spike started first (lead steps earlier).")
+    note = (
+        f"{len(spikes)} spike(s) in {report['points']} finite train-loss points{f' ({counts})' if counts else ''}. A spike is a run of points above "
+        f"median + {config.k_sigma:g} robust σ of the previous {config.window}; recoverable = back in the band within {config.horizon} steps; "
+        "norm led = a grad/update-norm spike started first (lead steps earlier)."
+    )
     gaps = [g for g in report.get("ema_gap", []) if g["metric"] == "eval/bpb/macro_avg"]
     if gaps:
         note += f" EMA gap (raw − EMA macro BPB) at step {gaps[-1]['step']}: {gaps[-1]['gap']:+.4f}."
@@ -305,36 +418,73 @@ def spike_table(report: dict[str, object]) -> tuple[Table, str]:
 def build_content(data: RunDirectory, spike_report: dict[str, object], skipped: dict[str, object]) -> ReportContent:
     """Every section of the page: overview, the guide's panels in its order, spikes, mixture, configs, skipped data."""
     runs = {run.label: run.records for run in data.runs}
-    records = sorted((r for run in data.runs for r in run.records if isinstance(r.get("step"), int)), key=lambda r: r["step"])
+    records = sorted(
+        (r for run in data.runs for r in run.records if isinstance(r.get("step"), int)), key=lambda r: r["step"]
+    )
     spikes = spike_report["spikes"]
-    timeline = Timeline(tuple(s for s in (run.span for run in data.runs) if s), _phases(records), tuple(s["step"] for s in spikes))
+    timeline = Timeline(
+        tuple(s for s in (run.span for run in data.runs) if s), _phases(records), tuple(s["step"] for s in spikes)
+    )
     rows, curves, notes = mixture_by_phase(data.runs)
     events, settings = clip_skip_events(data.runs)
     heldout = heldout_panel(runs, timeline)
     panels = (
         replace(heldout, table=bpb_table(data.summary, list(runs))),
         train_loss_panel(runs, timeline, spikes),
-        norm_panel(runs, timeline, "grad_norm", "Gradient norm (pre-clip)", _grad_limits(data.runs),
-                   "Leading indicator: grad norms often spike a step or more before the loss (faint red lines: loss spikes). Dotted: the clip level."),
-        norm_panel(runs, timeline, "update_norm", "Update norm (post-optimizer)", {},
-                   "The size of the step actually taken; often the better lever for 'was this a wild step?'. Dashed: update-clip threshold when on."),
+        norm_panel(
+            runs,
+            timeline,
+            "grad_norm",
+            "Gradient norm (pre-clip)",
+            _grad_limits(data.runs),
+            "Leading indicator: grad norms often spike a step or more before the loss (faint red lines: loss spikes). Dotted: the clip level.",
+        ),
+        norm_panel(
+            runs,
+            timeline,
+            "update_norm",
+            "Update norm (post-optimizer)",
+            {},
+            "The size of the step actually taken; often the better lever for 'was this a wild step?'. Dashed: update-clip threshold when on.",
+        ),
         lr_panel(runs, timeline),
         throughput_panel(runs, timeline),
         events_panel(events, timeline, settings),
     )
     mixture = mixture_panel(curves, timeline)
     components = sorted({name for row in rows for name in row["weights"]})
-    mixture_rows = tuple((row["run"], str(row["stage"]), row["steps"], str(row["transition_steps"]), *(f"{100 * row['weights'].get(c, 0.0):.1f}%" for c in components)) for row in rows)
-    mixture = replace(mixture, note=" ".join([mixture.note, *notes]), table=Table(("run", "stage", "steps", "transition steps", *components), mixture_rows))
+    mixture_rows = tuple(
+        (
+            row["run"],
+            str(row["stage"]),
+            row["steps"],
+            str(row["transition_steps"]),
+            *(f"{100 * row['weights'].get(c, 0.0):.1f}%" for c in components),
+        )
+        for row in rows
+    )
+    mixture = replace(
+        mixture,
+        note=" ".join([mixture.note, *notes]),
+        table=Table(("run", "stage", "steps", "transition steps", *components), mixture_rows),
+    )
     spikes_table, spike_note = spike_table(spike_report)
     return ReportContent(
-        title=f"Run report: {data.directory.resolve().name}", directory=str(data.directory.resolve()), overview=overview_table(data), panels=panels,
-        spikes=spikes_table, spike_note=spike_note, mixture=mixture, configs=tuple(RunConfig(r.label, r.config_source, r.config) for r in data.runs),
+        title=f"Run report: {data.directory.resolve().name}",
+        directory=str(data.directory.resolve()),
+        overview=overview_table(data),
+        panels=panels,
+        spikes=spikes_table,
+        spike_note=spike_note,
+        mixture=mixture,
+        configs=tuple(RunConfig(r.label, r.config_source, r.config) for r in data.runs),
         skipped=damage_lines(skipped),
     )
 
 
-def write_report(directory: str | Path, output: str | Path | None = None, figures: Mapping[str, str | Path] | None = None) -> dict[str, object]:
+def write_report(
+    directory: str | Path, output: str | Path | None = None, figures: Mapping[str, str | Path] | None = None
+) -> dict[str, object]:
     """Write the HTML report of a run or summary directory (default `<directory>/report.html`); return what it holds.
 
     `figures` (title → PNG file) are embedded after the guide's panels: a case study's own figure, say.
@@ -344,16 +494,27 @@ def write_report(directory: str | Path, output: str | Path | None = None, figure
     spike_report = find_spikes(MetricsRead([r for run in data.runs for r in run.records], data.skipped_lines))
     skipped = damage(data)
     content = build_content(data, spike_report, skipped)
-    content = replace(content, panels=content.panels + tuple(file_panel(title, Path(path)) for title, path in (figures or {}).items()))
+    content = replace(
+        content, panels=content.panels + tuple(file_panel(title, Path(path)) for title, path in (figures or {}).items())
+    )
     target = Path(output) if output else data.directory / REPORT_FILE
     write_bytes(str(target), render_page(content).encode("utf-8"))
     return {
         "report": str(target),
         "bytes": target.stat().st_size,
         "seconds": round(time.perf_counter() - started, 3),
-        "runs": {run.label: {"records": len(run.records), "first_step": run.span.first if run.span else None, "last_step": run.span.last if run.span else None,
-                             "config": run.config_source} for run in data.runs},
+        "runs": {
+            run.label: {
+                "records": len(run.records),
+                "first_step": run.span.first if run.span else None,
+                "last_step": run.span.last if run.span else None,
+                "config": run.config_source,
+            }
+            for run in data.runs
+        },
         "panels": {panel.title: panel.image is not None for panel in (*content.panels, content.mixture)},
-        "spikes": [{k: s[k] for k in ("step", "height", "kind", "norm_led", "lead_steps")} for s in spike_report["spikes"]],
+        "spikes": [
+            {k: s[k] for k in ("step", "height", "kind", "norm_led", "lead_steps")} for s in spike_report["spikes"]
+        ],
         "skipped": skipped,
     }

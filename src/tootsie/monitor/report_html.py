@@ -79,14 +79,18 @@ def render_page(content: ReportContent) -> str:
     """The whole report page."""
     generated = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     parts = [
-        f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{_e(content.title)}</title><style>{STYLE}</style></head><body>",
-        f"<h1>{_e(content.title)}</h1><p class=\"meta\">{_e(content.directory)} · generated {generated} by tootsie report</p>",
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{_e(content.title)}</title><style>{STYLE}</style></head><body>',
+        f'<h1>{_e(content.title)}</h1><p class="meta">{_e(content.directory)} · generated {generated} by tootsie report</p>',
         "<section><h2>Runs at a glance</h2>" + table_html(content.overview) + "</section>",
         *(panel_html(panel) for panel in content.panels),
-        f"<section><h2>Loss spikes</h2><p class=\"note\">{_e(content.spike_note)}</p>" + (table_html(content.spikes) if content.spikes.rows else "") + "</section>",
+        f'<section><h2>Loss spikes</h2><p class="note">{_e(content.spike_note)}</p>'
+        + (table_html(content.spikes) if content.spikes.rows else "")
+        + "</section>",
         panel_html(content.mixture),
         "<section><h2>Config</h2>" + "".join(_config_html(run) for run in content.configs) + "</section>",
-        "<section><h2>What was skipped</h2><ul>" + "".join(f"<li>{_e(line)}</li>" for line in content.skipped) + "</ul></section>",
+        "<section><h2>What was skipped</h2><ul>"
+        + "".join(f"<li>{_e(line)}</li>" for line in content.skipped)
+        + "</ul></section>",
         "</body></html>",
     ]
     return "\n".join(parts)

@@ -99,12 +99,31 @@ def _backdrop(axis: Axes, timeline: Timeline, label_phases: bool = False) -> Non
     """Shade schedule phases, mark run starts and spikes; name the phases on top when asked (those wide enough to hold a name)."""
     total = sum(phase.last - phase.first + 1 for phase in timeline.phases)
     for phase in timeline.phases:
-        axis.axvspan(phase.first - 0.5, phase.last + 0.5, color=_phase_color(phase.name), alpha=0.45, linewidth=0, zorder=0)
+        axis.axvspan(
+            phase.first - 0.5, phase.last + 0.5, color=_phase_color(phase.name), alpha=0.45, linewidth=0, zorder=0
+        )
         if label_phases and phase.last - phase.first + 1 >= 0.04 * total:
-            axis.text((phase.first + phase.last) / 2, 1.01, phase.name, transform=axis.get_xaxis_transform(), ha="center", va="bottom", fontsize=8)
+            axis.text(
+                (phase.first + phase.last) / 2,
+                1.01,
+                phase.name,
+                transform=axis.get_xaxis_transform(),
+                ha="center",
+                va="bottom",
+                fontsize=8,
+            )
     for run in timeline.runs[1:]:
         axis.axvline(run.first - 0.5, color="#374151", linestyle="--", linewidth=1, zorder=1)
-        axis.text(run.first, 0.98, f" {run.name} →", transform=axis.get_xaxis_transform(), ha="left", va="top", fontsize=8, color="#374151")
+        axis.text(
+            run.first,
+            0.98,
+            f" {run.name} →",
+            transform=axis.get_xaxis_transform(),
+            ha="left",
+            va="top",
+            fontsize=8,
+            color="#374151",
+        )
     for step in timeline.spike_steps:
         axis.axvline(step, color=SPIKE_COLOR, alpha=0.35, linewidth=1, zorder=1)
     if timeline.runs:
@@ -139,7 +158,11 @@ def heldout_panel(runs: dict[str, Records], timeline: Timeline) -> Panel:
     records = [r for rs in runs.values() for r in rs]
     names = sorted({k for r in records for k in r if k.startswith("eval/bpb/") and not k.endswith("_ema")})
     if not names:
-        return Panel(title, None, "No in-loop evaluation was logged (TrainConfig.eval unset); offline checkpoint results, if any, are in the table below.")
+        return Panel(
+            title,
+            None,
+            "No in-loop evaluation was logged (TrainConfig.eval unset); offline checkpoint results, if any, are in the table below.",
+        )
     figure, axis = _figure()
     _backdrop(axis, timeline)
     for index, name in enumerate(names):
@@ -147,10 +170,23 @@ def heldout_panel(runs: dict[str, Records], timeline: Timeline) -> Panel:
         for key, style in ((name, "-"), (f"{name}_ema", "--")):
             steps, values, _ = series(records, key)
             if len(values):
-                axis.plot(steps, values, style, color=color, marker="o", markersize=3, linewidth=1.4, label=key.removeprefix("eval/bpb/"))
+                axis.plot(
+                    steps,
+                    values,
+                    style,
+                    color=color,
+                    marker="o",
+                    markersize=3,
+                    linewidth=1.4,
+                    label=key.removeprefix("eval/bpb/"),
+                )
     axis.set_ylabel("bits per byte")
     axis.legend(fontsize=8, ncol=min(4, 2 * len(names)))
-    return Panel(title, _data_uri(figure), "Lower is better. Solid: raw weights; dashed: EMA weights (the gap is the EMA gap). If this rises while train loss falls, check the eval data before calling it overfitting.")
+    return Panel(
+        title,
+        _data_uri(figure),
+        "Lower is better. Solid: raw weights; dashed: EMA weights (the gap is the EMA gap). If this rises while train loss falls, check the eval data before calling it overfitting.",
+    )
 
 
 def train_loss_panel(runs: dict[str, Records], timeline: Timeline, spikes: list[dict[str, object]]) -> Panel:
@@ -170,14 +206,27 @@ def train_loss_panel(runs: dict[str, Records], timeline: Timeline, spikes: list[
     if not drawn:
         return Panel(title, None, "No finite train loss was logged.")
     for spike in spikes:
-        axis.annotate(str(spike["kind"]), (spike["step"], spike["baseline"] + spike["height"]), textcoords="offset points", xytext=(4, 4), fontsize=8, color=SPIKE_COLOR)
+        axis.annotate(
+            str(spike["kind"]),
+            (spike["step"], spike["baseline"] + spike["height"]),
+            textcoords="offset points",
+            xytext=(4, 4),
+            fontsize=8,
+            color=SPIKE_COLOR,
+        )
         axis.plot([spike["step"]], [spike["baseline"] + spike["height"]], "v", color=SPIKE_COLOR, markersize=6)
     axis.set_ylabel("loss (nats/token)")
     axis.legend(fontsize=8, ncol=len(runs), loc="lower left")  # a falling loss leaves that corner empty
-    return Panel(title, _data_uri(figure), f"Smoothed: bias-corrected EMA over ~{span:.0f} points. Red marks: detected spikes (table below). A spike that rejoins the band is recoverable; a new higher level is a plateau.")
+    return Panel(
+        title,
+        _data_uri(figure),
+        f"Smoothed: bias-corrected EMA over ~{span:.0f} points. Red marks: detected spikes (table below). A spike that rejoins the band is recoverable; a new higher level is a plateau.",
+    )
 
 
-def norm_panel(runs: dict[str, Records], timeline: Timeline, metric: str, title: str, limits: dict[str, float], note: str) -> Panel:
+def norm_panel(
+    runs: dict[str, Records], timeline: Timeline, metric: str, title: str, limits: dict[str, float], note: str
+) -> Panel:
     """A norm series per run, with horizontal clip levels (`limits`: label → value) and dashed `clip_update/threshold` if logged."""
     figure, axis = _figure()
     _backdrop(axis, timeline)
@@ -190,12 +239,29 @@ def norm_panel(runs: dict[str, Records], timeline: Timeline, metric: str, title:
         if metric == "update_norm":
             steps, values, _ = series(records, "clip_update/threshold")
             if len(values):
-                axis.plot(steps, values, "--", color=f"C{index}", linewidth=0.9, alpha=0.8, label=f"{label} update-clip threshold")
+                axis.plot(
+                    steps,
+                    values,
+                    "--",
+                    color=f"C{index}",
+                    linewidth=0.9,
+                    alpha=0.8,
+                    label=f"{label} update-clip threshold",
+                )
     if not drawn:
         return Panel(title, None, f"`{metric}` was not logged.")
     for label, value in limits.items():
         axis.axhline(value, color="#6b7280", linestyle=":", linewidth=1.2)
-        axis.text(0.995, value, f"{label} ", transform=axis.get_yaxis_transform(), ha="right", va="bottom", fontsize=8, color="#374151")
+        axis.text(
+            0.995,
+            value,
+            f"{label} ",
+            transform=axis.get_yaxis_transform(),
+            ha="right",
+            va="bottom",
+            fontsize=8,
+            color="#374151",
+        )
     _log_scale_if_wide(axis, drawn)
     axis.set_ylabel(metric)
     axis.legend(fontsize=8)
@@ -218,7 +284,9 @@ def lr_panel(runs: dict[str, Records], timeline: Timeline) -> Panel:
     axis.set_ylabel("learning rate")
     axis.legend(fontsize=8, loc="lower left")
     phases = ", ".join(f"{p.name} {p.first}–{p.last}" for p in timeline.phases) or "no `phase` field logged"
-    return Panel(title, _data_uri(figure), f"Loss is not readable without knowing where in the schedule it is. Phases: {phases}.")
+    return Panel(
+        title, _data_uri(figure), f"Loss is not readable without knowing where in the schedule it is. Phases: {phases}."
+    )
 
 
 def throughput_panel(runs: dict[str, Records], timeline: Timeline) -> Panel:
@@ -246,8 +314,16 @@ def throughput_panel(runs: dict[str, Records], timeline: Timeline) -> Panel:
         twin.set_ylabel("MFU (%)")
         twin.set_ylim(bottom=0)
         twin.legend(fontsize=8, loc="lower right")
-    mfu_note = "MFU dotted, right axis." if mfu_logged else "MFU was not logged (the device's peak FLOP/s is unknown, e.g. a CPU; set TOOTSIE_PEAK_FLOPS to log it)."
-    return Panel(title, _data_uri(figure), f"The money line: a drop at constant loss slope is paid for. Each run's first step (compilation) is left out. {mfu_note}")
+    mfu_note = (
+        "MFU dotted, right axis."
+        if mfu_logged
+        else "MFU was not logged (the device's peak FLOP/s is unknown, e.g. a CPU; set TOOTSIE_PEAK_FLOPS to log it)."
+    )
+    return Panel(
+        title,
+        _data_uri(figure),
+        f"The money line: a drop at constant loss slope is paid for. Each run's first step (compilation) is left out. {mfu_note}",
+    )
 
 
 def events_panel(events: dict[str, list[int]], timeline: Timeline, settings: str) -> Panel:
@@ -259,10 +335,16 @@ def events_panel(events: dict[str, list[int]], timeline: Timeline, settings: str
     _backdrop(axis, timeline)
     for row, (name, steps) in enumerate(events.items()):
         axis.plot(steps, [row] * len(steps), "|", color=SPIKE_COLOR, markersize=12, markeredgewidth=1.5)
-        axis.text(0.003, row + 0.18, f"{name}: {len(steps)}", transform=axis.get_yaxis_transform(), fontsize=8, va="bottom")
+        axis.text(
+            0.003, row + 0.18, f"{name}: {len(steps)}", transform=axis.get_yaxis_transform(), fontsize=8, va="bottom"
+        )
     axis.set_yticks([])
     axis.set_ylim(-0.5, len(events) - 0.1)
-    return Panel(title, _data_uri(figure), f"One row per signal with its count; a tick per step where it fired. Grad clipping bounds Adam's input, update clipping the step taken, skipping drops the step. Settings: {settings}.")
+    return Panel(
+        title,
+        _data_uri(figure),
+        f"One row per signal with its count; a tick per step where it fired. Grad clipping bounds Adam's input, update clipping the step taken, skipping drops the step. Settings: {settings}.",
+    )
 
 
 def mixture_panel(curves: dict[str, tuple[np.ndarray, dict[str, np.ndarray]]], timeline: Timeline) -> Panel:
@@ -275,8 +357,18 @@ def mixture_panel(curves: dict[str, tuple[np.ndarray, dict[str, np.ndarray]]], t
     components = sorted({name for _, weights in curves.values() for name in weights})
     for index, (steps, weights) in enumerate(curves.values()):
         stacked = [weights.get(name, np.zeros(len(steps))) for name in components]
-        axis.stackplot(steps, *stacked, colors=[MIXTURE_COLORS[i % len(MIXTURE_COLORS)] for i in range(len(components))], alpha=0.8, labels=components if index == 0 else ())
+        axis.stackplot(
+            steps,
+            *stacked,
+            colors=[MIXTURE_COLORS[i % len(MIXTURE_COLORS)] for i in range(len(components))],
+            alpha=0.8,
+            labels=components if index == 0 else (),
+        )
     axis.set_ylim(0, 1)
     axis.set_ylabel("target weight")
     axis.legend(fontsize=8, loc="lower left")
-    return Panel(title, _data_uri(figure), "Target weights of each component by step, from the runs' MixtureConfig stages (interpolated through transitions); exact numbers in the table.")
+    return Panel(
+        title,
+        _data_uri(figure),
+        "Target weights of each component by step, from the runs' MixtureConfig stages (interpolated through transitions); exact numbers in the table.",
+    )

@@ -67,8 +67,16 @@ class Spike:
 
     def to_json(self) -> dict[str, object]:
         """The JSON fields of the spike report."""
-        return {"step": self.step, "height": self.height, "kind": self.kind, "norm_led": self.norm_led, "lead_steps": self.lead_steps,
-                "end_step": self.end_step, "baseline": self.baseline, **self.details}
+        return {
+            "step": self.step,
+            "height": self.height,
+            "kind": self.kind,
+            "norm_led": self.norm_led,
+            "lead_steps": self.lead_steps,
+            "end_step": self.end_step,
+            "baseline": self.baseline,
+            **self.details,
+        }
 
 
 def series(records: list[dict[str, object]], name: str) -> tuple[np.ndarray, np.ndarray, int]:
@@ -100,7 +108,9 @@ def _outliers(values: np.ndarray, config: SpikeConfig) -> tuple[np.ndarray, np.n
             median = float(np.median(recent))
             sigma = 1.4826 * float(np.median(np.abs(recent - median))) + 1e-12
             medians[i], sigmas[i] = median, sigma
-            above[i] = value > median + config.k_sigma * sigma and value - median > config.min_relative_height * abs(median)
+            above[i] = value > median + config.k_sigma * sigma and value - median > config.min_relative_height * abs(
+                median
+            )
         if above[i]:
             run.append(value)
             if len(run) >= config.horizon:  # a level held this long is the new baseline, not a spike
@@ -126,7 +136,9 @@ def _events(above: np.ndarray) -> list[tuple[int, int]]:
     return events
 
 
-def _classify(steps: np.ndarray, values: np.ndarray, start: int, end: int, median: float, sigma: float, config: SpikeConfig) -> str:
+def _classify(
+    steps: np.ndarray, values: np.ndarray, start: int, end: int, median: float, sigma: float, config: SpikeConfig
+) -> str:
     """Recoverable if `settle` consecutive points rejoin the pre-spike band within the horizon."""
     band = median + max(3 * sigma, config.min_relative_height * abs(median))
     after = np.flatnonzero((steps > steps[end]) & (steps <= steps[start] + config.horizon + config.settle))
@@ -161,14 +173,25 @@ def find_spikes(metrics: MetricsRead, config: SpikeConfig = SpikeConfig(), loss:
         peak = start + int(np.argmax(values[start : end + 1]))
         led_at = _first_norm_spike(norms, int(steps[start]), config) if norms else None
         lead = None if led_at is None else int(steps[start]) - led_at
-        spikes.append(Spike(
-            step=int(steps[start]), height=float(values[peak] - medians[start]), kind=_classify(steps, values, start, end, medians[start], sigmas[start], config),
-            norm_led=None if not norms else bool(lead is not None and lead > 0), lead_steps=lead, end_step=int(steps[end]), baseline=float(medians[start]),
-        ))
+        spikes.append(
+            Spike(
+                step=int(steps[start]),
+                height=float(values[peak] - medians[start]),
+                kind=_classify(steps, values, start, end, medians[start], sigmas[start], config),
+                norm_led=None if not norms else bool(lead is not None and lead > 0),
+                lead_steps=lead,
+                end_step=int(steps[end]),
+                baseline=float(medians[start]),
+            )
+        )
     report: dict[str, object] = {
         "spikes": [s.to_json() for s in spikes],
         "points": int(len(values)),
-        "skipped": {"unparseable_lines": metrics.skipped_lines, f"non_finite_{loss}": skipped, "step_gaps": _gaps(steps)},
+        "skipped": {
+            "unparseable_lines": metrics.skipped_lines,
+            f"non_finite_{loss}": skipped,
+            "step_gaps": _gaps(steps),
+        },
     }
     ema_gap = _ema_gap(metrics.records)
     if ema_gap:
@@ -187,6 +210,10 @@ def _ema_gap(records: list[dict[str, object]]) -> list[dict[str, float]]:
     for record in records:
         for key, value in record.items():
             twin = record.get(f"{key}_ema")
-            if isinstance(value, (int, float)) and isinstance(twin, (int, float)) and isinstance(record.get("step"), int):
+            if (
+                isinstance(value, (int, float))
+                and isinstance(twin, (int, float))
+                and isinstance(record.get("step"), int)
+            ):
                 gaps.append({"step": record["step"], "metric": key, "gap": float(value) - float(twin)})
     return gaps

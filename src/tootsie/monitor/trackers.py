@@ -60,7 +60,9 @@ def numeric_fields(record: dict[str, object]) -> dict[str, float]:
         if isinstance(value, (bool, int, float)):
             values[name] = float(value)
         elif isinstance(value, (list, tuple)):
-            values |= {f"{name}/{i}": float(item) for i, item in enumerate(value) if isinstance(item, (bool, int, float))}
+            values |= {
+                f"{name}/{i}": float(item) for i, item in enumerate(value) if isinstance(item, (bool, int, float))
+            }
     return values
 
 
@@ -136,8 +138,15 @@ class WandbTracker:
         if saved is None:
             write_json_atomic(output / WANDB_ID_FILE, {"id": run_id})
         self.run = wandb.init(
-            project=config.project, entity=config.entity, name=config.name or output.resolve().name, tags=list(config.tags),
-            mode=config.mode, dir=str(output), id=run_id, resume="allow", config=run_config,
+            project=config.project,
+            entity=config.entity,
+            name=config.name or output.resolve().name,
+            tags=list(config.tags),
+            mode=config.mode,
+            dir=str(output),
+            id=run_id,
+            resume="allow",
+            config=run_config,
         )
         self.run.define_metric("step")
         self.run.define_metric("*", step_metric="step")
@@ -176,7 +185,9 @@ class TensorBoardTracker:
 
     def _open(self, start_step: int) -> None:
         # Two writers opened in one second would share a file name; TensorBoard reads files in name order.
-        self._writer = self._module.SummaryWriter(str(self.logdir), purge_step=start_step or None, filename_suffix=f".{time.time_ns()}")
+        self._writer = self._module.SummaryWriter(
+            str(self.logdir), purge_step=start_step or None, filename_suffix=f".{time.time_ns()}"
+        )
         self._texts: dict[str, str] = {}
 
     def log(self, record: dict[str, object], step: int) -> None:
@@ -233,7 +244,9 @@ class Trackers:
             raise failures[0]
 
 
-def open_trackers(output: Path, choices: Sequence[TrackerChoice], run_config: dict[str, Any], start_step: int) -> Trackers:
+def open_trackers(
+    output: Path, choices: Sequence[TrackerChoice], run_config: dict[str, Any], start_step: int
+) -> Trackers:
     """The JSONL log plus every configured tracker, for a run (re)starting at `start_step`."""
     opened: list[Tracker] = [JsonlTracker(output / METRICS_FILE, start_step)]
     try:

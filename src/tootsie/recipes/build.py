@@ -27,9 +27,12 @@ from tootsie.train.config import CheckpointConfig, InLoopEvalConfig, TrainConfig
 def data_config(recipe: Recipe, phase: Phase, scale: Scale, components: Mapping[str, str]) -> MixtureConfig:
     """The data stream of `phase`: its lineage's stages and batch sizes at `scale`."""
     stages = tuple(
-        replace(stage, start_step=scale.step(stage.start_step), transition_steps=scale.step(stage.transition_steps)) for stage in recipe.mixture_stages(phase.name)
+        replace(stage, start_step=scale.step(stage.start_step), transition_steps=scale.step(stage.transition_steps))
+        for stage in recipe.mixture_stages(phase.name)
     )
-    batch = BatchSchedule(tuple((scale.step(start), scale.batch(size)) for start, size in recipe.batch_sizes(phase.name)))
+    batch = BatchSchedule(
+        tuple((scale.step(start), scale.batch(size)) for start, size in recipe.batch_sizes(phase.name))
+    )
     names = sorted({name for stage in stages for name in stage.weights})
     return MixtureConfig(
         caches={name: components.get(name, UNSET) for name in names},
@@ -42,7 +45,12 @@ def data_config(recipe: Recipe, phase: Phase, scale: Scale, components: Mapping[
 
 
 def phase_config(
-    recipe: Recipe, phase: Phase, scale: Scale, components: Mapping[str, str], parent: Step[TrainConfig] | None, in_loop_eval: InLoopEvalConfig | None = None
+    recipe: Recipe,
+    phase: Phase,
+    scale: Scale,
+    components: Mapping[str, str],
+    parent: Step[TrainConfig] | None,
+    in_loop_eval: InLoopEvalConfig | None = None,
 ) -> TrainConfig:
     """The TrainConfig of one phase; `parent` is the step it warm-starts from (None for the root), `in_loop_eval` its held-out evaluation."""
     warm_start = None if parent is None else WarmStartConfig(checkpoint=parent.ref(), add_qk_norm=phase.add_qk_norm)
@@ -63,7 +71,9 @@ def phase_config(
     )
 
 
-def recipe_steps(recipe: Recipe, scale: Scale, components: Mapping[str, str], in_loop_eval: InLoopEvalConfig | None = None) -> dict[str, Step[TrainConfig]]:
+def recipe_steps(
+    recipe: Recipe, scale: Scale, components: Mapping[str, str], in_loop_eval: InLoopEvalConfig | None = None
+) -> dict[str, Step[TrainConfig]]:
     """Phase name → its training Step (`<recipe>/<phase>`), parents first; every phase gets `in_loop_eval`."""
     steps: dict[str, Step[TrainConfig]] = {}
     for phase in recipe.phases:

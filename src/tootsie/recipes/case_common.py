@@ -30,17 +30,27 @@ CASE_BATCH = 16
 FIGURE_FILE, RESULTS_FILE = "figure.png", "results.json"
 
 
-def mixture(caches: Mapping[str, str], weights: Mapping[str, float], seed: int = 0, permutation: str = "feistel") -> MixtureConfig:
+def mixture(
+    caches: Mapping[str, str], weights: Mapping[str, float], seed: int = 0, permutation: str = "feistel"
+) -> MixtureConfig:
     """A one-stage mixture of `caches` at the case studies' sequence length and batch size; `permutation` is a registered kind (default options)."""
     return MixtureConfig(
-        caches=dict(caches), stages=(MixtureStage(0, dict(weights)),), seq_len=TINY_SEQ_LEN,
-        batch_schedule=BatchSchedule.constant(CASE_BATCH), seed=seed, permutation=permutation_config(permutation),
+        caches=dict(caches),
+        stages=(MixtureStage(0, dict(weights)),),
+        seq_len=TINY_SEQ_LEN,
+        batch_schedule=BatchSchedule.constant(CASE_BATCH),
+        seed=seed,
+        permutation=permutation_config(permutation),
     )
 
 
 def metric_series(run_dir: str | Path, name: str) -> tuple[Int64[np.ndarray, " n"], Float[np.ndarray, " n"]]:
     """Steps and values of one finite metric from a run's metrics.jsonl."""
-    points = [(r["step"], r[name]) for r in read_metrics(Path(run_dir) / METRICS_FILE).records if isinstance(r.get(name), (int, float)) and np.isfinite(r[name])]
+    points = [
+        (r["step"], r[name])
+        for r in read_metrics(Path(run_dir) / METRICS_FILE).records
+        if isinstance(r.get(name), (int, float)) and np.isfinite(r[name])
+    ]
     steps, values = zip(*points) if points else ((), ())
     return np.asarray(steps, dtype=np.int64), np.asarray(values, dtype=np.float64)
 

@@ -63,7 +63,9 @@ class MathBundleConfig:
 
     def __post_init__(self) -> None:
         if self.train_problems <= 0 or self.test_problems <= 0:
-            raise ValueError(f"train_problems and test_problems must be positive, got {self.train_problems=}, {self.test_problems=}")
+            raise ValueError(
+                f"train_problems and test_problems must be positive, got {self.train_problems=}, {self.test_problems=}"
+            )
 
 
 def _bundle_text(question: str, answer: int) -> str:
@@ -83,10 +85,21 @@ def write_math_bundle(config: MathBundleConfig, output_path: str) -> dict[str, i
     test_rng, train_rng = np.random.default_rng(config.seed + 1), np.random.default_rng(config.seed)
     test = [math_problem(test_rng) for _ in range(config.test_problems)]
     questions = {question for question, _ in test}
-    train = [problem for problem in (math_problem(train_rng) for _ in range(config.train_problems)) if problem[0] not in questions]
-    _write_jsonl(out / BUNDLE_DIR / "train.jsonl", [{"id": f"train:{i}", "text": _bundle_text(q, a)} for i, (q, a) in enumerate(train)])
-    _write_jsonl(out / BUNDLE_DIR / TEST_FILE, [{"id": f"test:{i}", "text": _bundle_text(q, a)} for i, (q, a) in enumerate(test)])
-    _write_jsonl(out / EVAL_FILE, [{"id": f"gsm:{i}", "question": q, "answer": f"#### {a}"} for i, (q, a) in enumerate(test)])
+    train = [
+        problem
+        for problem in (math_problem(train_rng) for _ in range(config.train_problems))
+        if problem[0] not in questions
+    ]
+    _write_jsonl(
+        out / BUNDLE_DIR / "train.jsonl",
+        [{"id": f"train:{i}", "text": _bundle_text(q, a)} for i, (q, a) in enumerate(train)],
+    )
+    _write_jsonl(
+        out / BUNDLE_DIR / TEST_FILE, [{"id": f"test:{i}", "text": _bundle_text(q, a)} for i, (q, a) in enumerate(test)]
+    )
+    _write_jsonl(
+        out / EVAL_FILE, [{"id": f"gsm:{i}", "question": q, "answer": f"#### {a}"} for i, (q, a) in enumerate(test)]
+    )
     counts = {"train": len(train), "test": len(test)}
     write_json_atomic(out / STATS_FILE, counts)
     return counts
@@ -118,7 +131,9 @@ def bundle_documents(config: BundleDocsConfig | MarinStyleBundleDocsConfig, outp
     if not files:
         raise TootsieError(f"{config.bundle}/{BUNDLE_DIR} holds no .jsonl files; pass a write_math_bundle output")
     used = [path for path in files if path.name not in config.drop_files]
-    records = [json.loads(line) for path in used for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    records = [
+        json.loads(line) for path in used for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
+    ]
     count = write_jsonl_gz(Path(output_path) / "docs-00000.jsonl.gz", records)
     stats = {"files": [path.name for path in used], "dropped": sorted(set(config.drop_files)), "docs": count}
     write_json_atomic(Path(output_path) / STATS_FILE, stats)
@@ -128,7 +143,13 @@ def bundle_documents(config: BundleDocsConfig | MarinStyleBundleDocsConfig, outp
 def max_overlaps(decontamination: str) -> Float64[np.ndarray, " docs"]:
     """Every document's `max_overlap` from a decontaminate output's attribute files."""
     shards = [path for path in parquet_files(decontamination) if pq.read_schema(path).names == ATTRIBUTE_SCHEMA.names]
-    return np.concatenate([pq.read_table(path, columns=["max_overlap"]).column("max_overlap").to_numpy() for path in shards]) if shards else np.zeros(0)
+    return (
+        np.concatenate(
+            [pq.read_table(path, columns=["max_overlap"]).column("max_overlap").to_numpy() for path in shards]
+        )
+        if shards
+        else np.zeros(0)
+    )
 
 
 @dataclass(frozen=True)
@@ -167,11 +188,15 @@ def analyze_contamination(config: ContaminationAnalysisConfig, output_path: str)
     left, right = figure.subplots(1, 2)
     names = list(config.decontamination)
     width = 0.38
-    for offset, (key, label) in enumerate((("contaminated_docs", "documents flagged"), ("eval_items_matched", "eval items matched"))):
+    for offset, (key, label) in enumerate(
+        (("contaminated_docs", "documents flagged"), ("eval_items_matched", "eval items matched"))
+    ):
         values = [results["versions"][name][key] or 0 for name in names]
         bars = left.bar(np.arange(len(names)) + (offset - 0.5) * width, values, width, label=label)
         left.bar_label(bars, fontsize=8)
-    left.set_xticks(np.arange(len(names)), [f"{name}\n…/{Path(config.caches[name]).name}" for name in names], fontsize=8)
+    left.set_xticks(
+        np.arange(len(names)), [f"{name}\n…/{Path(config.caches[name]).name}" for name in names], fontsize=8
+    )
     left.set_title("13-gram decontamination against the eval set")
     left.legend(fontsize=8)
     bins = np.linspace(0, 1, 21)
@@ -180,7 +205,10 @@ def analyze_contamination(config: ContaminationAnalysisConfig, output_path: str)
     threshold = next((r["threshold"] for r in results["versions"].values() if r["threshold"] is not None), None)
     if threshold is not None:
         right.axvline(threshold, color="black", linestyle="--", linewidth=1, label=f"threshold {threshold}")
-    hashes = "; ".join(f"{rule}: " + ", ".join(f"{version} {value}" for version, value in versions.items()) for rule, versions in config.versions.items())
+    hashes = "; ".join(
+        f"{rule}: " + ", ".join(f"{version} {value}" for version, value in versions.items())
+        for rule, versions in config.versions.items()
+    )
     figure.suptitle(f"math-docs step version hashes — {hashes}", fontsize=9)
     right.set_xlabel("document's max 13-gram overlap with an eval item")
     right.set_ylabel("documents")

@@ -73,7 +73,11 @@ def analyze_qk_norm(config: QKNormAnalysisConfig, output_path: str) -> dict[str,
     to_before = first_at_or_below(qk_steps, smoothed_qk, before)
 
     def after(step: int | None) -> dict[str, int] | None:
-        return None if step is None else {"steps": step - config.switch_step, "tokens": (step - config.switch_step) * config.tokens_per_step}
+        return (
+            None
+            if step is None
+            else {"steps": step - config.switch_step, "tokens": (step - config.switch_step) * config.tokens_per_step}
+        )
 
     update = {name: metric_series(config.runs[name], "update_norm")[1][0] for name in ("control", "qk-norm")}
     eval_steps, control_eval = metric_series(config.runs["control"], "eval/bpb/macro_avg")
@@ -82,29 +86,50 @@ def analyze_qk_norm(config: QKNormAnalysisConfig, output_path: str) -> dict[str,
         "switch_step": config.switch_step,
         "tokens_per_step": config.tokens_per_step,
         "loss_before_switch": before,
-        "penalty": {"first_step": float(delta[0]), "max": float(delta.max()), "max_at_step": int(steps[int(delta.argmax())]), "mean_first_10": float(delta[:10].mean())},
+        "penalty": {
+            "first_step": float(delta[0]),
+            "max": float(delta.max()),
+            "max_at_step": int(steps[int(delta.argmax())]),
+            "mean_first_10": float(delta[:10].mean()),
+        },
         "recovered_to_control": after(to_control),
         "recovered_to_pre_switch_loss": after(to_before),
         "tolerance": config.tolerance,
         "final_delta_mean_last_20": float(delta[-20:].mean()),
         "first_update_norm": {name: float(value) for name, value in update.items()},
-        "eval_macro_bpb_delta": {int(s): float(q - c) for s, q, c in zip(eval_steps, qk_eval, control_eval, strict=True)} if np.array_equal(eval_steps, qk_eval_steps) else None,
+        "eval_macro_bpb_delta": {
+            int(s): float(q - c) for s, q, c in zip(eval_steps, qk_eval, control_eval, strict=True)
+        }
+        if np.array_equal(eval_steps, qk_eval_steps)
+        else None,
     }
     figure = Figure(figsize=(11, 7))
     top, bottom = figure.subplots(2, 1, sharex=True)
     top.plot(base_steps, trailing_mean(base_loss, config.smooth_steps), color="black", label="base (Llama)")
-    top.plot(control_steps, trailing_mean(control_loss, config.smooth_steps), color="tab:blue", label="control (Llama, warm start)")
+    top.plot(
+        control_steps,
+        trailing_mean(control_loss, config.smooth_steps),
+        color="tab:blue",
+        label="control (Llama, warm start)",
+    )
     top.plot(qk_steps, smoothed_qk, color="tab:red", label="qk-norm (warm start, add_qk_norm)")
     top.axhline(before, color="gray", linestyle=":", linewidth=1, label=f"loss before the switch ({before:.3f})")
     top.set_ylabel(f"train loss, {config.smooth_steps}-step mean")
     top.set_title(f"Warm start into QK-norm at step {config.switch_step} ({config.tokens_per_step} tokens/step)")
-    bottom.plot(steps, delta, color="tab:red", alpha=0.35, linewidth=0.8, label="qk-norm − control, per step (same batches)")
+    bottom.plot(
+        steps, delta, color="tab:red", alpha=0.35, linewidth=0.8, label="qk-norm − control, per step (same batches)"
+    )
     bottom.plot(steps, smoothed_delta, color="tab:red", label=f"{config.smooth_steps}-step mean")
     bottom.axhline(0, color="black", linewidth=0.8)
     bottom.axhline(config.tolerance, color="gray", linestyle="--", linewidth=0.8, label=f"tolerance {config.tolerance}")
     for step, label in ((to_control, "back within tolerance of control"), (to_before, "back to the pre-switch loss")):
         if step is not None:
-            bottom.axvline(step, linestyle=":", color="tab:green" if step == to_control else "tab:purple", label=f"{label}: +{step - config.switch_step} steps")
+            bottom.axvline(
+                step,
+                linestyle=":",
+                color="tab:green" if step == to_control else "tab:purple",
+                label=f"{label}: +{step - config.switch_step} steps",
+            )
     bottom.set_ylabel("loss delta (nats/token)")
     bottom.set_xlabel("step")
     for axis in (top, bottom):

@@ -78,7 +78,9 @@ class SeedSearchConfig:
 
     def __post_init__(self) -> None:
         if not 0 < self.min_sweeps < self.max_sweeps or self.steps <= 0 or self.bands < 1:
-            raise ValueError(f"need steps > 0, bands >= 1 and 0 < min_sweeps < max_sweeps, got {self.steps=}, {self.bands=}, {self.min_sweeps=}, {self.max_sweeps=}")
+            raise ValueError(
+                f"need steps > 0, bands >= 1 and 0 < min_sweeps < max_sweeps, got {self.steps=}, {self.bands=}, {self.min_sweeps=}, {self.max_sweeps=}"
+            )
 
 
 def lcg_draw(cache: str, seed: int) -> tuple[int, int, int]:
@@ -108,7 +110,16 @@ def find_poor_lcg_seed(config: SeedSearchConfig, output_path: str) -> dict[str, 
         drift = band_drift(a, length, config.bands)
         sweeps = None if drift is None else draws * abs(drift) * config.bands / length
         if sweeps is not None and config.min_sweeps <= sweeps <= config.max_sweeps:
-            found = {"seed": seed, "multiplier": a, "offset": b, "sequences": length, "bands": config.bands, "drift": drift, "sweeps": sweeps, "seeds_tried": seed + 1}
+            found = {
+                "seed": seed,
+                "multiplier": a,
+                "offset": b,
+                "sequences": length,
+                "bands": config.bands,
+                "drift": drift,
+                "sweeps": sweeps,
+                "seeds_tried": seed + 1,
+            }
             write_json_atomic(Path(output_path) / SEED_FILE, found)
             return found
     raise TootsieError(
@@ -140,7 +151,9 @@ def region_of_sequences(cache: str, local: Integer[np.ndarray, " n"]) -> Int64[n
     return np.searchsorted(token_starts, local * TINY_SEQ_LEN, side="right")
 
 
-def batch_composition(cache: str, seed: int, permutation: str, steps: int, regions: int) -> Float[np.ndarray, "steps regions"]:
+def batch_composition(
+    cache: str, seed: int, permutation: str, steps: int, regions: int
+) -> Float[np.ndarray, "steps regions"]:
     """`[steps, regions]`: the share of each region in every step's batch under `permutation`."""
     dataset = MixtureDataset(mixture({ORDERED: cache}, {ORDERED: 1.0}, seed=seed, permutation=permutation))
     _, local = dataset.sequence_sources(np.arange(steps * CASE_BATCH))
@@ -149,12 +162,19 @@ def batch_composition(cache: str, seed: int, permutation: str, steps: int, regio
 
 
 def explained_by_eval(
-    train_steps: Integer[np.ndarray, " n"], train_loss: Float[np.ndarray, " n"], eval_steps: Integer[np.ndarray, " m"], eval_bpb: Float[np.ndarray, " m"], window: int, skip: int
+    train_steps: Integer[np.ndarray, " n"],
+    train_loss: Float[np.ndarray, " n"],
+    eval_steps: Integer[np.ndarray, " m"],
+    eval_bpb: Float[np.ndarray, " m"],
+    window: int,
+    skip: int,
 ) -> dict[str, float]:
     """R² and residual RMS (nats/token) of the `window`-step mean train loss fitted linearly on eval BPB at eval steps >= `skip`."""
     smoothed = trailing_mean(train_loss, window)
     keep = eval_steps >= skip
-    at = np.searchsorted(train_steps, eval_steps[keep])  # the eval logged at a step saw the model after that step's update
+    at = np.searchsorted(
+        train_steps, eval_steps[keep]
+    )  # the eval logged at a step saw the model after that step's update
     y, x = smoothed[at], eval_bpb[keep]
     slope, intercept = np.polyfit(x, y, 1)
     residual = y - (slope * x + intercept)
@@ -199,7 +219,9 @@ def analyze_shuffle(config: ShuffleAnalysisConfig, output_path: str) -> dict[str
         steps, loss = metric_series(run, "loss")
         eval_steps, eval_bpb = metric_series(run, "eval/bpb/macro_avg")
         fit = explained_by_eval(steps, loss, eval_steps, eval_bpb, config.smooth_steps, config.skip_steps)
-        smoothed = np.stack([trailing_mean(shares[:, r], config.smooth_steps) for r in range(len(config.regions))], axis=1)[config.smooth_steps - 1 :]
+        smoothed = np.stack(
+            [trailing_mean(shares[:, r], config.smooth_steps) for r in range(len(config.regions))], axis=1
+        )[config.smooth_steps - 1 :]
         results["arms"][permutation] = {
             "dominant_share_mean": float(shares.max(axis=1).mean()),
             "share_std_smoothed": {name: float(smoothed[:, r].std()) for r, name in enumerate(config.regions)},
@@ -209,10 +231,29 @@ def analyze_shuffle(config: ShuffleAnalysisConfig, output_path: str) -> dict[str
         }
         style = "-" if permutation == "linear" else ":"
         for r, name in enumerate(config.regions):
-            axes[0].plot(np.arange(config.steps), trailing_mean(shares[:, r], config.smooth_steps), style, color=f"C{r}", linewidth=1.2, label=f"{name} ({permutation})")
-        axes[1].plot(steps, trailing_mean(loss, config.smooth_steps), color=colors.get(permutation), label=f"train loss, {config.smooth_steps}-step mean ({permutation})")
+            axes[0].plot(
+                np.arange(config.steps),
+                trailing_mean(shares[:, r], config.smooth_steps),
+                style,
+                color=f"C{r}",
+                linewidth=1.2,
+                label=f"{name} ({permutation})",
+            )
+        axes[1].plot(
+            steps,
+            trailing_mean(loss, config.smooth_steps),
+            color=colors.get(permutation),
+            label=f"train loss, {config.smooth_steps}-step mean ({permutation})",
+        )
         twin = axes[2]
-        twin.plot(eval_steps, eval_bpb, "o-", markersize=3, color=colors.get(permutation), label=f"held-out macro BPB ({permutation}); R² train~eval {fit['r2']:.2f}")
+        twin.plot(
+            eval_steps,
+            eval_bpb,
+            "o-",
+            markersize=3,
+            color=colors.get(permutation),
+            label=f"held-out macro BPB ({permutation}); R² train~eval {fit['r2']:.2f}",
+        )
     axes[0].set_ylabel(f"share of batch\n({config.smooth_steps}-step mean)")
     axes[0].set_title(
         f"Batch composition on the ordered corpus ({' → '.join(config.regions)}); LCG a={found['multiplier']}, N={found['sequences']}: "

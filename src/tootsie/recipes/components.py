@@ -31,13 +31,17 @@ def load_components(path: str | os.PathLike[str]) -> dict[str, str]:
     """Read a component → token cache mapping from a JSON/YAML file; relative paths resolve against the file's directory."""
     file = Path(path)
     if not file.is_file():
-        raise TootsieError(f"components file {os.fspath(path)!r} not found; write a JSON/YAML mapping of component name to token cache directory")
+        raise TootsieError(
+            f"components file {os.fspath(path)!r} not found; write a JSON/YAML mapping of component name to token cache directory"
+        )
     try:
         data = yaml.safe_load(file.read_text(encoding="utf-8"))
     except yaml.YAMLError as error:
         raise TootsieError(f"components file {file} is not valid JSON/YAML: {error}") from None
     if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) and v for k, v in data.items()):
-        raise TootsieError(f"components file {file} must map component names to non-empty path strings, e.g. {{\"starcoderdata\": \"/data/starcoder\"}}")
+        raise TootsieError(
+            f'components file {file} must map component names to non-empty path strings, e.g. {{"starcoderdata": "/data/starcoder"}}'
+        )
     return {name: value if "://" in value else str((file.parent / value).resolve()) for name, value in data.items()}
 
 
@@ -49,7 +53,11 @@ def components_from_env() -> dict[str, str]:
 
 def missing_components(caches: dict[str, str]) -> list[str]:
     """Components whose cache is unset, or a local path that does not exist (URLs and references to steps, which run first, are not checked)."""
-    return sorted(name for name, path in caches.items() if isinstance(path, str) and (path == UNSET or ("://" not in path and not Path(path).exists())))
+    return sorted(
+        name
+        for name, path in caches.items()
+        if isinstance(path, str) and (path == UNSET or ("://" not in path and not Path(path).exists()))
+    )
 
 
 def train_phase(config: TrainConfig, output_path: str) -> None:

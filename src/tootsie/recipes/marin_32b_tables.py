@@ -151,7 +151,11 @@ MANTIS_STACKV2_MIX = with_added(
     MANTIS_MIX,
     name="mantis+stackv2-python",
     source="derived: Mantis table + common_pile_stackv2_edu_filtered_python at ~174k, HQ part renormalized (share not in seeds: 1.59 %)",
-    added=(MixRow("common_pile_stackv2_edu_filtered_python", "common_pile_stackv2_edu_filtered_python", STACKV2_PYTHON_PERCENT),),
+    added=(
+        MixRow(
+            "common_pile_stackv2_edu_filtered_python", "common_pile_stackv2_edu_filtered_python", STACKV2_PYTHON_PERCENT
+        ),
+    ),
     rescale=[row.component for row in MANTIS_MIX.rows if not row.component.startswith("nemotron_cc/")],
 )
 

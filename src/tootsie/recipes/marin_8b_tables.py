@@ -65,7 +65,9 @@ JELLYFISH_END = OCELOT_END + JELLYFISH_STEPS
 # Phoenix (OUTLINE §6.4.2.5; CARD "Phoenix (Reheated) ... (4.78T->11.1T tokens)").
 PHOENIX_TRANSITION_STEPS = 2000
 """Mixture interpolation and LR re-warm 1.7e-4 → 1.7e-3, both over 2,000 steps (~25.2B tokens) (OUTLINE §6.4.2.5)."""
-PHOENIX_END = JELLYFISH_END + _steps(11.1e12 - (KESTREL_END * KESTREL_BATCH + (JELLYFISH_END - KESTREL_END) * OCELOT_BATCH) * SEQ_LEN, OCELOT_BATCH)
+PHOENIX_END = JELLYFISH_END + _steps(
+    11.1e12 - (KESTREL_END * KESTREL_BATCH + (JELLYFISH_END - KESTREL_END) * OCELOT_BATCH) * SEQ_LEN, OCELOT_BATCH
+)
 """Derived: Phoenix ends at 11.1T tokens (OUTLINE §4, CARD): 819,907 + round((11.1e12 - 4.780e12) / 12Mi) = 1,322,149."""
 REWARM_CYCLE_END = 1_000_000_000
 """A cycle end after the run: the LR holds at 1.7e-3 after the re-warm (as in the 32B re-warm, RETRO32 Phase 3)."""

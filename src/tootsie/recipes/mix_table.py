@@ -99,7 +99,9 @@ def rows(*entries: tuple[str, str, float] | tuple[str, float]) -> tuple[MixRow, 
     return tuple(made)
 
 
-def with_added(table: MixTable, name: str, source: str, added: Iterable[MixRow], rescale: Iterable[str] | None = None) -> MixTable:
+def with_added(
+    table: MixTable, name: str, source: str, added: Iterable[MixRow], rescale: Iterable[str] | None = None
+) -> MixTable:
     """`table` plus `added` rows; the rows in `rescale` (all when None) shrink so the total stays the same."""
     added = tuple(added)
     scaled = set(table.percents()) if rescale is None else set(rescale)
@@ -109,9 +111,12 @@ def with_added(table: MixTable, name: str, source: str, added: Iterable[MixRow],
     budget = sum(row.percent for row in table.rows if row.component in scaled)
     extra = sum(row.percent for row in added)
     if extra >= budget:
-        raise ValueError(f"added shares ({extra} %) must be smaller than the rescaled budget ({budget} %) of table {table.name!r}")
+        raise ValueError(
+            f"added shares ({extra} %) must be smaller than the rescaled budget ({budget} %) of table {table.name!r}"
+        )
     factor = (budget - extra) / budget
     kept = tuple(
-        MixRow(row.component, row.display, row.percent * factor) if row.component in scaled else row for row in table.rows
+        MixRow(row.component, row.display, row.percent * factor) if row.component in scaled else row
+        for row in table.rows
     )
     return MixTable(name=name, source=source, rows=kept + added)

@@ -33,8 +33,8 @@ from tootsie.train.checkpoint import flatten_arrays
 from tootsie.train.config import ScheduleChoice, TrainConfig
 from tootsie.train.schedule import RewarmConfig, Schedule
 from tootsie.train.schedule_cycles import cycle_segments
-from tootsie.train.warm_start import carry_optimizer_state
 from tootsie.train.trainer import build_optimizer
+from tootsie.train.warm_start import carry_optimizer_state
 
 PROBE_PARAMS = {"embed": jnp.zeros((2, 2)), "w": jnp.zeros((2, 2))}
 """A stand-in parameter tree: optimizer-state paths depend on the optimizer chain, not the model."""
@@ -73,7 +73,13 @@ def lr_summary(schedule: ScheduleChoice, start: int, end: int) -> dict[str, Any]
         "phase_first": built.phase(start),
         "phase_last": built.phase(end - 1),
         "segments": [
-            {"phase": s.phase, "start_step": s.start, "end_step": None if s.phase == "end" else s.start + s.length, "lr_from": _figure(s.lr_from), "lr_to": _figure(s.lr_to)}
+            {
+                "phase": s.phase,
+                "start_step": s.start,
+                "end_step": None if s.phase == "end" else s.start + s.length,
+                "lr_from": _figure(s.lr_from),
+                "lr_to": _figure(s.lr_to),
+            }
             for s in segments
             if s.start < end and (s.phase == "end" or s.start + s.length > start)
         ],
@@ -92,8 +98,15 @@ def fresh_optimizer_state(parent: TrainConfig, child: TrainConfig) -> list[str]:
 
 def _batch_schedule(config: TrainConfig, start: int, end: int) -> list[dict[str, int]]:
     stages = config.data.batch_schedule.stages
-    in_range = [(step, size) for index, (step, size) in enumerate(stages) if step < end and (index + 1 == len(stages) or stages[index + 1][0] > start)]
-    return [{"start_step": max(step, start), "batch_size": size, "tokens_per_step": size * config.data.seq_len} for step, size in in_range]
+    in_range = [
+        (step, size)
+        for index, (step, size) in enumerate(stages)
+        if step < end and (index + 1 == len(stages) or stages[index + 1][0] > start)
+    ]
+    return [
+        {"start_step": max(step, start), "batch_size": size, "tokens_per_step": size * config.data.seq_len}
+        for step, size in in_range
+    ]
 
 
 def _phase_mixture(recipe: Recipe, phase: Phase, scale: Scale) -> dict[str, Any]:
@@ -104,13 +117,20 @@ def _phase_mixture(recipe: Recipe, phase: Phase, scale: Scale) -> dict[str, Any]
         "mixture_table": current.name,
         "mixture_source": current.source,
         "mixture_stages": [
-            {"start_step": scale.step(stage.start_step), "transition_steps": scale.step(stage.transition_steps), "table": stage.name, "weights": stage.weights}
+            {
+                "start_step": scale.step(stage.start_step),
+                "transition_steps": scale.step(stage.transition_steps),
+                "table": stage.name,
+                "weights": stage.weights,
+            }
             for stage in phase.mixture
         ],
     }
 
 
-def step_plan(recipe: Recipe, phase: Phase, step: Step[TrainConfig], parent: Step[TrainConfig] | None, scale: Scale) -> dict[str, Any]:
+def step_plan(
+    recipe: Recipe, phase: Phase, step: Step[TrainConfig], parent: Step[TrainConfig] | None, scale: Scale
+) -> dict[str, Any]:
     """The plan of one phase's training step."""
     config = step.config
     start, end = scale.step(phase.start_step), config.num_steps
@@ -119,7 +139,12 @@ def step_plan(recipe: Recipe, phase: Phase, step: Step[TrainConfig], parent: Ste
     warm_start = None
     if parent is not None:
         fresh = fresh_optimizer_state(parent.config, config)
-        warm_start = {"from": phase.parent, "add_qk_norm": phase.add_qk_norm, "moments_carried": not any(MOMENT_NAMES & set(name.replace("[", ".").split(".")) for name in fresh), "optimizer_state_fresh": fresh}
+        warm_start = {
+            "from": phase.parent,
+            "add_qk_norm": phase.add_qk_norm,
+            "moments_carried": not any(MOMENT_NAMES & set(name.replace("[", ".").split(".")) for name in fresh),
+            "optimizer_state_fresh": fresh,
+        }
     return {
         "name": phase.name,
         "step": step.name,
@@ -157,7 +182,9 @@ def recipe_plan(recipe: Recipe, steps: dict[str, Step[TrainConfig]], scale: Scal
     groups: dict[str, list[tuple[Phase, dict[str, Any]]]] = {}
     for phase in recipe.phases:
         parent = None if phase.parent is None else steps[phase.parent]
-        groups.setdefault(phase.retro_phase, []).append((phase, step_plan(recipe, phase, steps[phase.name], parent, scale)))
+        groups.setdefault(phase.retro_phase, []).append(
+            (phase, step_plan(recipe, phase, steps[phase.name], parent, scale))
+        )
     phases = []
     for name, members in groups.items():
         plans = [plan for _, plan in members]

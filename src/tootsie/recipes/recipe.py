@@ -74,17 +74,27 @@ class Phase:
 
     def __post_init__(self) -> None:
         if not 0 <= self.start_step < self.end_step:
-            raise ValueError(f"phase {self.name!r}: need 0 <= start_step < end_step, got {self.start_step=}, {self.end_step=}")
+            raise ValueError(
+                f"phase {self.name!r}: need 0 <= start_step < end_step, got {self.start_step=}, {self.end_step=}"
+            )
         if self.model not in PRESETS:
-            raise ValueError(f"phase {self.name!r}: model {self.model!r} is not a preset; pick one of {sorted(PRESETS)}")
+            raise ValueError(
+                f"phase {self.name!r}: model {self.model!r} is not a preset; pick one of {sorted(PRESETS)}"
+            )
         if self.permutation not in PERMUTATIONS:
-            raise ValueError(f"phase {self.name!r}: permutation {self.permutation!r} is not a registered kind; pick one of {sorted(PERMUTATIONS)}")
+            raise ValueError(
+                f"phase {self.name!r}: permutation {self.permutation!r} is not a registered kind; pick one of {sorted(PERMUTATIONS)}"
+            )
         starts = [stage.start_step for stage in self.mixture] + [start for start, _ in self.batch_sizes]
         outside = [start for start in starts if not self.start_step <= start < self.end_step]
         if outside:
-            raise ValueError(f"phase {self.name!r}: mixture/batch changes at steps {outside} lie outside its steps [{self.start_step}, {self.end_step})")
+            raise ValueError(
+                f"phase {self.name!r}: mixture/batch changes at steps {outside} lie outside its steps [{self.start_step}, {self.end_step})"
+            )
         if (self.parent is None) != (self.start_step == 0):
-            raise ValueError(f"phase {self.name!r}: a phase starts at step 0 exactly when it has no parent, got {self.start_step=}, {self.parent=}")
+            raise ValueError(
+                f"phase {self.name!r}: a phase starts at step 0 exactly when it has no parent, got {self.start_step=}, {self.parent=}"
+            )
 
 
 @dataclass(frozen=True)
@@ -116,19 +126,29 @@ class Recipe:
             if phase.parent is not None:
                 parent = seen.get(phase.parent)
                 if parent is None:
-                    raise ValueError(f"recipe {self.name!r}: phase {phase.name!r} names parent {phase.parent!r}, which is not an earlier phase")
+                    raise ValueError(
+                        f"recipe {self.name!r}: phase {phase.name!r} names parent {phase.parent!r}, which is not an earlier phase"
+                    )
                 if parent.end_step != phase.start_step:
-                    raise ValueError(f"recipe {self.name!r}: phase {phase.name!r} starts at {phase.start_step} but its parent {parent.name!r} ends at {parent.end_step}")
+                    raise ValueError(
+                        f"recipe {self.name!r}: phase {phase.name!r} starts at {phase.start_step} but its parent {parent.name!r} ends at {parent.end_step}"
+                    )
             seen[phase.name] = phase
         roots = [phase for phase in self.phases if phase.parent is None]
         if len(roots) != 1 or not roots[0].mixture or not roots[0].batch_sizes:
-            raise ValueError(f"recipe {self.name!r} needs exactly one root phase with mixture and batch sizes from step 0, got roots {[p.name for p in roots]}")
+            raise ValueError(
+                f"recipe {self.name!r} needs exactly one root phase with mixture and batch sizes from step 0, got roots {[p.name for p in roots]}"
+            )
         if roots[0].mixture[0].start_step != 0 or roots[0].batch_sizes[0][0] != 0:
-            raise ValueError(f"recipe {self.name!r}: the root phase's first mixture stage and batch size must start at step 0")
+            raise ValueError(
+                f"recipe {self.name!r}: the root phase's first mixture stage and batch size must start at step 0"
+            )
         if self.final not in seen:
             raise ValueError(f"recipe {self.name!r}: final={self.final!r} is not one of its phases {sorted(seen)}")
         if self.seq_len <= 0 or self.checkpoint_every <= 0:
-            raise ValueError(f"recipe {self.name!r}: seq_len and checkpoint_every must be positive, got {self.seq_len=}, {self.checkpoint_every=}")
+            raise ValueError(
+                f"recipe {self.name!r}: seq_len and checkpoint_every must be positive, got {self.seq_len=}, {self.checkpoint_every=}"
+            )
 
     def phase(self, name: str) -> Phase:
         """The phase called `name`."""

@@ -44,12 +44,16 @@ class Scale:
 
     def __post_init__(self) -> None:
         if self.step_factor <= 0 or self.batch_factor <= 0:
-            raise ValueError(f"scale {self.name!r}: step_factor and batch_factor must be positive, got {self.step_factor=}, {self.batch_factor=}")
+            raise ValueError(
+                f"scale {self.name!r}: step_factor and batch_factor must be positive, got {self.step_factor=}, {self.batch_factor=}"
+            )
         if self.seq_len is not None and self.seq_len <= 0:
             raise ValueError(f"scale {self.name!r}: seq_len must be positive or None, got {self.seq_len}")
         unknown = sorted(set(self.models) - set(PRESETS))
         if unknown:
-            raise ValueError(f"scale {self.name!r}: models maps {unknown}, which are not presets; use names from {sorted(PRESETS)}")
+            raise ValueError(
+                f"scale {self.name!r}: models maps {unknown}, which are not presets; use names from {sorted(PRESETS)}"
+            )
 
     def step(self, step: int) -> int:
         """A full-scale step number at this scale."""
@@ -68,7 +72,10 @@ class Scale:
         if self.step_factor == 1.0:
             return schedule
         values = {f.name: getattr(schedule, f.name) for f in fields(schedule) if f.name in SCHEDULE_STEP_FIELDS}
-        return replace(schedule, **{name: tuple(map(self.step, v)) if isinstance(v, tuple) else self.step(v) for name, v in values.items()})
+        return replace(
+            schedule,
+            **{name: tuple(map(self.step, v)) if isinstance(v, tuple) else self.step(v) for name, v in values.items()},
+        )
 
 
 FULL = Scale()

@@ -52,7 +52,11 @@ def tiny_model(preset: str, vocab_size: int) -> LlamaConfig:
 def tiny_scale(step_factor: float, batch_factor: float) -> Scale:
     """A Scale named "tiny": steps and batches by the factors, 64-token sequences, float32, tiny models for every preset."""
     return Scale(
-        "tiny", step_factor=step_factor, batch_factor=batch_factor, seq_len=TINY_SEQ_LEN, compute_dtype="float32",
+        "tiny",
+        step_factor=step_factor,
+        batch_factor=batch_factor,
+        seq_len=TINY_SEQ_LEN,
+        compute_dtype="float32",
         models={name: tiny_model(name, TINY_VOCAB) for name in PRESETS},
     )
 
@@ -61,17 +65,26 @@ def selected_scale(scales: Mapping[str, Scale]) -> Scale:
     """The scale named by $TOOTSIE_SCALE ("full" when unset)."""
     name = os.environ.get(SCALE_ENV) or "full"
     if name not in scales:
-        raise TootsieError(f"{SCALE_ENV}={name!r} is not a scale of this experiment; use one of {sorted(scales)} (tootsie run --scale NAME)")
+        raise TootsieError(
+            f"{SCALE_ENV}={name!r} is not a scale of this experiment; use one of {sorted(scales)} (tootsie run --scale NAME)"
+        )
     return scales[name]
 
 
 def tiny_eval(data: TinyData, every_steps: int) -> InLoopEvalConfig:
     """Held-out bits-per-byte of every kind of text, every `every_steps` steps and at each phase's end."""
-    return InLoopEvalConfig(heldout=dict(data.heldout), tokenizer=data.tokenizer, every_steps=every_steps, max_sequences=EVAL_SEQUENCES)
+    return InLoopEvalConfig(
+        heldout=dict(data.heldout), tokenizer=data.tokenizer, every_steps=every_steps, max_sequences=EVAL_SEQUENCES
+    )
 
 
 def _summary(name: str, steps: dict[str, Step[TrainConfig]], phases: list[str]) -> Step[RunSummaryConfig]:
-    return Step(name, summarize_runs, RunSummaryConfig(runs={phase: steps[phase].ref() for phase in phases}), description=f"merged metrics and report.html of {', '.join(phases)}")
+    return Step(
+        name,
+        summarize_runs,
+        RunSummaryConfig(runs={phase: steps[phase].ref() for phase in phases}),
+        description=f"merged metrics and report.html of {', '.join(phases)}",
+    )
 
 
 def tiny_recipe_steps(
@@ -85,7 +98,9 @@ def tiny_recipe_steps(
     used = {name for phase in recipe.phases for stage in phase.mixture for name in stage.weights}
     missing = sorted(used - set(data.components))
     if missing:
-        raise TootsieError(f"recipe {recipe.name!r} weights components {missing} that have no tiny stand-in; add them to COMPONENT_KINDS in tootsie.recipes.tiny_data")
+        raise TootsieError(
+            f"recipe {recipe.name!r} weights components {missing} that have no tiny stand-in; add them to COMPONENT_KINDS in tootsie.recipes.tiny_data"
+        )
     steps = recipe_steps(recipe, scale, data.components, None if eval_every is None else tiny_eval(data, eval_every))
     chain = [phase.name for phase in recipe.artifact_phases()]
     side = [phase for phase in recipe.phases if phase.name not in chain]

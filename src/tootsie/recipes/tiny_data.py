@@ -48,21 +48,64 @@ KINDS = ("web", "reference", "code", "math", "qa")
 TINY_VOCAB = 1024
 """BPE vocabulary of the tiny runs (small enough for a 64-wide model's embedding to train in minutes)."""
 HELDOUT_FRACTION = 0.05
-INLINE = EngineConfig(workers=1, progress=False)  # a few MB of text: worker processes cost more than they save (not hashed)
+INLINE = EngineConfig(
+    workers=1, progress=False
+)  # a few MB of text: worker processes cost more than they save (not hashed)
 
 COMPONENT_KINDS: dict[str, str] = {
-    **{f"nemotron_cc/{bucket}": "web" for bucket in ("hq_actual", "hq_synth", "medium_high", "medium", "medium_low", "low_actual", "low_synth")},
+    **{
+        f"nemotron_cc/{bucket}": "web"
+        for bucket in ("hq_actual", "hq_synth", "medium_high", "medium", "medium_low", "low_actual", "low_synth")
+    },
     "dclm_baseline": "web",
     "dolmino/dclm_hq": "web",
     **dict.fromkeys(
-        ("arxiv_markdownified", "dolmino/pes2o", "dolma/pes2o", "dolma/arxiv", "wikipedia_markdown", "dolmino/wiki", "dolma/wiki", "dolma/megawika"), "reference"
+        (
+            "arxiv_markdownified",
+            "dolmino/pes2o",
+            "dolma/pes2o",
+            "dolma/arxiv",
+            "wikipedia_markdown",
+            "dolmino/wiki",
+            "dolma/wiki",
+            "dolma/megawika",
+        ),
+        "reference",
     ),
-    **dict.fromkeys(("starcoderdata", "common_pile_stackv2_edu_filtered_python", "megamath/text_code_block", "megamath/translated_code"), "code"),
     **dict.fromkeys(
-        ("proofpile_2", "finemath-3-plus", "all_math", "megamath/web", "megamath/web_pro", "megamath/qa", "dolmino/math", "dolma/algebraic_stack", "dolma/open_web_math"),
+        (
+            "starcoderdata",
+            "common_pile_stackv2_edu_filtered_python",
+            "megamath/text_code_block",
+            "megamath/translated_code",
+        ),
+        "code",
+    ),
+    **dict.fromkeys(
+        (
+            "proofpile_2",
+            "finemath-3-plus",
+            "all_math",
+            "megamath/web",
+            "megamath/web_pro",
+            "megamath/qa",
+            "dolmino/math",
+            "dolma/algebraic_stack",
+            "dolma/open_web_math",
+        ),
         "math",
     ),
-    **dict.fromkeys(("dolmino/flan", "tulu_v3", "medu_science_qa", "stackexchange_custom", "dolmino/stackexchange", "dolma/stackexchange"), "qa"),
+    **dict.fromkeys(
+        (
+            "dolmino/flan",
+            "tulu_v3",
+            "medu_science_qa",
+            "stackexchange_custom",
+            "dolmino/stackexchange",
+            "dolma/stackexchange",
+        ),
+        "qa",
+    ),
 }
 """Every component the two recipes weight → the kind of local text that stands in for it."""
 
@@ -88,7 +131,11 @@ class TinyCorpusConfig:
 def tiny_documents(config: TinyCorpusConfig) -> Iterable[tuple[str, str, str]]:
     """`(kind, id, text)` of every document: stdlib code, docstrings and topics, then the synthetic kinds."""
     for source, doc_id, text in iter_code_and_prose(config.stdlib):
-        yield ("code" if source == "code" else "reference" if doc_id.startswith("pydoc-topic:") else "web"), doc_id, text
+        yield (
+            ("code" if source == "code" else "reference" if doc_id.startswith("pydoc-topic:") else "web"),
+            doc_id,
+            text,
+        )
     rng = np.random.default_rng(config.seed)
     for index in range(config.math_docs):
         yield "math", f"math:{index}", math_document(rng)
@@ -114,7 +161,10 @@ def build_tiny_corpus(config: TinyCorpusConfig, output_path: str) -> dict[str, i
     grouped: dict[str, list[dict[str, str]]] = {kind: [] for kind in KINDS}
     for kind, doc_id, text in tiny_documents(config):
         grouped[kind].append({"id": doc_id, "text": text})
-    counts = {kind: write_jsonl_gz(Path(output_path) / kind / "docs-00000.jsonl.gz", records) for kind, records in grouped.items()}
+    counts = {
+        kind: write_jsonl_gz(Path(output_path) / kind / "docs-00000.jsonl.gz", records)
+        for kind, records in grouped.items()
+    }
     write_json_atomic(Path(output_path) / STATS_FILE, counts)
     return counts
 
@@ -141,10 +191,16 @@ def slice_components(config: ComponentSlicesConfig, output_path: str) -> dict[st
         names = sorted(name for name, k in config.components.items() if k == kind)
         cache = open_token_cache(path)
         if cache.num_docs < len(names):
-            raise TootsieError(f"kind {kind!r} has {cache.num_docs} documents in {path}, fewer than its {len(names)} components; add text to that kind")
+            raise TootsieError(
+                f"kind {kind!r} has {cache.num_docs} documents in {path}, fewer than its {len(names)} components; add text to that kind"
+            )
         lengths = np.diff(cache.offsets)
         for j, name in enumerate(names):
-            writer = TokenCacheWriter(Path(output_path) / name, vocab_size=int(cache.ledger["vocab_size"]), ledger_extra={"kind": kind, "slice": [j, len(names)]})
+            writer = TokenCacheWriter(
+                Path(output_path) / name,
+                vocab_size=int(cache.ledger["vocab_size"]),
+                ledger_extra={"kind": kind, "slice": [j, len(names)]},
+            )
             for doc in range(j, cache.num_docs, len(names)):
                 writer.append_flat(cache.document(doc), lengths[doc : doc + 1])
             ledger = writer.close()
@@ -171,11 +227,22 @@ def concatenate_caches(config: ConcatCachesConfig, output_path: str) -> dict[str
     """One cache holding the documents of `config.caches` in order; its ledger records where each input starts."""
     opened = [open_token_cache(path) for path in config.caches]
     budget = config.tokens_each
-    counts = [cache.num_docs if budget is None else max(1, int(np.searchsorted(cache.offsets, budget, side="left"))) for cache in opened]
-    short = [path for path, cache in zip(config.caches, opened, strict=True) if budget is not None and cache.num_tokens < budget]
+    counts = [
+        cache.num_docs if budget is None else max(1, int(np.searchsorted(cache.offsets, budget, side="left")))
+        for cache in opened
+    ]
+    short = [
+        path
+        for path, cache in zip(config.caches, opened, strict=True)
+        if budget is not None and cache.num_tokens < budget
+    ]
     if short:
         raise TootsieError(f"caches {short} hold fewer than tokens_each={budget} tokens; lower tokens_each or add text")
-    writer = TokenCacheWriter(output_path, vocab_size=max(int(cache.ledger["vocab_size"]) for cache in opened), ledger_extra={"doc_starts": np.cumsum([0, *counts]).tolist()})
+    writer = TokenCacheWriter(
+        output_path,
+        vocab_size=max(int(cache.ledger["vocab_size"]) for cache in opened),
+        ledger_extra={"doc_starts": np.cumsum([0, *counts]).tolist()},
+    )
     for cache, count in zip(opened, counts, strict=True):
         writer.append_flat(np.asarray(cache.tokens[: cache.offsets[count]]), np.diff(cache.offsets[: count + 1]))
     return writer.close()
@@ -197,18 +264,38 @@ class TinyData:
 
 def tiny_data_steps(corpus: TinyCorpusConfig = TinyCorpusConfig()) -> TinyData:
     """The tiny data steps (shared by every tiny run: every component of `COMPONENT_KINDS` is sliced) and references to their outputs."""
-    raw = Step("tiny/raw", build_tiny_corpus, corpus, description="stdlib code/docstrings/pydoc topics and synthetic math/instructions, by kind")
+    raw = Step(
+        "tiny/raw",
+        build_tiny_corpus,
+        corpus,
+        description="stdlib code/docstrings/pydoc topics and synthetic math/instructions, by kind",
+    )
     splits = {}
     for kind in KINDS:
         docs = Step(f"tiny/normalized/{kind}", normalize, NormalizeConfig(inputs=(raw.ref(kind),), engine=INLINE))
-        splits[kind] = Step(f"tiny/split/{kind}", split_documents, SplitConfig(input=docs.ref(), heldout_fraction=HELDOUT_FRACTION))
-    tokenizer = Step("tiny/tokenizer", train_tokenizer, TokenizerTrainConfig(inputs=tuple(splits[k].ref("train") for k in KINDS), vocab_size=TINY_VOCAB))
+        splits[kind] = Step(
+            f"tiny/split/{kind}", split_documents, SplitConfig(input=docs.ref(), heldout_fraction=HELDOUT_FRACTION)
+        )
+    tokenizer = Step(
+        "tiny/tokenizer",
+        train_tokenizer,
+        TokenizerTrainConfig(inputs=tuple(splits[k].ref("train") for k in KINDS), vocab_size=TINY_VOCAB),
+    )
     tokenizer_file = tokenizer.ref("tokenizer.json")
     caches = {
-        (kind, split): Step(f"tiny/tokenized/{kind}/{split}", tokenize_documents, TokenizeConfig(input=splits[kind].ref(split), tokenizer=tokenizer_file, engine=INLINE))
+        (kind, split): Step(
+            f"tiny/tokenized/{kind}/{split}",
+            tokenize_documents,
+            TokenizeConfig(input=splits[kind].ref(split), tokenizer=tokenizer_file, engine=INLINE),
+        )
         for kind in KINDS
         for split in ("train", "heldout")
     }
     train = {kind: caches[kind, "train"].ref() for kind in KINDS}
     sliced = Step("tiny/components", slice_components, ComponentSlicesConfig(caches=train, components=COMPONENT_KINDS))
-    return TinyData(tokenizer_file, train, {kind: caches[kind, "heldout"].ref() for kind in KINDS}, {name: sliced.ref(name) for name in COMPONENT_KINDS})
+    return TinyData(
+        tokenizer_file,
+        train,
+        {kind: caches[kind, "heldout"].ref() for kind in KINDS},
+        {name: sliced.ref(name) for name in COMPONENT_KINDS},
+    )

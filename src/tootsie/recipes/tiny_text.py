@@ -27,12 +27,58 @@ from collections.abc import Callable
 import numpy as np
 
 NAMES = (
-    "Maya", "Liam", "Noah", "Emma", "Ava", "Lucas", "Mia", "Ethan", "Zoe", "Omar", "Priya", "Kenji", "Sofia", "Mateo", "Leila", "Ivan",
-    "Grace", "Hugo", "Nora", "Felix", "Amara", "Tariq", "Elena", "Jonas", "Wei", "Rosa", "Diego", "Hana", "Samir", "Ingrid",
+    "Maya",
+    "Liam",
+    "Noah",
+    "Emma",
+    "Ava",
+    "Lucas",
+    "Mia",
+    "Ethan",
+    "Zoe",
+    "Omar",
+    "Priya",
+    "Kenji",
+    "Sofia",
+    "Mateo",
+    "Leila",
+    "Ivan",
+    "Grace",
+    "Hugo",
+    "Nora",
+    "Felix",
+    "Amara",
+    "Tariq",
+    "Elena",
+    "Jonas",
+    "Wei",
+    "Rosa",
+    "Diego",
+    "Hana",
+    "Samir",
+    "Ingrid",
 )
 ITEMS = (
-    "apples", "pencils", "marbles", "stickers", "cookies", "books", "stamps", "shells", "cards", "buttons",
-    "oranges", "crayons", "coins", "beads", "tickets", "muffins", "plums", "candles", "ribbons", "blocks",
+    "apples",
+    "pencils",
+    "marbles",
+    "stickers",
+    "cookies",
+    "books",
+    "stamps",
+    "shells",
+    "cards",
+    "buttons",
+    "oranges",
+    "crayons",
+    "coins",
+    "beads",
+    "tickets",
+    "muffins",
+    "plums",
+    "candles",
+    "ribbons",
+    "blocks",
 )
 CONTAINERS = ("box", "basket", "jar", "bag", "crate", "drawer", "bucket", "tin")
 DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
@@ -40,8 +86,32 @@ GROUPS = ("friends", "children", "teams", "neighbors", "classmates", "cousins")
 SHOPS = ("market", "bakery", "shop", "kiosk", "store", "stall")
 SUBJECTS = ("music", "soccer", "chess", "painting", "science", "history", "swimming", "drama")
 WORDS = (
-    "apple", "river", "garden", "window", "silver", "planet", "forest", "candle", "market", "pencil", "rocket", "yellow", "bridge",
-    "island", "violin", "orange", "shadow", "marble", "winter", "button", "castle", "dragon", "meadow", "copper", "lantern", "harbor",
+    "apple",
+    "river",
+    "garden",
+    "window",
+    "silver",
+    "planet",
+    "forest",
+    "candle",
+    "market",
+    "pencil",
+    "rocket",
+    "yellow",
+    "bridge",
+    "island",
+    "violin",
+    "orange",
+    "shadow",
+    "marble",
+    "winter",
+    "button",
+    "castle",
+    "dragon",
+    "meadow",
+    "copper",
+    "lantern",
+    "harbor",
 )
 
 
@@ -61,62 +131,130 @@ def _two(rng: np.random.Generator, options: tuple[str, ...]) -> tuple[str, str]:
 
 def _t_more(rng: np.random.Generator) -> tuple[str, int]:
     (name, other), item, a, b = _name_pair(rng), _pick(rng, ITEMS), int(rng.integers(3, 60)), int(rng.integers(2, 40))
-    return f"{name} has {a} {item}. On {_pick(rng, DAYS)}, {other} gives {name} {b} more {item}. How many {item} does {name} have now?", a + b
+    return (
+        f"{name} has {a} {item}. On {_pick(rng, DAYS)}, {other} gives {name} {b} more {item}. How many {item} does {name} have now?",
+        a + b,
+    )
 
 
 def _t_packs(rng: np.random.Generator) -> tuple[str, int]:
-    name, item, day, a, b = _pick(rng, NAMES), _pick(rng, ITEMS), _pick(rng, DAYS), int(rng.integers(2, 13)), int(rng.integers(3, 25))
-    return f"On {day}, {name} bought {a} packs of {item} with {b} {item} in each pack. How many {item} did {name} buy on {day}?", a * b
+    name, item, day, a, b = (
+        _pick(rng, NAMES),
+        _pick(rng, ITEMS),
+        _pick(rng, DAYS),
+        int(rng.integers(2, 13)),
+        int(rng.integers(3, 25)),
+    )
+    return (
+        f"On {day}, {name} bought {a} packs of {item} with {b} {item} in each pack. How many {item} did {name} buy on {day}?",
+        a * b,
+    )
 
 
 def _t_container(rng: np.random.Generator) -> tuple[str, int]:
     name, item, box, day = _pick(rng, NAMES), _pick(rng, ITEMS), _pick(rng, CONTAINERS), _pick(rng, DAYS)
     a, b, c = int(rng.integers(20, 90)), int(rng.integers(2, 19)), int(rng.integers(2, 30))
-    return f"A {box} holds {a} {item}. On {day}, {name} takes out {b} {item} and puts in {c}. How many {item} are in the {box} after {day}?", a - b + c
+    return (
+        f"A {box} holds {a} {item}. On {day}, {name} takes out {b} {item} and puts in {c}. How many {item} are in the {box} after {day}?",
+        a - b + c,
+    )
 
 
 def _t_pages(rng: np.random.Generator) -> tuple[str, int]:
     name, (day, day2) = _pick(rng, NAMES), _two(rng, DAYS)
     a, b = int(rng.integers(5, 60)), int(rng.integers(5, 60))
     c = a + b + int(rng.integers(10, 200))
-    return f"{name} reads {a} pages on {day} and {b} pages on {day2}. The book has {c} pages. How many pages does {name} have left after {day2}?", c - a - b
+    return (
+        f"{name} reads {a} pages on {day} and {b} pages on {day2}. The book has {c} pages. How many pages does {name} have left after {day2}?",
+        c - a - b,
+    )
 
 
 def _t_wage(rng: np.random.Generator) -> tuple[str, int]:
-    name, shop, day, a, b = _pick(rng, NAMES), _pick(rng, SHOPS), _pick(rng, DAYS), int(rng.integers(8, 40)), int(rng.integers(2, 11))
-    return f"{name} earns {a} dollars an hour at the {shop} and works {b} hours on {day}. How much does {name} earn at the {shop} on {day}?", a * b
+    name, shop, day, a, b = (
+        _pick(rng, NAMES),
+        _pick(rng, SHOPS),
+        _pick(rng, DAYS),
+        int(rng.integers(8, 40)),
+        int(rng.integers(2, 11)),
+    )
+    return (
+        f"{name} earns {a} dollars an hour at the {shop} and works {b} hours on {day}. How much does {name} earn at the {shop} on {day}?",
+        a * b,
+    )
 
 
 def _t_share(rng: np.random.Generator) -> tuple[str, int]:
-    item, group, day, b, k = _pick(rng, ITEMS), _pick(rng, GROUPS), _pick(rng, DAYS), int(rng.integers(2, 12)), int(rng.integers(2, 15))
-    return f"There are {b * k} {item} shared equally among {b} {group} on {day}. How many {item} does each of the {b} {group} get?", k
+    item, group, day, b, k = (
+        _pick(rng, ITEMS),
+        _pick(rng, GROUPS),
+        _pick(rng, DAYS),
+        int(rng.integers(2, 12)),
+        int(rng.integers(2, 15)),
+    )
+    return (
+        f"There are {b * k} {item} shared equally among {b} {group} on {day}. How many {item} does each of the {b} {group} get?",
+        k,
+    )
 
 
 def _t_run(rng: np.random.Generator) -> tuple[str, int]:
-    name, day, a, b, c = _pick(rng, NAMES), _pick(rng, DAYS), int(rng.integers(2, 15)), int(rng.integers(3, 10)), int(rng.integers(1, 25))
-    return f"{name} runs {a} kilometers each morning for {b} days and {c} kilometers on {day}. How many kilometers did {name} run in total?", a * b + c
+    name, day, a, b, c = (
+        _pick(rng, NAMES),
+        _pick(rng, DAYS),
+        int(rng.integers(2, 15)),
+        int(rng.integers(3, 10)),
+        int(rng.integers(1, 25)),
+    )
+    return (
+        f"{name} runs {a} kilometers each morning for {b} days and {c} kilometers on {day}. How many kilometers did {name} run in total?",
+        a * b + c,
+    )
 
 
 def _t_change(rng: np.random.Generator) -> tuple[str, int]:
     name, item, shop = _pick(rng, NAMES), _pick(rng, ITEMS), _pick(rng, SHOPS)
     a, c = int(rng.integers(2, 15)), int(rng.integers(2, 9))
     b = a * c + int(rng.integers(1, 50))
-    return f"A {shop} sells {item} at {a} dollars each. {name} pays {b} dollars for {c} {item}. How much change does {name} get from the {shop}?", b - a * c
+    return (
+        f"A {shop} sells {item} at {a} dollars each. {name} pays {b} dollars for {c} {item}. How much change does {name} get from the {shop}?",
+        b - a * c,
+    )
 
 
 def _t_age(rng: np.random.Generator) -> tuple[str, int]:
-    (name, other), a, b, c = _name_pair(rng), int(rng.integers(4, 50)), int(rng.integers(1, 30)), int(rng.integers(2, 20))
-    return f"{name} is {a} years old. {other} is {b} years older than {name}. How old will {other} be in {c} years?", a + b + c
+    (name, other), a, b, c = (
+        _name_pair(rng),
+        int(rng.integers(4, 50)),
+        int(rng.integers(1, 30)),
+        int(rng.integers(2, 20)),
+    )
+    return (
+        f"{name} is {a} years old. {other} is {b} years older than {name}. How old will {other} be in {c} years?",
+        a + b + c,
+    )
 
 
 def _t_class(rng: np.random.Generator) -> tuple[str, int]:
     name, (subject, other), a = _pick(rng, NAMES), _two(rng, SUBJECTS), int(rng.integers(15, 45))
     b = int(rng.integers(1, a))
-    return f"{name} has {a} classmates: {b} of them like {subject} and the rest like {other}. How many of the {a} classmates of {name} like {other}?", a - b
+    return (
+        f"{name} has {a} classmates: {b} of them like {subject} and the rest like {other}. How many of the {a} classmates of {name} like {other}?",
+        a - b,
+    )
 
 
 TEMPLATES: tuple[Callable[[np.random.Generator], tuple[str, int]], ...] = (
-    _t_more, _t_packs, _t_container, _t_pages, _t_wage, _t_share, _t_run, _t_change, _t_age, _t_class,
+    _t_more,
+    _t_packs,
+    _t_container,
+    _t_pages,
+    _t_wage,
+    _t_share,
+    _t_run,
+    _t_change,
+    _t_age,
+    _t_class,
 )
 
 

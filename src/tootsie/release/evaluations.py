@@ -26,14 +26,24 @@ def bpb_step_results(history: RunHistory) -> list[dict[str, object]]:
         if step.type != "EvalBPBConfig":
             continue
         checkpoints = step.config.get("checkpoints", {})
-        scored = {label: phase_of.get(ref[STEP_KEY]) if isinstance(ref, dict) else None for label, ref in checkpoints.items()}
+        scored = {
+            label: phase_of.get(ref[STEP_KEY]) if isinstance(ref, dict) else None for label, ref in checkpoints.items()
+        }
         results = read_json(step.directory / BPB_FILE)
         if results is None or not any(scored.values()):
             continue
         for label, phase in scored.items():
             for suffix, weights in (("", "model"), ("_ema", "ema")):
                 if f"{label}{suffix}" in results:
-                    rows.append({"label": f"{label}{suffix}", "phase": phase or "initialization", "weights": weights, "step": step.id, "bpb": results[f"{label}{suffix}"]})
+                    rows.append(
+                        {
+                            "label": f"{label}{suffix}",
+                            "phase": phase or "initialization",
+                            "weights": weights,
+                            "step": step.id,
+                            "bpb": results[f"{label}{suffix}"],
+                        }
+                    )
     order = {name: index for index, name in enumerate(["initialization", *(p.name for p in history.phases)])}
     return sorted(rows, key=lambda r: (order.get(str(r["phase"]), len(order)), r["weights"] == "ema", str(r["label"])))
 
@@ -45,5 +55,11 @@ def in_loop_results(history: RunHistory) -> list[dict[str, object]]:
         evaluated = [r for r in phase.metrics() if any(str(k).startswith(IN_LOOP_PREFIX) for k in r)]
         if evaluated:
             last = evaluated[-1]
-            rows.append({"phase": phase.name, "step": last["step"], "bpb": {k[len(IN_LOOP_PREFIX):]: v for k, v in last.items() if k.startswith(IN_LOOP_PREFIX)}})
+            rows.append(
+                {
+                    "phase": phase.name,
+                    "step": last["step"],
+                    "bpb": {k[len(IN_LOOP_PREFIX) :]: v for k, v in last.items() if k.startswith(IN_LOOP_PREFIX)},
+                }
+            )
     return rows

@@ -40,7 +40,9 @@ FIXED_HF_VALUES = {"hidden_act": "silu", "attention_bias": False, "mlp_bias": Fa
 
 def check_expressible(model: dict[str, object], where: str) -> None:
     """Refuse a recorded model config with a feature (a field at a non-default value) that the HF export does not map."""
-    defaults = {f.name: to_plain(f.default) for f in dataclasses.fields(LlamaConfig) if f.default is not dataclasses.MISSING}
+    defaults = {
+        f.name: to_plain(f.default) for f in dataclasses.fields(LlamaConfig) if f.default is not dataclasses.MISSING
+    }
     for name, value in model.items():
         if name in HANDLED_FIELDS or (name in defaults and value == defaults[name]):
             continue
@@ -56,9 +58,13 @@ def choose_architecture(config: LlamaConfig, requested: str | None) -> str:
         raise TootsieError(f"unknown architecture {requested!r}; choose one of {sorted(ARCHITECTURES)}")
     architecture = requested or ("qwen3" if config.qk_norm else "llama")
     if architecture == "llama" and config.qk_norm:
-        raise TootsieError("qk_norm: LlamaForCausalLM has no per-head query/key RMSNorm, so this QK-norm model cannot be exported as llama; export it as qwen3")
+        raise TootsieError(
+            "qk_norm: LlamaForCausalLM has no per-head query/key RMSNorm, so this QK-norm model cannot be exported as llama; export it as qwen3"
+        )
     if architecture == "qwen3" and not config.qk_norm:
-        raise TootsieError("qk_norm: Qwen3ForCausalLM always normalizes queries and keys per head and this model does not (qk_norm is off); export it as llama")
+        raise TootsieError(
+            "qk_norm: Qwen3ForCausalLM always normalizes queries and keys per head and this model does not (qk_norm is off); export it as llama"
+        )
     if architecture == "llama" and config.hidden_dim % config.num_heads:
         raise TootsieError(
             f"head_dim: transformers' LlamaConfig requires hidden_size divisible by num_attention_heads, but this model has "
@@ -67,12 +73,16 @@ def choose_architecture(config: LlamaConfig, requested: str | None) -> str:
     return architecture
 
 
-def hf_config(config: LlamaConfig, architecture: str, bos_id: int, eos_id: int, max_position_embeddings: int) -> dict[str, object]:
+def hf_config(
+    config: LlamaConfig, architecture: str, bos_id: int, eos_id: int, max_position_embeddings: int
+) -> dict[str, object]:
     """The `config.json` contents for `config` exported as `architecture`."""
     class_name, model_type = ARCHITECTURES[architecture]
     payload: dict[str, object] = {"architectures": [class_name], "model_type": model_type}
     payload |= {hf_key: getattr(config, field) for field, hf_key in FIELD_NAMES.items()}
-    payload |= {"hidden_act": "silu", "attention_bias": False} | ({"use_sliding_window": False} if architecture == "qwen3" else {"mlp_bias": False})
+    payload |= {"hidden_act": "silu", "attention_bias": False} | (
+        {"use_sliding_window": False} if architecture == "qwen3" else {"mlp_bias": False}
+    )
     payload |= {
         "head_dim": config.resolved_head_dim,
         "max_position_embeddings": max_position_embeddings,
@@ -97,15 +107,21 @@ def _rope(hf: dict[str, object], where: str) -> tuple[float, Llama3RopeScaling |
     """RoPE theta and scaling from either the transformers 4 (`rope_theta`, `rope_scaling`) or 5 (`rope_parameters`) keys."""
     params = hf.get("rope_parameters") or hf.get("rope_scaling") or {}
     if not isinstance(params, dict):
-        raise TootsieError(f"{where}: rope_parameters {params!r} is not one mapping (per-layer RoPE has no tootsie equivalent)")
+        raise TootsieError(
+            f"{where}: rope_parameters {params!r} is not one mapping (per-layer RoPE has no tootsie equivalent)"
+        )
     theta = float(params.get("rope_theta", hf.get("rope_theta", 10_000.0)))
     if float(params.get("partial_rotary_factor", 1.0)) != 1.0:
-        raise TootsieError(f"{where}: partial_rotary_factor={params['partial_rotary_factor']} (partial RoPE) has no tootsie equivalent")
+        raise TootsieError(
+            f"{where}: partial_rotary_factor={params['partial_rotary_factor']} (partial RoPE) has no tootsie equivalent"
+        )
     rope_type = params.get("rope_type", params.get("type", "default"))
     if rope_type == "default":
         return theta, None
     if rope_type != "llama3":
-        raise TootsieError(f"{where}: rope_type {rope_type!r} has no tootsie equivalent; tootsie supports default and llama3 RoPE")
+        raise TootsieError(
+            f"{where}: rope_type {rope_type!r} has no tootsie equivalent; tootsie supports default and llama3 RoPE"
+        )
     scaling = Llama3RopeScaling(
         factor=float(params["factor"]),
         low_freq_factor=float(params["low_freq_factor"]),
@@ -124,7 +140,9 @@ def llama_config_from_hf(hf: dict[str, object], where: str) -> tuple[LlamaConfig
     architecture = classes[found[0]]
     for key, expected in FIXED_HF_VALUES.items():
         if hf.get(key, expected) != expected:
-            raise TootsieError(f"{where}: {key}={hf[key]!r} has no tootsie equivalent (tootsie's decoder has {key}={expected!r})")
+            raise TootsieError(
+                f"{where}: {key}={hf[key]!r} has no tootsie equivalent (tootsie's decoder has {key}={expected!r})"
+            )
     theta, scaling = _rope(hf, where)
     fields = {field: hf[hf_key] for field, hf_key in FIELD_NAMES.items() if hf_key in hf and hf_key != "rope_theta"}
     try:
@@ -132,7 +150,9 @@ def llama_config_from_hf(hf: dict[str, object], where: str) -> tuple[LlamaConfig
         head_dim = hf.get("head_dim")
         if head_dim is not None and head_dim * hf["num_attention_heads"] == hf["hidden_size"]:
             head_dim = None  # the default width: keep the config identical to the one exported
-        config = LlamaConfig(**fields, head_dim=head_dim, rope_theta=theta, rope_scaling=scaling, qk_norm=architecture == "qwen3")
+        config = LlamaConfig(
+            **fields, head_dim=head_dim, rope_theta=theta, rope_scaling=scaling, qk_norm=architecture == "qwen3"
+        )
     except KeyError as error:
         raise TootsieError(f"{where}: required key {error} is missing") from None
     except (TypeError, ValueError) as error:

@@ -48,7 +48,9 @@ def read_state(checkpoint: Path) -> dict[str, object]:
     """A checkpoint's state.json, which must record the model config."""
     state = load_json(checkpoint / STATE_FILE)
     if not isinstance(state.get("model"), dict):
-        raise TootsieError(f"{checkpoint / STATE_FILE} records no model config (written by an older tootsie); resave the checkpoint with a current trainer")
+        raise TootsieError(
+            f"{checkpoint / STATE_FILE} records no model config (written by an older tootsie); resave the checkpoint with a current trainer"
+        )
     return state
 
 
@@ -68,13 +70,20 @@ def checkpoint_tensors(checkpoint: Path, config: LlamaConfig, weights: str) -> d
     names, shapes, _ = model_layout(config)
     tensors = read_tensors(checkpoint, weights)
     if tensors is None:
-        raise TootsieError(f"checkpoint {checkpoint} has no {weights}.safetensors" + (" (the run trained without EMA); export without --ema" if weights == "ema" else ""))
+        raise TootsieError(
+            f"checkpoint {checkpoint} has no {weights}.safetensors"
+            + (" (the run trained without EMA); export without --ema" if weights == "ema" else "")
+        )
     missing, unexpected = sorted(set(names) - set(tensors)), sorted(set(tensors) - set(names))
     if missing or unexpected:
-        raise TootsieError(f"{checkpoint}/{weights}.safetensors does not match its state.json model config: missing {missing[:3]}, unexpected {unexpected[:3]}")
+        raise TootsieError(
+            f"{checkpoint}/{weights}.safetensors does not match its state.json model config: missing {missing[:3]}, unexpected {unexpected[:3]}"
+        )
     for name, shape in zip(names, shapes):
         if tensors[name].shape != shape.shape:
-            raise TootsieError(f"{checkpoint}/{weights}.safetensors: {name} has shape {tensors[name].shape}, the model config implies {shape.shape}")
+            raise TootsieError(
+                f"{checkpoint}/{weights}.safetensors: {name} has shape {tensors[name].shape}, the model config implies {shape.shape}"
+            )
     return tensors
 
 
@@ -123,7 +132,9 @@ def write_hf_folder(
     weights = "ema" if ema else "model"
     length = context_length(config, training_step(checkpoint))
     special = write_tokenizer_files(tokenizer, directory, length, config.vocab_size)
-    files = write_safetensors(to_hf_tensors(checkpoint_tensors(checkpoint, config, weights), config.num_layers), directory, max_shard_bytes)
+    files = write_safetensors(
+        to_hf_tensors(checkpoint_tensors(checkpoint, config, weights), config.num_layers), directory, max_shard_bytes
+    )
     hf = hf_config(config, chosen, special["bos_token_id"], special["eos_token_id"], length)
     write_json_atomic(directory / "config.json", hf)
     write_json_atomic(directory / "generation_config.json", special)
@@ -141,7 +152,13 @@ def write_hf_folder(
     }
     write_json_atomic(directory / EXPORT_RECORD, record)
     size = sum(f.stat().st_size for f in directory.iterdir() if f.name.endswith(".safetensors"))
-    return {**record, "files": sorted(f.name for f in directory.iterdir()), "weight_files": files, "safetensors_bytes": size, **special}
+    return {
+        **record,
+        "files": sorted(f.name for f in directory.iterdir()),
+        "weight_files": files,
+        "safetensors_bytes": size,
+        **special,
+    }
 
 
 def find_tokenizer(checkpoint: Path, tokenizer: str | Path | None) -> Path:
@@ -151,7 +168,9 @@ def find_tokenizer(checkpoint: Path, tokenizer: str | Path | None) -> Path:
     run = training_step(checkpoint)
     found = training_tokenizer(run) if run is not None else None
     if found is None:
-        raise TootsieError(f"cannot tell which tokenizer trained {checkpoint} (no executor record of its token caches); pass --tokenizer FILE")
+        raise TootsieError(
+            f"cannot tell which tokenizer trained {checkpoint} (no executor record of its token caches); pass --tokenizer FILE"
+        )
     return found
 
 
@@ -168,5 +187,7 @@ def export_hf(
     source = resolve_checkpoint(str(checkpoint))
     tokenizer_path = find_tokenizer(source, tokenizer)
     with staged_directory(Path(out)) as tmp:
-        summary = write_hf_folder(source, tmp, tokenizer_path, ema=ema, architecture=architecture, max_shard_bytes=max_shard_bytes)
+        summary = write_hf_folder(
+            source, tmp, tokenizer_path, ema=ema, architecture=architecture, max_shard_bytes=max_shard_bytes
+        )
     return {"out": str(Path(out).resolve()), **summary}

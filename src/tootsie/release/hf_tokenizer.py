@@ -37,7 +37,9 @@ def training_tokenizer(run: StepInfo) -> Path | None:
             found.add(cache_step.resolve(cache_step.config.get("tokenizer")))
     found.discard(None)
     if len(found) > 1:
-        raise TootsieError(f"the caches of {run.directory} were made with different tokenizers {sorted(map(str, found))}; pass --tokenizer")
+        raise TootsieError(
+            f"the caches of {run.directory} were made with different tokenizers {sorted(map(str, found))}; pass --tokenizer"
+        )
     return found.pop() if found else None
 
 
@@ -46,15 +48,26 @@ def write_tokenizer_files(source: Path, directory: Path, model_max_length: int, 
     tokenizer = load_tokenizer(source)
     bos_id, eos_id = special_ids(tokenizer)
     if tokenizer.get_vocab_size() > vocab_size:
-        raise TootsieError(f"tokenizer {source} has {tokenizer.get_vocab_size()} tokens but the model only {vocab_size} embeddings; export with the run's own tokenizer")
+        raise TootsieError(
+            f"tokenizer {source} has {tokenizer.get_vocab_size()} tokens but the model only {vocab_size} embeddings; export with the run's own tokenizer"
+        )
     tokenizer.post_processor = processors.TemplateProcessing(
         single=f"{BOS_TOKEN} $A:0", pair=f"{BOS_TOKEN} $A:0 {BOS_TOKEN}:1 $B:1", special_tokens=[(BOS_TOKEN, bos_id)]
     )
     tmp = directory / f".{TOKENIZER_FILE}.tmp"
     tokenizer.save(str(tmp))
     tmp.replace(directory / TOKENIZER_FILE)
-    added = {str(token_id): {"content": token.content, "special": True, "lstrip": False, "rstrip": False, "normalized": False, "single_word": False}
-             for token_id, token in sorted(tokenizer.get_added_tokens_decoder().items())}
+    added = {
+        str(token_id): {
+            "content": token.content,
+            "special": True,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "single_word": False,
+        }
+        for token_id, token in sorted(tokenizer.get_added_tokens_decoder().items())
+    }
     write_json_atomic(
         directory / TOKENIZER_CONFIG_FILE,
         {

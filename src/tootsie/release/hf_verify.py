@@ -51,22 +51,30 @@ def greedy_tokens(model: LlamaModel, prompt: list[int], new_tokens: int, eos_id:
     return buffer[0, :length].tolist()
 
 
-def verify_export(directory: Path, checkpoint: Path, *, ema: bool = False, seq_len: int = 32, new_tokens: int = 16, seed: int = 0) -> dict[str, object]:
+def verify_export(
+    directory: Path, checkpoint: Path, *, ema: bool = False, seq_len: int = 32, new_tokens: int = 16, seed: int = 0
+) -> dict[str, object]:
     """Max |logit difference| on random ids and whether greedy generation agrees, tootsie vs transformers."""
     try:
         import torch
         import transformers
     except ImportError as error:
-        raise TootsieError(f"verifying an export needs torch and transformers ({error}); install them with pip install 'tootsie[hf]'") from None
+        raise TootsieError(
+            f"verifying an export needs torch and transformers ({error}); install them with pip install 'tootsie[hf]'"
+        ) from None
     config = model_config_of(checkpoint)
     model = checkpoint_model(checkpoint, config, "ema" if ema else "model")
-    hf_model = transformers.AutoModelForCausalLM.from_pretrained(str(directory), dtype=torch.float32, local_files_only=True).eval()
+    hf_model = transformers.AutoModelForCausalLM.from_pretrained(
+        str(directory), dtype=torch.float32, local_files_only=True
+    ).eval()
     ids = np.random.default_rng(seed).integers(0, config.vocab_size, size=(2, seq_len))
     with torch.no_grad():
         hf_logits = hf_model(torch.tensor(ids)).logits.numpy()
         eos_id = int(hf_model.generation_config.eos_token_id)
         prompt = ids[0, : seq_len // 2].tolist()
-        hf_tokens = hf_model.generate(torch.tensor([prompt]), max_new_tokens=new_tokens, do_sample=False, pad_token_id=eos_id)[0].tolist()
+        hf_tokens = hf_model.generate(
+            torch.tensor([prompt]), max_new_tokens=new_tokens, do_sample=False, pad_token_id=eos_id
+        )[0].tolist()
     ours = np.asarray(_logits(model, jnp.asarray(ids, jnp.int32)))
     tootsie_tokens = greedy_tokens(model, prompt, new_tokens, eos_id)
     return {

@@ -42,7 +42,11 @@ LAYER_TENSORS = {
     ".layers.mlp.w_down": ("mlp.down_proj.weight", True),
 }
 """Stacked tootsie tensor → (HF name inside `model.layers.{i}.`, transposed?)."""
-GLOBAL_TENSORS = {".embed": ("model.embed_tokens.weight", False), ".final_norm.weight": ("model.norm.weight", False), ".lm_head": ("lm_head.weight", True)}
+GLOBAL_TENSORS = {
+    ".embed": ("model.embed_tokens.weight", False),
+    ".final_norm.weight": ("model.norm.weight", False),
+    ".lm_head": ("lm_head.weight", True),
+}
 """Unstacked tootsie tensor → (HF name, transposed?)."""
 SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
@@ -58,7 +62,9 @@ def to_hf_tensors(tensors: dict[str, np.ndarray], num_layers: int) -> dict[str, 
     """HF tensors (in file order: embeddings, layer by layer, norm, head) from tootsie's flat checkpoint tensors."""
     unknown = sorted(set(tensors) - set(LAYER_TENSORS) - set(GLOBAL_TENSORS))
     if unknown:
-        raise TootsieError(f"tensors {unknown[:3]} have no Hugging Face Llama/Qwen3 counterpart; this model cannot be exported")
+        raise TootsieError(
+            f"tensors {unknown[:3]} have no Hugging Face Llama/Qwen3 counterpart; this model cannot be exported"
+        )
     out = {}
     if ".embed" in tensors:
         out["model.embed_tokens.weight"] = _hf(tensors[".embed"], False)
@@ -77,7 +83,11 @@ def model_layout(config: LlamaConfig) -> tuple[list[str], list[jax.ShapeDtypeStr
     """Tensor names, shapes and tree structure of `config`'s parameters, computed without allocating them."""
     abstract = jax.eval_shape(lambda key: LlamaModel(config, key=key), jax.random.PRNGKey(0))
     leaves_with_paths, treedef = jax.tree_util.tree_flatten_with_path(abstract)
-    return [jax.tree_util.keystr(path) for path, _ in leaves_with_paths], [leaf for _, leaf in leaves_with_paths], treedef
+    return (
+        [jax.tree_util.keystr(path) for path, _ in leaves_with_paths],
+        [leaf for _, leaf in leaves_with_paths],
+        treedef,
+    )
 
 
 def _expected_hf_names(names: list[str], num_layers: int) -> dict[str, tuple[str, int | None, bool]]:
@@ -97,10 +107,16 @@ def from_hf_tensors(hf_tensors: dict[str, np.ndarray], config: LlamaConfig, sour
     """The tootsie model whose weights are `hf_tensors`; a missing, extra or misshapen tensor is an error that names it."""
     names, shapes, treedef = model_layout(config)
     expected = _expected_hf_names(names, config.num_layers)
-    present = {k for k in hf_tensors if not k.endswith(IGNORED_HF_SUFFIXES) and not (config.tie_embeddings and k == "lm_head.weight")}
+    present = {
+        k
+        for k in hf_tensors
+        if not k.endswith(IGNORED_HF_SUFFIXES) and not (config.tie_embeddings and k == "lm_head.weight")
+    }
     missing, unexpected = sorted(set(expected) - present), sorted(present - set(expected))
     if missing or unexpected:
-        raise TootsieError(f"{source}: tensors do not match the config: missing {missing[:3]}, unexpected {unexpected[:3]}")
+        raise TootsieError(
+            f"{source}: tensors do not match the config: missing {missing[:3]}, unexpected {unexpected[:3]}"
+        )
     flat: dict[str, np.ndarray] = {}
     per_layer: dict[str, dict[int, np.ndarray]] = {}
     for hf_name, (name, layer, transposed) in expected.items():
@@ -113,7 +129,9 @@ def from_hf_tensors(hf_tensors: dict[str, np.ndarray], config: LlamaConfig, sour
     leaves = []
     for name, shape in zip(names, shapes):
         if flat[name].shape != shape.shape:
-            raise TootsieError(f"{source}: {name} has shape {flat[name].shape} after conversion, the config implies {shape.shape}")
+            raise TootsieError(
+                f"{source}: {name} has shape {flat[name].shape} after conversion, the config implies {shape.shape}"
+            )
         leaves.append(jnp.asarray(flat[name], dtype=shape.dtype))
     return jax.tree_util.tree_unflatten(treedef, leaves)
 
@@ -158,7 +176,9 @@ def read_safetensors(directory: Path) -> dict[str, np.ndarray]:
     elif (directory / SINGLE_FILE).is_file():
         files = [SINGLE_FILE]
     else:
-        raise TootsieError(f"{directory} has neither {SINGLE_FILE} nor {INDEX_FILE}; point at a Hugging Face model directory")
+        raise TootsieError(
+            f"{directory} has neither {SINGLE_FILE} nor {INDEX_FILE}; point at a Hugging Face model directory"
+        )
     tensors = {}
     for file in files:
         if not (directory / file).is_file():

@@ -67,23 +67,44 @@ def treatments(steps: list[StepInfo]) -> dict[str, list[dict[str, object]]]:
     for step in steps:
         stats = step.stats() or {}
         if step.type == "NormalizeConfig":
-            out["dedup"].append({"name": "exact_content", "applied_by": step.id, "rule": "identical text (same xxh3_128 id)", "documents_removed": stats.get("exact_duplicates")})
+            out["dedup"].append(
+                {
+                    "name": "exact_content",
+                    "applied_by": step.id,
+                    "rule": "identical text (same xxh3_128 id)",
+                    "documents_removed": stats.get("exact_duplicates"),
+                }
+            )
             rejected = stats.get("rejected") or {}
-            out["filters"].append({"name": "normalize_guards", "applied_by": step.id, "settings": _settings(step), "documents_removed": sum(rejected.values()), "by_reason": rejected})
+            out["filters"].append(
+                {
+                    "name": "normalize_guards",
+                    "applied_by": step.id,
+                    "settings": _settings(step),
+                    "documents_removed": sum(rejected.values()),
+                    "by_reason": rejected,
+                }
+            )
         if step.type != "ConsolidateConfig":
             continue
         for rule in step.config.get("attributes", []):
             scored_by = read_step(step.resolve(rule["attributes"]))
             kind = TREATMENT_OF_ATTRIBUTE.get(scored_by.type if scored_by else "", "filters")
-            out[kind].append({
-                "name": rule["name"],
-                "applied_by": step.id,
-                "attribute_step": scored_by.id if scored_by else str(step.resolve(rule["attributes"])),
-                "drop_when": {key: rule[key] for key in ("column", "drop_value", "drop_above", "drop_below") if rule.get(key) is not None},
-                "settings": _settings(scored_by) if scored_by else None,
-                "documents_removed": (stats.get("removed_by") or {}).get(rule["name"]),
-                "chars_removed": (stats.get("chars_removed_by") or {}).get(rule["name"]),
-            })
+            out[kind].append(
+                {
+                    "name": rule["name"],
+                    "applied_by": step.id,
+                    "attribute_step": scored_by.id if scored_by else str(step.resolve(rule["attributes"])),
+                    "drop_when": {
+                        key: rule[key]
+                        for key in ("column", "drop_value", "drop_above", "drop_below")
+                        if rule.get(key) is not None
+                    },
+                    "settings": _settings(scored_by) if scored_by else None,
+                    "documents_removed": (stats.get("removed_by") or {}).get(rule["name"]),
+                    "chars_removed": (stats.get("chars_removed_by") or {}).get(rule["name"]),
+                }
+            )
     return out
 
 
@@ -110,7 +131,9 @@ def mixture_of(phase: Phase) -> MixtureConfig | None:
     """The phase's MixtureConfig rebuilt from its executor record (cache refs as paths), or None without a record."""
     if phase.step is None:
         return None
-    return from_plain(MixtureConfig, plain(phase.step.config["data"], phase.step), f"{phase.step.directory}: config.data")
+    return from_plain(
+        MixtureConfig, plain(phase.step.config["data"], phase.step), f"{phase.step.directory}: config.data"
+    )
 
 
 def component_tokens(mixture: MixtureConfig, start: int, end: int) -> np.ndarray:
@@ -135,12 +158,14 @@ def phase_stages(mixture: MixtureConfig, start: int, end: int) -> list[dict[str,
         stop = mixture.stages[index + 1].start_step if index + 1 < len(mixture.stages) else end
         if stage.start_step < end and stop > start:
             weights = mixture.weights_at(stage.start_step + stage.transition_steps)
-            stages.append({
-                "start_step": max(stage.start_step, start),
-                "end_step": min(stop, end),
-                "transition_steps": stage.transition_steps,
-                "weights": {name: round(float(w), 6) for name, w in zip(mixture.component_names, weights)},
-            })
+            stages.append(
+                {
+                    "start_step": max(stage.start_step, start),
+                    "end_step": min(stop, end),
+                    "transition_steps": stage.transition_steps,
+                    "weights": {name: round(float(w), 6) for name, w in zip(mixture.component_names, weights)},
+                }
+            )
     return stages
 
 
@@ -150,9 +175,20 @@ def mixture_manifest(history: RunHistory) -> dict[str, Any]:
     phases = []
     for phase in history.phases:
         mixture = mixture_of(phase)
-        entry: dict[str, Any] = {"phase": phase.name, "step": phase.step.id if phase.step else None, "steps": [phase.start_step, phase.end_step], "tokens": [phase.start_tokens, phase.end_tokens]}
+        entry: dict[str, Any] = {
+            "phase": phase.name,
+            "step": phase.step.id if phase.step else None,
+            "steps": [phase.start_step, phase.end_step],
+            "tokens": [phase.start_tokens, phase.end_tokens],
+        }
         if mixture is None:
-            phases.append({**entry, "mixture": None, "note": f"{phase.directory} was not trained through the executor, so its data mixture was not recorded"})
+            phases.append(
+                {
+                    **entry,
+                    "mixture": None,
+                    "note": f"{phase.directory} was not trained through the executor, so its data mixture was not recorded",
+                }
+            )
             continue
         drawn = component_tokens(mixture, phase.start_step, phase.end_step)
         components = {}
@@ -160,23 +196,52 @@ def mixture_manifest(history: RunHistory) -> dict[str, Any]:
             cache = Path(mixture.caches[name])
             dataset = datasets.setdefault(str(cache), {"name": name, **dataset_entry(cache), "phases": {}})
             epochs = float(tokens) / dataset["tokens"] if dataset["tokens"] else None
-            components[name] = {"dataset": dataset["step"] or dataset["path"], "tokens": int(round(tokens)), "epochs": epochs}
-            dataset["phases"][phase.name] = {"tokens": int(round(tokens)), "epochs": epochs, "weights": [s["weights"][name] for s in phase_stages(mixture, phase.start_step, phase.end_step)]}
-        phases.append({**entry, "seq_len": mixture.seq_len, "seed": mixture.seed, "permutation": kind_of(mixture.permutation),
-                       "permutation_config": to_plain(mixture.permutation), "block_size": mixture.block_size,
-                       "stages": phase_stages(mixture, phase.start_step, phase.end_step), "components": components})
-    return {"format": MANIFEST_FORMAT, "released": history.final.revision, "tokenizer": _tokenizer(list(datasets.values())), "datasets": list(datasets.values()), "phases": phases}
+            components[name] = {
+                "dataset": dataset["step"] or dataset["path"],
+                "tokens": int(round(tokens)),
+                "epochs": epochs,
+            }
+            dataset["phases"][phase.name] = {
+                "tokens": int(round(tokens)),
+                "epochs": epochs,
+                "weights": [s["weights"][name] for s in phase_stages(mixture, phase.start_step, phase.end_step)],
+            }
+        phases.append(
+            {
+                **entry,
+                "seq_len": mixture.seq_len,
+                "seed": mixture.seed,
+                "permutation": kind_of(mixture.permutation),
+                "permutation_config": to_plain(mixture.permutation),
+                "block_size": mixture.block_size,
+                "stages": phase_stages(mixture, phase.start_step, phase.end_step),
+                "components": components,
+            }
+        )
+    return {
+        "format": MANIFEST_FORMAT,
+        "released": history.final.revision,
+        "tokenizer": _tokenizer(list(datasets.values())),
+        "datasets": list(datasets.values()),
+        "phases": phases,
+    }
 
 
 def _tokenizer(datasets: list[dict[str, Any]]) -> dict[str, object] | None:
     """The tokenizer every dataset was tokenized with (one, or an error), from the tokenize step's record."""
     hashes = {d["tokenizer_sha256"] for d in datasets}
     if len(hashes) > 1:
-        raise TootsieError(f"the datasets were tokenized with different tokenizers (sha256 {sorted(map(str, hashes))}); a release needs one tokenizer")
+        raise TootsieError(
+            f"the datasets were tokenized with different tokenizers (sha256 {sorted(map(str, hashes))}); a release needs one tokenizer"
+        )
     for dataset in datasets:
         step = read_step(Path(dataset["path"]))
         source = step.resolve(step.config.get("tokenizer")) if step is not None else None
         if source is not None and source.is_file():
             tokenizer_step = read_step(source.parent)
-            return {"sha256": file_sha256(source), "path": str(source), "step": tokenizer_step.id if tokenizer_step else None}
+            return {
+                "sha256": file_sha256(source),
+                "path": str(source),
+                "step": tokenizer_step.id if tokenizer_step else None,
+            }
     return {"sha256": hashes.pop(), "path": None, "step": None} if hashes else None

@@ -74,8 +74,14 @@ def architecture_section(config: LlamaConfig, export: dict[str, Any]) -> str:
     """The architecture table (Marin's "Architecture Details")."""
     scaling = config.rope_scaling
     rows = [
-        ("Architecture", f"`{export['architecture']}`" + (" (Llama with Qwen3-style QK-norm)" if config.qk_norm else "")),
-        ("Parameters", f"{config.num_parameters():,} ({config.num_parameters(include_embeddings=False):,} without embeddings)"),
+        (
+            "Architecture",
+            f"`{export['architecture']}`" + (" (Llama with Qwen3-style QK-norm)" if config.qk_norm else ""),
+        ),
+        (
+            "Parameters",
+            f"{config.num_parameters():,} ({config.num_parameters(include_embeddings=False):,} without embeddings)",
+        ),
         ("Hidden size", config.hidden_dim),
         ("Feedforward size", config.intermediate_dim),
         ("Number of layers", config.num_layers),
@@ -83,7 +89,11 @@ def architecture_section(config: LlamaConfig, export: dict[str, Any]) -> str:
         ("Number of KV heads", config.num_kv_heads),
         ("Head dimension", config.resolved_head_dim),
         ("Vocabulary size", config.vocab_size),
-        ("RoPE", f"theta {config.rope_theta:g}" + (f", Llama 3 scaling ×{scaling.factor:g} from {scaling.original_max_position}" if scaling else "")),
+        (
+            "RoPE",
+            f"theta {config.rope_theta:g}"
+            + (f", Llama 3 scaling ×{scaling.factor:g} from {scaling.original_max_position}" if scaling else ""),
+        ),
         ("QK-norm", "yes" if config.qk_norm else "no"),
         ("Tied embeddings", "yes" if config.tie_embeddings else "no"),
         ("RMSNorm epsilon", f"{config.norm_eps:g}"),
@@ -96,10 +106,22 @@ def checkpoints_section(history: RunHistory, revisions: Sequence[str]) -> str:
     rows = []
     for phase in history.phases:
         for c in phase.checkpoints:
-            name = f"**{c.revision}** (this folder)" if c == history.final else (f"[{c.revision}](revisions/{c.revision})" if c.revision in revisions else c.revision)
+            name = (
+                f"**{c.revision}** (this folder)"
+                if c == history.final
+                else (f"[{c.revision}](revisions/{c.revision})" if c.revision in revisions else c.revision)
+            )
             rows.append((name, phase.name, c.step, f"{c.tokens:,} ({_tokens(c.tokens)})", "yes" if c.has_ema else "no"))
-    note = "Exported intermediate checkpoints are under `revisions/`." if revisions else "Intermediate checkpoints are listed for reference; export any of them with `tootsie export hf CHECKPOINT`."
-    return "## Checkpoints\n\n" + _table(("Revision", "Phase", "Step", "Training tokens", "EMA saved"), rows) + f"\n\n{note}"
+    note = (
+        "Exported intermediate checkpoints are under `revisions/`."
+        if revisions
+        else "Intermediate checkpoints are listed for reference; export any of them with `tootsie export hf CHECKPOINT`."
+    )
+    return (
+        "## Checkpoints\n\n"
+        + _table(("Revision", "Phase", "Step", "Training tokens", "EMA saved"), rows)
+        + f"\n\n{note}"
+    )
 
 
 def inference_section(name: str) -> str:
@@ -132,18 +154,40 @@ def phases_section(history: RunHistory) -> str:
     for phase in history.phases:
         schedule = _inline(_lookup(phase.train_config, "schedule")) if phase.train_config else "not recorded"
         origin = f"`{_relative(phase.warm_start, phase)}`" if phase.warm_start else "random init"
-        rows.append((f"*{phase.name}*", f"{phase.start_step} → {phase.end_step}", f"{_tokens(phase.start_tokens)} → {_tokens(phase.end_tokens)}", origin, schedule))
+        rows.append(
+            (
+                f"*{phase.name}*",
+                f"{phase.start_step} → {phase.end_step}",
+                f"{_tokens(phase.start_tokens)} → {_tokens(phase.end_tokens)}",
+                origin,
+                schedule,
+            )
+        )
     return "## Training phases\n\n" + _table(("Phase", "Steps", "Tokens", "Started from", "LR schedule"), rows)
 
 
 def _weights(stages: list[dict[str, Any]], name: str) -> str:
-    return " → ".join(f"{s['weights'][name]:.3g}" + (f" (from step {s['start_step']})" if len(stages) > 1 else "") for s in stages)
+    return " → ".join(
+        f"{s['weights'][name]:.3g}" + (f" (from step {s['start_step']})" if len(stages) > 1 else "") for s in stages
+    )
+
+
+def _listed(transforms: list[dict[str, Any]]) -> str:
+    """One cell of the processing table: each transform's name, with the documents it removed when recorded."""
+    found = [
+        f"{t['name']} (−{t['documents_removed']} docs)" if t.get("documents_removed") is not None else t["name"]
+        for t in transforms
+    ]
+    return ", ".join(found) or "none recorded"
 
 
 def mixture_section(manifest: dict[str, Any]) -> str:
     """Per phase, every dataset's weight, tokens drawn and oversampling; then the processing each dataset went through."""
     datasets = {d["step"] or d["path"]: d for d in manifest["datasets"]}
-    parts = ["## Data mixture", f"Full details, including every upstream step and its statistics, are in [`{MANIFEST_FILE}`]({MANIFEST_FILE})."]
+    parts = [
+        "## Data mixture",
+        f"Full details, including every upstream step and its statistics, are in [`{MANIFEST_FILE}`]({MANIFEST_FILE}).",
+    ]
     for phase in manifest["phases"]:
         parts.append(f"### Phase *{phase['phase']}* (steps {phase['steps'][0]} → {phase['steps'][1]})")
         if phase.get("components") is None:
@@ -153,15 +197,34 @@ def mixture_section(manifest: dict[str, Any]) -> str:
         for name, component in phase["components"].items():
             dataset = datasets[component["dataset"]]
             epochs = component["epochs"]
-            rows.append((name, f"`{dataset['step'] or dataset['path']}`", f"{dataset['documents']:,}", _tokens(dataset["tokens"]), _weights(phase["stages"], name),
-                         _tokens(component["tokens"]), f"{epochs:.3f}" if epochs is not None else "-"))
-        parts.append(_table(("Dataset", "Token cache step", "Documents", "Tokens", "Weight", "Tokens drawn", "Epochs (oversampling)"), rows))
+            rows.append(
+                (
+                    name,
+                    f"`{dataset['step'] or dataset['path']}`",
+                    f"{dataset['documents']:,}",
+                    _tokens(dataset["tokens"]),
+                    _weights(phase["stages"], name),
+                    _tokens(component["tokens"]),
+                    f"{epochs:.3f}" if epochs is not None else "-",
+                )
+            )
+        parts.append(
+            _table(
+                (
+                    "Dataset",
+                    "Token cache step",
+                    "Documents",
+                    "Tokens",
+                    "Weight",
+                    "Tokens drawn",
+                    "Epochs (oversampling)",
+                ),
+                rows,
+            )
+        )
     rows = []
     for dataset in manifest["datasets"]:
-        def listed(kind: str) -> str:
-            found = [f"{t['name']} (−{t['documents_removed']} docs)" if t.get("documents_removed") is not None else t["name"] for t in dataset[kind]]
-            return ", ".join(found) or "none recorded"
-        rows.append((dataset["name"], listed("filters"), listed("dedup"), listed("decontamination")))
+        rows.append((dataset["name"], *(_listed(dataset[kind]) for kind in ("filters", "dedup", "decontamination"))))
     parts += ["### Data processing", _table(("Dataset", "Filters", "Deduplication", "Decontamination"), rows)]
     tokenizer = manifest.get("tokenizer")
     if tokenizer:
@@ -183,14 +246,29 @@ def evaluation_section(bpb_rows: list[dict[str, Any]], in_loop_rows: list[dict[s
     parts = ["## Evaluation"]
     if bpb_rows:
         domains = sorted(bpb_rows[0]["bpb"], key=lambda d: (d in AVERAGES, d))
-        rows = [(r["label"], r["phase"], r["weights"], *(f"{r['bpb'].get(d, float('nan')):.4f}" for d in domains)) for r in bpb_rows]
-        parts += [f"Held-out bits per byte (lower is better), from `{bpb_rows[0]['step']}`:", _table(("Checkpoint", "Phase", "Weights", *domains), rows)]
+        rows = [
+            (r["label"], r["phase"], r["weights"], *(f"{r['bpb'].get(d, float('nan')):.4f}" for d in domains))
+            for r in bpb_rows
+        ]
+        parts += [
+            f"Held-out bits per byte (lower is better), from `{bpb_rows[0]['step']}`:",
+            _table(("Checkpoint", "Phase", "Weights", *domains), rows),
+        ]
     if in_loop_rows:
         domains = sorted({d for r in in_loop_rows for d in r["bpb"]})
-        rows = [(r["phase"], r["step"], *(f"{r['bpb'][d]:.4f}" if isinstance(r["bpb"].get(d), (int, float)) else "-" for d in domains)) for r in in_loop_rows]
+        rows = [
+            (
+                r["phase"],
+                r["step"],
+                *(f"{r['bpb'][d]:.4f}" if isinstance(r["bpb"].get(d), (int, float)) else "-" for d in domains),
+            )
+            for r in in_loop_rows
+        ]
         parts += ["Last in-loop evaluation of each phase (bits per byte):", _table(("Phase", "Step", *domains), rows)]
     if len(parts) == 1:
-        parts.append("No evaluation of this run was recorded (run `tootsie eval bpb` or an `EvalBPBConfig` step on its checkpoints).")
+        parts.append(
+            "No evaluation of this run was recorded (run `tootsie eval bpb` or an `EvalBPBConfig` step on its checkpoints)."
+        )
     return "\n\n".join(parts)
 
 
@@ -206,21 +284,50 @@ def provenance_section(history: RunHistory) -> str:
     for phase in history.phases:
         record = phase.step.record if phase.step is not None else {}
         git = record.get("git") or {}
-        lines.append(f"- Phase *{phase.name}*: `{phase.step.id if phase.step else phase.directory}`, tootsie {record.get('tootsie_version', '?')}, commit `{git.get('tootsie') or 'unknown'}`")
+        lines.append(
+            f"- Phase *{phase.name}*: `{phase.step.id if phase.step else phase.directory}`, tootsie {record.get('tootsie_version', '?')}, commit `{git.get('tootsie') or 'unknown'}`"
+        )
     return "\n".join(lines)
 
 
-def model_card(name: str, config: LlamaConfig, history: RunHistory, manifest: dict[str, Any], export: dict[str, Any],
-               bpb_rows: list[dict[str, Any]], in_loop_rows: list[dict[str, Any]], revisions: Sequence[str] = ()) -> str:
+def model_card(
+    name: str,
+    config: LlamaConfig,
+    history: RunHistory,
+    manifest: dict[str, Any],
+    export: dict[str, Any],
+    bpb_rows: list[dict[str, Any]],
+    in_loop_rows: list[dict[str, Any]],
+    revisions: Sequence[str] = (),
+) -> str:
     """The README.md text."""
     final = history.final
-    weights = "an exponential moving average (EMA) of the weights" if export["weights"] == "ema" else "the raw (non-EMA) weights"
+    weights = (
+        "an exponential moving average (EMA) of the weights"
+        if export["weights"] == "ema"
+        else "the raw (non-EMA) weights"
+    )
     front = "---\nlibrary_name: transformers\npipeline_tag: text-generation\ntags:\n- tootsie\n---"
-    intro = (f"# Model Card for {name}\n\nA {_tokens(config.num_parameters())}-parameter decoder-only language model trained with tootsie. "
-             f"This folder holds revision `{final.revision}`: step {final.step} after {final.tokens:,} training tokens "
-             f"over {len(history.phases)} phase(s), exported from `{Path(export['checkpoint'])}` with {weights}.")
-    limits = ("## Bias, Risks, and Limitations\n\nLike any base language model without safety filtering, this model can be prompted to generate "
-              "harmful or false content, and may do so unprompted. It is small and trained on little data: treat its outputs as unverified.")
-    sections = [front, intro, checkpoints_section(history, revisions), inference_section(name), architecture_section(config, export), phases_section(history),
-                mixture_section(manifest), training_section(history), evaluation_section(bpb_rows, in_loop_rows), provenance_section(history), limits]
+    intro = (
+        f"# Model Card for {name}\n\nA {_tokens(config.num_parameters())}-parameter decoder-only language model trained with tootsie. "
+        f"This folder holds revision `{final.revision}`: step {final.step} after {final.tokens:,} training tokens "
+        f"over {len(history.phases)} phase(s), exported from `{Path(export['checkpoint'])}` with {weights}."
+    )
+    limits = (
+        "## Bias, Risks, and Limitations\n\nLike any base language model without safety filtering, this model can be prompted to generate "
+        "harmful or false content, and may do so unprompted. It is small and trained on little data: treat its outputs as unverified."
+    )
+    sections = [
+        front,
+        intro,
+        checkpoints_section(history, revisions),
+        inference_section(name),
+        architecture_section(config, export),
+        phases_section(history),
+        mixture_section(manifest),
+        training_section(history),
+        evaluation_section(bpb_rows, in_loop_rows),
+        provenance_section(history),
+        limits,
+    ]
     return "\n\n".join(sections) + "\n"

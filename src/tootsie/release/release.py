@@ -59,14 +59,19 @@ def release(
         write_json_atomic(tmp / MANIFEST_FILE, manifest)
         metrics = _write_metrics(history, tmp / METRICS_FILE)
         config = model_config_of(final.path)
-        (tmp / "README.md").write_text(model_card(title, config, history, manifest, export, bpb_rows, in_loop_rows, revisions), encoding="utf-8")
+        (tmp / "README.md").write_text(
+            model_card(title, config, history, manifest, export, bpb_rows, in_loop_rows, revisions), encoding="utf-8"
+        )
     return {
         "out": str(Path(out).resolve()),
         "revision": final.revision,
         "checkpoint": str(final.path),
         "weights": export["weights"],
         "architecture": export["architecture"],
-        "phases": [{"name": p.name, "steps": [p.start_step, p.end_step], "tokens": [p.start_tokens, p.end_tokens]} for p in history.phases],
+        "phases": [
+            {"name": p.name, "steps": [p.start_step, p.end_step], "tokens": [p.start_tokens, p.end_tokens]}
+            for p in history.phases
+        ],
         "datasets": len(manifest["datasets"]),
         "metrics_records": metrics,
         "evaluations": len(bpb_rows) + len(in_loop_rows),

@@ -78,7 +78,11 @@ class Phase:
         file = self.directory / METRICS_FILE
         if not file.is_file():
             return []
-        return [{**r, "run": self.name} for r in read_metrics(file).records if self.start_step <= int(r.get("step", -1)) < self.end_step]
+        return [
+            {**r, "run": self.name}
+            for r in read_metrics(file).records
+            if self.start_step <= int(r.get("step", -1)) < self.end_step
+        ]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,11 +97,17 @@ def final_training_step(prefix: Path) -> Path:
     """The training step directory under an executor prefix that no other training step warm-starts from."""
     runs = [s for s in find_steps(prefix) if s.type == "TrainConfig"]
     if not runs:
-        raise TootsieError(f"{prefix} holds no training run: pass a training output directory (with {CHECKPOINTS}/) or an executor prefix with a finished training step")
+        raise TootsieError(
+            f"{prefix} holds no training run: pass a training output directory (with {CHECKPOINTS}/) or an executor prefix with a finished training step"
+        )
     started_from = {str(r.resolve(r.config["warm_start"]["checkpoint"])) for r in runs if r.config.get("warm_start")}
-    leaves = [r for r in runs if not any(s == str(r.directory) or s.startswith(f"{r.directory}/") for s in started_from)]
+    leaves = [
+        r for r in runs if not any(s == str(r.directory) or s.startswith(f"{r.directory}/") for s in started_from)
+    ]
     if len(leaves) != 1:
-        raise TootsieError(f"{prefix} holds {len(leaves)} final training runs ({', '.join(r.id for r in leaves)}); pass the one to release as RUN_DIR")
+        raise TootsieError(
+            f"{prefix} holds {len(leaves)} final training runs ({', '.join(r.id for r in leaves)}); pass the one to release as RUN_DIR"
+        )
     return leaves[0].directory
 
 
@@ -108,7 +118,9 @@ def released_checkpoint(run_dir: str | Path) -> Path:
         return resolve_checkpoint(str(path))
     if path.is_dir():
         return resolve_checkpoint(str(final_training_step(path)))
-    raise TootsieError(f"{path} is not a directory; pass a training output directory, a checkpoint or an executor prefix")
+    raise TootsieError(
+        f"{path} is not a directory; pass a training output directory, a checkpoint or an executor prefix"
+    )
 
 
 def _checkpoints(run: Path, end_step: int, token_offset: int) -> tuple[CheckpointRecord, ...]:
@@ -116,7 +128,15 @@ def _checkpoints(run: Path, end_step: int, token_offset: int) -> tuple[Checkpoin
     for step, path in list_checkpoints(run / CHECKPOINTS):
         if step <= end_step:
             state = read_state(path)
-            records.append(CheckpointRecord(path, step, token_offset + int(state.get("tokens", 0)), str(state.get("kind", "")), (path / "ema.safetensors").is_file()))
+            records.append(
+                CheckpointRecord(
+                    path,
+                    step,
+                    token_offset + int(state.get("tokens", 0)),
+                    str(state.get("kind", "")),
+                    (path / "ema.safetensors").is_file(),
+                )
+            )
     return tuple(records)
 
 
@@ -156,7 +176,11 @@ def _phases_to(checkpoint: Path, seen: frozenset[Path]) -> list[Phase]:
         start_tokens=earlier[-1].end_tokens if earlier else token_offset,
         end_tokens=token_offset + int(state.get("tokens", 0)),
         token_offset=token_offset,
-        checkpoints=tuple(c for c in _checkpoints(run, end_step, token_offset) if c.step > start_step or (source is None and c.step == start_step)),
+        checkpoints=tuple(
+            c
+            for c in _checkpoints(run, end_step, token_offset)
+            if c.step > start_step or (source is None and c.step == start_step)
+        ),
         warm_start=source,
     )
     return [*earlier, phase]

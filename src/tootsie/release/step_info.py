@@ -74,7 +74,9 @@ def read_step(directory: Path) -> StepInfo | None:
     info = read_json(directory / INFO_FILE)
     if info is None or not isinstance(info.get("config"), dict):
         return None
-    return StepInfo(directory=directory, name=str(info["name"]), hash=str(info["hash"]), config=info["config"], record=info)
+    return StepInfo(
+        directory=directory, name=str(info["name"]), hash=str(info["hash"]), config=info["config"], record=info
+    )
 
 
 def step_containing(path: Path) -> StepInfo | None:
@@ -121,7 +123,9 @@ def summary(value: object) -> object:
     if isinstance(value, dict):
         if STEP_KEY in value:
             return value[STEP_KEY] + (f"/{value['subpath']}" if value.get("subpath") else "")
-        return {key: summary(item) for key, item in value.items() if key not in (TYPE_KEY, "engine") and item is not None}
+        return {
+            key: summary(item) for key, item in value.items() if key not in (TYPE_KEY, "engine") and item is not None
+        }
     if isinstance(value, list):
         return [summary(item) for item in value]
     return value

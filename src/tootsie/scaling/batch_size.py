@@ -54,7 +54,14 @@ def _budget(compute: float, runs: Sequence[RunRecord], tolerance: float) -> tupl
         loss_min, optimal = float(losses[best]), float(math.exp(log_batch[best]))
         critical = float(max(math.exp(x) for x, loss in zip(log_batch, losses) if loss <= loss_min * (1 + tolerance)))
         warning = f"budget {compute:.4g}: loss against log batch size opens downwards (curvature {a:.3g}); optimal and critical batch sizes are read off the runs"
-    summary = {"compute": compute, "batch_opt": optimal, "batch_critical": critical, "loss_min": float(loss_min), "curvature": float(a), "runs": len(runs)}
+    summary = {
+        "compute": compute,
+        "batch_opt": optimal,
+        "batch_critical": critical,
+        "loss_min": float(loss_min),
+        "curvature": float(a),
+        "runs": len(runs),
+    }
     return summary, warning
 
 
@@ -75,7 +82,9 @@ def fit_batch_sizes(runs: Sequence[RunRecord], config: BatchSizeConfig) -> dict[
         summaries.append(summary)
         warnings.extend([warning] if warning else [])
     if len(summaries) < 2:
-        raise TootsieError(f"{len(summaries)} budget(s): a power law in compute needs batch sweeps at 2 or more budgets")
+        raise TootsieError(
+            f"{len(summaries)} budget(s): a power law in compute needs batch sweeps at 2 or more budgets"
+        )
     compute = np.array([s["compute"] for s in summaries])
     laws = {}
     for name, key in (("optimal", "batch_opt"), ("critical", "batch_critical")):

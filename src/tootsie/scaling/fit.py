@@ -23,7 +23,7 @@ import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 
@@ -113,23 +113,45 @@ def _power_summary(point: PowerFit, samples: PowerFit, level: float) -> dict[str
     return {
         "coefficient": float(point.coefficient[0]),
         "exponent": float(point.exponent[0]),
-        "intervals": {"coefficient": interval(samples.coefficient, level), "exponent": interval(samples.exponent, level)},
+        "intervals": {
+            "coefficient": interval(samples.coefficient, level),
+            "exponent": interval(samples.exponent, level),
+        },
         "samples": {"coefficient": samples.coefficient.tolist(), "exponent": samples.exponent.tolist()},
     }
 
 
-def _cross_validation(compute: np.ndarray, point: np.ndarray, replicates: np.ndarray, config: FitConfig, sigma: float, rng: np.random.Generator) -> list[dict[str, object]]:
+def _cross_validation(
+    compute: np.ndarray,
+    point: np.ndarray,
+    replicates: np.ndarray,
+    config: FitConfig,
+    sigma: float,
+    rng: np.random.Generator,
+) -> list[dict[str, object]]:
     laws = {"free": None} | ({"fixed": config.fixed_e} if config.fixed_e is not None else {})
     checks = []
     for k in range(min(MIN_BUDGETS[kind] for kind in laws), len(compute)):
-        entry: dict[str, object] = {"compute": float(compute[k]), "train_budgets": [float(c) for c in compute[:k]], "actual": float(point[k])}
+        entry: dict[str, object] = {
+            "compute": float(compute[k]),
+            "train_budgets": [float(c) for c in compute[:k]],
+            "actual": float(point[k]),
+        }
         for kind, fixed_e in laws.items():
             if k < MIN_BUDGETS[kind]:
                 continue
             predicted = float(fit_law(compute[:k], point[None, :k], fixed_e).predict(compute[k])[0])
-            spread = fit_law(compute[:k], replicates[:, :k], fixed_e).predict(compute[k]) + sigma * rng.standard_normal(len(replicates))
+            spread = fit_law(compute[:k], replicates[:, :k], fixed_e).predict(compute[k]) + sigma * rng.standard_normal(
+                len(replicates)
+            )
             low, high = interval(spread, config.level)
-            entry[kind] = {"predicted": predicted, "low": low, "high": high, "error": float(point[k]) - predicted, "within": bool(low <= point[k] <= high)}
+            entry[kind] = {
+                "predicted": predicted,
+                "low": low,
+                "high": high,
+                "error": float(point[k]) - predicted,
+                "within": bool(low <= point[k] <= high),
+            }
         checks.append(entry)
     return checks
 
@@ -142,8 +164,20 @@ def _budget_summary(group: BudgetGroup, point: Vertices, samples: Vertices, leve
         "loss_opt": float(point.loss[0]),
         "curvature": float(point.curvature[0]),
         "method": "quadratic" if point.quadratic[0] else "lowest_run",
-        "intervals": {"loss_opt": interval(samples.loss, level), "params_opt": interval(np.exp(samples.log_params), level)},
-        "runs": [{"source": run.source, "name": run.name, "params": run["params"], "tokens": run["tokens"], "loss": run["loss"]} for run in group.runs],
+        "intervals": {
+            "loss_opt": interval(samples.loss, level),
+            "params_opt": interval(np.exp(samples.log_params), level),
+        },
+        "runs": [
+            {
+                "source": run.source,
+                "name": run.name,
+                "params": run["params"],
+                "tokens": run["tokens"],
+                "loss": run["loss"],
+            }
+            for run in group.runs
+        ],
     }
 
 
@@ -160,7 +194,11 @@ def fit_runs(loaded: LoadedRuns, config: FitConfig) -> dict[str, object]:
         raise TootsieError(f"no run has compute <= --max-budget {config.max_budget:.4g}; raise it")
     groups = group_runs(used)
     if len(groups) < MIN_BUDGETS["fixed"] or (len(groups) < MIN_BUDGETS["free"] and config.fixed_e is None):
-        fix = "add budgets" if config.fixed_e is not None or len(groups) < MIN_BUDGETS["fixed"] else "add budgets or pass --fixed-asymptote E"
+        fix = (
+            "add budgets"
+            if config.fixed_e is not None or len(groups) < MIN_BUDGETS["fixed"]
+            else "add budgets or pass --fixed-asymptote E"
+        )
         raise TootsieError(
             f"{len(groups)} budget(s) ({', '.join(f'{g.compute:.4g}' for g in groups)}): a free-E law needs at least 3 budgets and a fixed-E law 2; {fix}"
         )
@@ -168,7 +206,9 @@ def fit_runs(loaded: LoadedRuns, config: FitConfig) -> dict[str, object]:
     point = _minima(groups, [g.losses[None, :] for g in groups])
     point_loss = _stack(point, "loss")[0]
     if config.fixed_e is not None and config.fixed_e >= point_loss.min():
-        raise TootsieError(f"--fixed-asymptote {config.fixed_e} is not below the lowest isoflop minimum {point_loss.min():.4f}; the asymptote must be under every loss")
+        raise TootsieError(
+            f"--fixed-asymptote {config.fixed_e} is not below the lowest isoflop minimum {point_loss.min():.4f}; the asymptote must be under every loss"
+        )
     laws = {}
     if len(groups) >= MIN_BUDGETS["free"]:
         laws["free"] = fit_law(compute, point_loss[None, :])
@@ -184,20 +224,36 @@ def fit_runs(loaded: LoadedRuns, config: FitConfig) -> dict[str, object]:
     summaries = {}
     for kind, law in laws.items():
         fixed_e = config.fixed_e if kind == "fixed" else None
-        summaries[kind] = _law_summary(law, fit_law(compute, loss_samples, fixed_e), config.level, point_loss, fixed=kind == "fixed")
+        summaries[kind] = _law_summary(
+            law, fit_law(compute, loss_samples, fixed_e), config.level, point_loss, fixed=kind == "fixed"
+        )
         if at_bound(law):
-            warnings.append(f"{kind}-E law: alpha={law.alpha[0]:.4g} is at the edge of the search range; the budgets do not pin the exponent down")
+            warnings.append(
+                f"{kind}-E law: alpha={law.alpha[0]:.4g} is at the edge of the search range; the budgets do not pin the exponent down"
+            )
     log_params, log_tokens = _stack(point, "log_params"), _stack(point, "log_tokens")
     return {
         "format": FIT_FORMAT,
-        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "inputs": [{"path": str(file), "sha256": hashlib.sha256(file.read_bytes()).hexdigest()} for file in loaded.files],
-        "config": {"fixed_e": config.fixed_e, "bootstrap": config.bootstrap, "level": config.level, "seed": config.seed, "max_budget": config.max_budget},
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "inputs": [
+            {"path": str(file), "sha256": hashlib.sha256(file.read_bytes()).hexdigest()} for file in loaded.files
+        ],
+        "config": {
+            "fixed_e": config.fixed_e,
+            "bootstrap": config.bootstrap,
+            "level": config.level,
+            "seed": config.seed,
+            "max_budget": config.max_budget,
+        },
         "noise": noise,
         "budgets": [_budget_summary(g, p, s, config.level) for g, p, s in zip(groups, point, samples)],
         "laws": summaries,
-        "params_opt": _power_summary(fit_power(compute, log_params), fit_power(compute, _stack(samples, "log_params")), config.level),
-        "tokens_opt": _power_summary(fit_power(compute, log_tokens), fit_power(compute, _stack(samples, "log_tokens")), config.level),
+        "params_opt": _power_summary(
+            fit_power(compute, log_params), fit_power(compute, _stack(samples, "log_params")), config.level
+        ),
+        "tokens_opt": _power_summary(
+            fit_power(compute, log_tokens), fit_power(compute, _stack(samples, "log_tokens")), config.level
+        ),
         "cross_validation": _cross_validation(compute, point_loss, loss_samples, config, sigma, rng),
         "excluded": _run_list(excluded),
         "dropped": _run_list(loaded.dropped),

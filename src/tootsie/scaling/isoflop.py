@@ -134,8 +134,12 @@ def describe(group: BudgetGroup, vertex: Vertices) -> list[str]:
     """Warnings about the point estimate of one budget (a fallback or an extrapolated minimum)."""
     warnings = []
     if not vertex.quadratic[0]:
-        warnings.append(f"budget {group.compute:.4g}: the parabola opens downwards (curvature {vertex.curvature[0]:.3g}); its minimum is the lowest run, {group.runs[int(np.argmin(group.losses))].label()}")
+        warnings.append(
+            f"budget {group.compute:.4g}: the parabola opens downwards (curvature {vertex.curvature[0]:.3g}); its minimum is the lowest run, {group.runs[int(np.argmin(group.losses))].label()}"
+        )
     elif not group.log_params.min() <= vertex.log_params[0] <= group.log_params.max():
         where = "clamped to one sampled span beyond" if vertex.clamped[0] else "outside"
-        warnings.append(f"budget {group.compute:.4g}: the minimum N={np.exp(vertex.log_params[0]):.4g} is {where} the sampled sizes {np.exp(group.log_params.min()):.4g}..{np.exp(group.log_params.max()):.4g}; widen the widths")
+        warnings.append(
+            f"budget {group.compute:.4g}: the minimum N={np.exp(vertex.log_params[0]):.4g} is {where} the sampled sizes {np.exp(group.log_params.min()):.4g}..{np.exp(group.log_params.max()):.4g}; widen the widths"
+        )
     return warnings

@@ -38,7 +38,9 @@ class LawFit:
         return self.E + self.A * np.power(compute, -self.alpha)
 
 
-def _solve(z: Float[np.ndarray, "r g n"], y: Float[np.ndarray, "r 1 n"], fixed_e: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _solve(
+    z: Float[np.ndarray, "r g n"], y: Float[np.ndarray, "r 1 n"], fixed_e: float | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(E, A0, SSE) of `y = E + A0·z` for every replicate and candidate α, within the bounds."""
     n = y.shape[-1]
     sz, szz = z.sum(-1), (z * z).sum(-1)

@@ -41,7 +41,15 @@ def plot_isoflops(fit: dict[str, object], path: Path) -> Path:
         grid = np.linspace(x.min() - 0.2, x.max() + 0.2, 100)
         axis.plot(np.exp(grid), np.polyval(coefficients, grid - x.mean()), color=color, linewidth=1)
         axis.scatter(params, losses, color=color, s=18, label=f"C = {budget['compute']:.3g}")
-        axis.scatter([budget["params_opt"]], [budget["loss_opt"]], color=color, marker="*", s=120, edgecolor="black", linewidth=0.5)
+        axis.scatter(
+            [budget["params_opt"]],
+            [budget["loss_opt"]],
+            color=color,
+            marker="*",
+            s=120,
+            edgecolor="black",
+            linewidth=0.5,
+        )
     axis.set_xscale("log")
     axis.set_xlabel("parameters N")
     axis.set_ylabel("final loss")
@@ -59,13 +67,25 @@ def plot_laws(fit: dict[str, object], path: Path) -> Path:
     level = fit["config"]["level"]
     figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5), dpi=110)
     low, high = np.array([b["intervals"]["loss_opt"] for b in budgets]).T
-    left.errorbar(compute, [b["loss_opt"] for b in budgets], yerr=[[b["loss_opt"] for b in budgets] - low, high - [b["loss_opt"] for b in budgets]], fmt="o", color="black", label="isoflop minima")
+    left.errorbar(
+        compute,
+        [b["loss_opt"] for b in budgets],
+        yerr=[[b["loss_opt"] for b in budgets] - low, high - [b["loss_opt"] for b in budgets]],
+        fmt="o",
+        color="black",
+        label="isoflop minima",
+    )
     for (kind, law), color in zip(fit["laws"].items(), ("tab:blue", "tab:orange")):
         samples = {name: np.asarray(law["samples"][name])[:, None] for name in ("E", "A", "alpha")}
         curves = samples["E"] + samples["A"] * grid[None, :] ** -samples["alpha"]
         band = np.quantile(curves, [(1 - level) / 2, (1 + level) / 2], axis=0)
         left.fill_between(grid, band[0], band[1], color=color, alpha=0.2)
-        left.plot(grid, law["E"] + law["A"] * grid ** -law["alpha"], color=color, label=f"{kind} E: {law['E']:.3g} + {law['A']:.4g}·C^-{law['alpha']:.3g}")
+        left.plot(
+            grid,
+            law["E"] + law["A"] * grid ** -law["alpha"],
+            color=color,
+            label=f"{kind} E: {law['E']:.3g} + {law['A']:.4g}·C^-{law['alpha']:.3g}",
+        )
     left.set_xscale("log")
     left.set_xlabel("compute C (FLOPs)")
     left.set_ylabel("loss at the isoflop minimum")
@@ -75,7 +95,12 @@ def plot_laws(fit: dict[str, object], path: Path) -> Path:
     for key, color, label in (("params_opt", "tab:green", "N_opt"), ("tokens_opt", "tab:red", "D_opt")):
         law = fit[key]
         right.scatter(compute, [b[key] for b in budgets], color=color)
-        right.plot(grid, law["coefficient"] * grid ** law["exponent"], color=color, label=f"{label} = {law['coefficient']:.3g}·C^{law['exponent']:.3f}")
+        right.plot(
+            grid,
+            law["coefficient"] * grid ** law["exponent"],
+            color=color,
+            label=f"{label} = {law['coefficient']:.3g}·C^{law['exponent']:.3f}",
+        )
     right.set_xscale("log")
     right.set_yscale("log")
     right.set_xlabel("compute C (FLOPs)")

@@ -28,7 +28,9 @@ def load_fit(path: str | Path) -> dict[str, object]:
     if payload is None:
         raise TootsieError(f"fit file not found: {path}; write one with `tootsie scaling fit RUNS... --out {path}`")
     if payload.get("format") != FIT_FORMAT:
-        raise TootsieError(f"{path} is not a tootsie scaling fit (format {payload.get('format')!r}, expected {FIT_FORMAT!r}); write it with `tootsie scaling fit`")
+        raise TootsieError(
+            f"{path} is not a tootsie scaling fit (format {payload.get('format')!r}, expected {FIT_FORMAT!r}); write it with `tootsie scaling fit`"
+        )
     return payload
 
 
@@ -49,7 +51,11 @@ def predict(fit: dict[str, object], compute: float, law: str | None = None) -> d
     chosen = laws[kind]
     samples = {name: np.asarray(chosen["samples"][name]) for name in ("E", "A", "alpha")}
     rng = np.random.default_rng(fit["config"]["seed"])
-    spread = samples["E"] + samples["A"] * compute ** -samples["alpha"] + fit["noise"]["sigma"] * rng.standard_normal(len(samples["E"]))
+    spread = (
+        samples["E"]
+        + samples["A"] * compute ** -samples["alpha"]
+        + fit["noise"]["sigma"] * rng.standard_normal(len(samples["E"]))
+    )
     low, high = interval(spread, fit["config"]["level"])
     return {
         "compute": compute,

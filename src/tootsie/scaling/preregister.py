@@ -23,7 +23,7 @@ import hashlib
 import json
 import math
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from tootsie import __version__
@@ -43,10 +43,12 @@ def canonical_hash(payload: dict[str, object]) -> str:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def preregister(fit_path: str | Path, compute: float, name: str, out: str | Path, law: str | None = None, note: str = "") -> dict[str, object]:
+def preregister(
+    fit_path: str | Path, compute: float, name: str, out: str | Path, law: str | None = None, note: str = ""
+) -> dict[str, object]:
     """Write a new prediction record for a run at `compute` to `out` (never over an existing file) and return it."""
     target = Path(out)
     if target.exists():
@@ -63,7 +65,11 @@ def preregister(fit_path: str | Path, compute: float, name: str, out: str | Path
         "law": kind,
         "level": fit["config"]["level"],
         "prediction": predict(fit, compute, kind),
-        "fit": {"path": str(Path(fit_path).resolve()), "sha256": hashlib.sha256(Path(fit_path).read_bytes()).hexdigest(), "inputs": fit["inputs"]},
+        "fit": {
+            "path": str(Path(fit_path).resolve()),
+            "sha256": hashlib.sha256(Path(fit_path).read_bytes()).hexdigest(),
+            "inputs": fit["inputs"],
+        },
         "note": note,
         "tootsie_version": __version__,
     }
@@ -78,9 +84,13 @@ def load_record(path: str | Path) -> dict[str, object]:
     if record is None:
         raise TootsieError(f"preregistration record not found: {path}")
     if record.get("format") != RECORD_FORMAT:
-        raise TootsieError(f"{path} is not a preregistration record (format {record.get('format')!r}); write one with `tootsie scaling preregister`")
+        raise TootsieError(
+            f"{path} is not a preregistration record (format {record.get('format')!r}); write one with `tootsie scaling preregister`"
+        )
     if record.get("sha256") != canonical_hash(record):
-        raise TootsieError(f"{path} was modified after it was written: its content no longer matches its sha256 {record.get('sha256')!r}; a changed preregistration cannot be scored")
+        raise TootsieError(
+            f"{path} was modified after it was written: its content no longer matches its sha256 {record.get('sha256')!r}; a changed preregistration cannot be scored"
+        )
     return record
 
 
@@ -90,7 +100,9 @@ def outcome_from_runs(paths: Sequence[str | Path], compute: float) -> tuple[floa
     matching = [run for run in loaded.runs if budget_key(run["compute"]) == budget_key(compute)]
     if not matching:
         budgets = sorted({budget_key(run["compute"]) for run in loaded.runs})
-        raise TootsieError(f"no run at the preregistered budget {compute:.4g} FLOPs among {', '.join(map(str, paths))} (budgets: {budgets})")
+        raise TootsieError(
+            f"no run at the preregistered budget {compute:.4g} FLOPs among {', '.join(map(str, paths))} (budgets: {budgets})"
+        )
     starts = [str(run.extra["train_started_at"]) for run in matching if run.extra.get("train_started_at")]
     started = min(starts, key=datetime.fromisoformat) if len(starts) == len(matching) else None
     if len(matching) == 1:
@@ -106,7 +118,11 @@ def score(record: dict[str, object], actual: float, source: str, started: str | 
     if not math.isfinite(actual):
         raise TootsieError(f"the actual loss is {actual}; score a finished run with a finite loss")
     prediction = record["prediction"]
-    before = None if started is None else datetime.fromisoformat(str(record["created_at"])) <= datetime.fromisoformat(started)
+    before = (
+        None
+        if started is None
+        else datetime.fromisoformat(str(record["created_at"])) <= datetime.fromisoformat(started)
+    )
     return {
         "name": record["name"],
         "compute": record["compute"],

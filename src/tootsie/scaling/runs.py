@@ -66,7 +66,9 @@ def _expand(path: Path) -> list[tuple[Path, bool]]:
             return [(path / RUN_FILE, True)]
         if (path / RUNS_FILE).is_file():
             return [(path / RUNS_FILE, False)]
-        raise TootsieError(f"{path} holds neither {RUN_FILE} (one sweep run's eval step) nor {RUNS_FILE} (a sweep's collect step); pass one of those directories or a JSONL file")
+        raise TootsieError(
+            f"{path} holds neither {RUN_FILE} (one sweep run's eval step) nor {RUNS_FILE} (a sweep's collect step); pass one of those directories or a JSONL file"
+        )
     if not path.is_file():
         raise TootsieError(f"run file not found: {path}")
     return [(path, path.suffix == ".json")]
@@ -108,7 +110,12 @@ def parse_record(source: str, payload: object, fields: Sequence[str]) -> RunReco
             raise TootsieError(f"{where}: missing field {key!r}; every run needs {', '.join(fields)}")
         number = _number(payload[key])
         if key == "loss":
-            number = math.nan if payload[key] is None or (isinstance(payload[key], str) and payload[key].lower() in ("nan", "inf", "-inf")) else number
+            number = (
+                math.nan
+                if payload[key] is None
+                or (isinstance(payload[key], str) and payload[key].lower() in ("nan", "inf", "-inf"))
+                else number
+            )
         if number is None:
             raise TootsieError(f"{where}: field {key!r} must be a number, got {payload[key]!r}")
         if key != "loss" and not (math.isfinite(number) and number > 0):
@@ -117,7 +124,9 @@ def parse_record(source: str, payload: object, fields: Sequence[str]) -> RunReco
     return RunRecord(values, source, name, {k: v for k, v in payload.items() if k not in fields})
 
 
-def load_runs(paths: Sequence[str | Path], fields: Sequence[str] = ISOFLOP_FIELDS, drop_nonfinite: bool = False) -> LoadedRuns:
+def load_runs(
+    paths: Sequence[str | Path], fields: Sequence[str] = ISOFLOP_FIELDS, drop_nonfinite: bool = False
+) -> LoadedRuns:
     """Read and check every run of `paths`; a non-finite loss is an error unless `drop_nonfinite`."""
     if not paths:
         raise TootsieError("no runs given; pass run directories or JSONL files")

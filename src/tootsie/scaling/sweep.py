@@ -89,8 +89,12 @@ class SweepConfig:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"seeds must be non-empty and distinct, got {self.seeds}")
-        if not (0 <= self.warmup_fraction and 0 <= self.decay_fraction and self.warmup_fraction + self.decay_fraction <= 1):
-            raise ValueError(f"need warmup_fraction, decay_fraction >= 0 with a sum <= 1, got {self.warmup_fraction=}, {self.decay_fraction=}")
+        if not (
+            0 <= self.warmup_fraction and 0 <= self.decay_fraction and self.warmup_fraction + self.decay_fraction <= 1
+        ):
+            raise ValueError(
+                f"need warmup_fraction, decay_fraction >= 0 with a sum <= 1, got {self.warmup_fraction=}, {self.decay_fraction=}"
+            )
 
 
 @dataclass(frozen=True)
@@ -167,7 +171,11 @@ def _windowed(config: SweepConfig, budget: float) -> tuple[int, ...]:
 
 
 def _tokens_for(config: SweepConfig, model: LlamaConfig, budget: float) -> float:
-    per_token = flops_per_token(model, config.seq_len) if config.flops_rule == "exact" else 6 * count_params(model, config.include_embeddings)
+    per_token = (
+        flops_per_token(model, config.seq_len)
+        if config.flops_rule == "exact"
+        else 6 * count_params(model, config.include_embeddings)
+    )
     return budget / per_token
 
 
@@ -180,7 +188,13 @@ def plan_sweep(config: SweepConfig) -> SweepPlan:
             model = config.rule.model(width, config.vocab_size)
             steps = round(_tokens_for(config, model, budget) / tokens_per_step)
             if steps < config.min_steps:
-                skipped.append(SkippedRun(budget, width, f"{steps} steps < min_steps={config.min_steps}; a larger budget or a smaller width or batch"))
+                skipped.append(
+                    SkippedRun(
+                        budget,
+                        width,
+                        f"{steps} steps < min_steps={config.min_steps}; a larger budget or a smaller width or batch",
+                    )
+                )
                 continue
             tokens = steps * tokens_per_step
             params = count_params(model, config.include_embeddings)
@@ -210,15 +224,23 @@ def plan_sweep(config: SweepConfig) -> SweepPlan:
 
 def plan_to_json(plan: SweepPlan) -> dict[str, object]:
     """The plan as plain JSON data: its config, its runs and its skipped pairs."""
-    return {"config": to_plain(plan.config), "runs": [to_plain(run) for run in plan.runs], "skipped": [to_plain(s) for s in plan.skipped]}
+    return {
+        "config": to_plain(plan.config),
+        "runs": [to_plain(run) for run in plan.runs],
+        "skipped": [to_plain(s) for s in plan.skipped],
+    }
 
 
 def load_plan(path: str | Path) -> SweepPlan:
     """Read a plan written by `tootsie scaling sweep --out`, re-planned from its config and checked against its runs."""
     payload = read_json(path)
     if payload is None or "config" not in payload:
-        raise TootsieError(f"{path} is not a sweep plan (no 'config' key); write one with `tootsie scaling sweep --out PLAN.json`")
+        raise TootsieError(
+            f"{path} is not a sweep plan (no 'config' key); write one with `tootsie scaling sweep --out PLAN.json`"
+        )
     plan = plan_sweep(from_plain(SweepConfig, payload["config"], f"{Path(path).name}:config"))
     if plan_to_json(plan)["runs"] != payload.get("runs"):
-        raise TootsieError(f"{path}: its runs differ from what its config plans (edited by hand, or written by another tootsie version); rewrite it with `tootsie scaling sweep`")
+        raise TootsieError(
+            f"{path}: its runs differ from what its config plans (edited by hand, or written by another tootsie version); rewrite it with `tootsie scaling sweep`"
+        )
     return plan

@@ -19,6 +19,7 @@ from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.datakit.tokenizer import load_tokenizer, token_byte_lengths
 from tootsie.eval.bpb import domain_bpb
+from tootsie.eval.training import run_training
 from tootsie.executor import Step
 from tootsie.executor.metadata import INFO_FILE
 from tootsie.executor.step import StepRef
@@ -30,7 +31,6 @@ from tootsie.train.config import CheckpointConfig, TrainConfig
 from tootsie.train.optimizer import AdamWConfig
 from tootsie.train.schedule import WSDConfig
 from tootsie.train.trainer import load_model
-from tootsie.eval.training import run_training
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,10 @@ def evaluate_run(config: RunEvalConfig, output_path: str) -> dict[str, object]:
     """Write `run.json`: compute, params, tokens and the final held-out macro loss (nats/token), plus BPB per domain and when training started."""
     model = load_model(config.model, str(config.checkpoint))
     byte_lengths = token_byte_lengths(load_tokenizer(str(config.tokenizer)))
-    results = {name: domain_bpb(model, str(cache), byte_lengths, config.seq_len, max_sequences=config.max_sequences) for name, cache in sorted(config.heldout.items())}
+    results = {
+        name: domain_bpb(model, str(cache), byte_lengths, config.seq_len, max_sequences=config.max_sequences)
+        for name, cache in sorted(config.heldout.items())
+    }
     loss_by_domain = {name: r.nats / max(r.tokens, 1) for name, r in results.items()}
     record = {
         "name": config.name,
@@ -106,16 +109,34 @@ def collect_runs(config: CollectRunsConfig, output_path: str) -> int:
     return len(lines)
 
 
-def train_config(run: PlannedRun, plan: SweepPlan, caches: dict[str, str | StepRef], mix: dict[str, float]) -> TrainConfig:
+def train_config(
+    run: PlannedRun, plan: SweepPlan, caches: dict[str, str | StepRef], mix: dict[str, float]
+) -> TrainConfig:
     """The training config of one planned run: WSD with linear warmup and decay to zero, AdamW, one final checkpoint."""
     config = plan.config
     data = MixtureConfig(
-        caches=caches, stages=(MixtureStage(0, mix),), seq_len=config.seq_len, batch_schedule=BatchSchedule.constant(config.batch_size), seed=run.seed
+        caches=caches,
+        stages=(MixtureStage(0, mix),),
+        seq_len=config.seq_len,
+        batch_schedule=BatchSchedule.constant(config.batch_size),
+        seed=run.seed,
     )
-    schedule = WSDConfig(peak_lr=run.learning_rate, warmup_steps=run.warmup_steps, decay_steps=run.decay_steps, total_steps=run.steps, min_lr_ratio=0.0)
+    schedule = WSDConfig(
+        peak_lr=run.learning_rate,
+        warmup_steps=run.warmup_steps,
+        decay_steps=run.decay_steps,
+        total_steps=run.steps,
+        min_lr_ratio=0.0,
+    )
     return TrainConfig(
-        model=run.model, data=data, num_steps=run.steps, optimizer=AdamWConfig(weight_decay=config.weight_decay), schedule=schedule, ema=None,
-        seed=run.seed, checkpoints=CheckpointConfig(every_steps=run.steps, every_minutes=None),
+        model=run.model,
+        data=data,
+        num_steps=run.steps,
+        optimizer=AdamWConfig(weight_decay=config.weight_decay),
+        schedule=schedule,
+        ema=None,
+        seed=run.seed,
+        checkpoints=CheckpointConfig(every_steps=run.steps, every_minutes=None),
     )
 
 
@@ -131,13 +152,27 @@ def sweep_steps(
     """The collect step of the whole sweep (its train and eval steps are its inputs)."""
     records = []
     for run in plan.runs:
-        trained = Step(f"{prefix}/train/{run.name}", run_training, train_config(run, plan, caches, mix), description=f"isoflop run {run.name}")
+        trained = Step(
+            f"{prefix}/train/{run.name}",
+            run_training,
+            train_config(run, plan, caches, mix),
+            description=f"isoflop run {run.name}",
+        )
         scored = Step(
             f"{prefix}/eval/{run.name}",
             evaluate_run,
             RunEvalConfig(
-                name=run.name, compute=run.budget, params=run.params, tokens=run.tokens, flops=run.flops, model=run.model, checkpoint=trained.ref(),
-                heldout=heldout, tokenizer=tokenizer, seq_len=plan.config.seq_len, max_sequences=max_eval_sequences,
+                name=run.name,
+                compute=run.budget,
+                params=run.params,
+                tokens=run.tokens,
+                flops=run.flops,
+                model=run.model,
+                checkpoint=trained.ref(),
+                heldout=heldout,
+                tokenizer=tokenizer,
+                seq_len=plan.config.seq_len,
+                max_sequences=max_eval_sequences,
             ),
         )
         records.append(scored.ref(RUN_FILE))

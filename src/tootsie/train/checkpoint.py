@@ -72,11 +72,17 @@ def _read_tree(template: Tree, handle: Any, source: Path, shardings: Tree | None
     for name, (_, leaf), sharding in zip(expected, leaves_with_paths, placements, strict=True):
         stored_slice, shape, dtype = handle.get_slice(name), tuple(np.shape(leaf)), np.dtype(leaf.dtype)
         if tuple(stored_slice.get_shape()) != shape:
-            raise TootsieError(f"{source}: tensor {name} has shape {tuple(stored_slice.get_shape())}, the model expects {shape}")
+            raise TootsieError(
+                f"{source}: tensor {name} has shape {tuple(stored_slice.get_shape())}, the model expects {shape}"
+            )
         if sharding is None:
             leaves.append(jax.numpy.asarray(handle.get_tensor(name), dtype=dtype))
         else:
-            leaves.append(jax.make_array_from_callback(shape, sharding, lambda index, part=stored_slice, dtype=dtype: np.asarray(part[index], dtype=dtype)))
+            leaves.append(
+                jax.make_array_from_callback(
+                    shape, sharding, lambda index, part=stored_slice, dtype=dtype: np.asarray(part[index], dtype=dtype)
+                )
+            )
     return jax.tree_util.tree_unflatten(treedef, leaves)
 
 
@@ -95,7 +101,9 @@ def save_checkpoint(root: str | Path, step: int, trees: dict[str, object], state
     tmp.mkdir(parents=True)
     for name, tree in trees.items():
         save_file(flatten_arrays(tree), str(tmp / f"{name}.safetensors"))
-    (tmp / STATE_FILE).write_text(json.dumps({"step": step, **state}, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    (tmp / STATE_FILE).write_text(
+        json.dumps({"step": step, **state}, indent=2, sort_keys=True) + "\n", encoding="utf-8"
+    )
     if final.exists():
         shutil.rmtree(final)  # an unfinished leftover without state.json
     os.replace(tmp, final)
@@ -121,7 +129,9 @@ def latest_checkpoint(root: str | Path) -> Path | None:
     return found[-1][1] if found else None
 
 
-def load_checkpoint(path: str | Path, templates: dict[str, Tree], shardings: dict[str, Tree] | None = None) -> tuple[dict[str, Tree], dict[str, object]]:
+def load_checkpoint(
+    path: str | Path, templates: dict[str, Tree], shardings: dict[str, Tree] | None = None
+) -> tuple[dict[str, Tree], dict[str, object]]:
     """Restore each named tree from `path` into its template's structure (placed with `shardings[name]` when given); also return state.json.
 
     Templates may be abstract (`jax.ShapeDtypeStruct` leaves): only shapes and dtypes are read from them.
@@ -144,13 +154,19 @@ def read_checkpoint_state(checkpoint: str | Path) -> dict[str, Any]:
     """A finished checkpoint's state.json (step, tokens, model config, ...); errors name the file when it is missing or unreadable."""
     file = Path(checkpoint) / STATE_FILE
     if not file.is_file():
-        raise TootsieError(f"{file} not found: {checkpoint} is not a finished checkpoint; pass a checkpoints/step-N directory that holds {STATE_FILE}")
+        raise TootsieError(
+            f"{file} not found: {checkpoint} is not a finished checkpoint; pass a checkpoints/step-N directory that holds {STATE_FILE}"
+        )
     try:
         state = json.loads(file.read_text(encoding="utf-8"))
     except json.JSONDecodeError as error:
-        raise TootsieError(f"{file} is not valid JSON ({error}); the checkpoint is damaged, use an earlier one") from None
+        raise TootsieError(
+            f"{file} is not valid JSON ({error}); the checkpoint is damaged, use an earlier one"
+        ) from None
     if not isinstance(state, dict):
-        raise TootsieError(f"{file} holds a {type(state).__name__}, not a JSON object; the checkpoint is damaged, use an earlier one")
+        raise TootsieError(
+            f"{file} holds a {type(state).__name__}, not a JSON object; the checkpoint is damaged, use an earlier one"
+        )
     return state
 
 
@@ -159,7 +175,9 @@ def model_config_of(checkpoint: str | Path) -> LlamaConfig:
     file = Path(checkpoint) / STATE_FILE
     model = read_checkpoint_state(checkpoint).get("model")
     if not isinstance(model, dict):
-        raise TootsieError(f"{file} records no model config (its 'model' entry is {model!r}; written by an older tootsie); retrain or resave the checkpoint with a current trainer")
+        raise TootsieError(
+            f"{file} records no model config (its 'model' entry is {model!r}; written by an older tootsie); retrain or resave the checkpoint with a current trainer"
+        )
     return from_plain(LlamaConfig, model, f"{file}:model")
 
 

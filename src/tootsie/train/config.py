@@ -88,7 +88,9 @@ class InLoopEvalConfig:
 
     def __post_init__(self) -> None:
         if not self.heldout and not self.lm_eval_tasks:
-            raise ValueError("heldout and lm_eval_tasks are both empty; name at least one held-out cache or lm-eval task")
+            raise ValueError(
+                "heldout and lm_eval_tasks are both empty; name at least one held-out cache or lm-eval task"
+            )
         if self.every_steps <= 0:
             raise ValueError(f"every_steps must be positive, got {self.every_steps}")
         if self.lm_eval_limit is not None and self.lm_eval_limit <= 0:
@@ -156,7 +158,9 @@ class TrainConfig:
         if self.microbatches < 1:
             raise ValueError(f"microbatches must be >= 1, got {self.microbatches}")
         if self.warm_start is not None and self.warm_start.add_qk_norm and not self.model.qk_norm:
-            raise ValueError("warm_start.add_qk_norm is set but model.qk_norm is False; the surgery needs a QK-norm model")
+            raise ValueError(
+                "warm_start.add_qk_norm is set but model.qk_norm is False; the surgery needs a QK-norm model"
+            )
         kinds = [type(tracker).__name__ for tracker in self.trackers]
         if len(set(kinds)) != len(kinds):
             raise ValueError(f"trackers lists a kind twice ({kinds}); give each tracker once")

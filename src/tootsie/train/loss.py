@@ -21,7 +21,9 @@ from jaxtyping import Array, Float, Int
 from tootsie.models.llama import LlamaModel
 
 
-def token_nll(model: LlamaModel, tokens: Int[Array, "b t"], segment_ids: Int[Array, "b t"]) -> tuple[Float[Array, "b t"], Float[Array, "b t"]]:
+def token_nll(
+    model: LlamaModel, tokens: Int[Array, "b t"], segment_ids: Int[Array, "b t"]
+) -> tuple[Float[Array, "b t"], Float[Array, "b t"]]:
     """Per-position negative log-likelihood of the next token, and the logsumexp of the logits."""
     logits = model(tokens, segment_ids).astype(jnp.float32)
     targets = jnp.roll(tokens, -1, axis=1)
@@ -41,7 +43,13 @@ def next_token_loss(
     hidden = model.hidden_states(tokens, segment_ids)
     weights = loss_mask.astype(jnp.float32) / jnp.maximum(loss_mask.sum(), 1.0)
     targets = jnp.roll(tokens, -1, axis=1).reshape(-1)
-    total, cross_entropy, z_loss = fused_head_loss(hidden.reshape(-1, hidden.shape[-1]), model.output_head().astype(hidden.dtype), targets, weights.reshape(-1), z_loss_weight)
+    total, cross_entropy, z_loss = fused_head_loss(
+        hidden.reshape(-1, hidden.shape[-1]),
+        model.output_head().astype(hidden.dtype),
+        targets,
+        weights.reshape(-1),
+        z_loss_weight,
+    )
     return total, (jax.lax.stop_gradient(cross_entropy), jax.lax.stop_gradient(z_loss))
 
 
@@ -58,7 +66,11 @@ def _chunked(array: jax.Array, chunk: int) -> jax.Array:
 
 @partial(jax.custom_vjp, nondiff_argnums=(4,))
 def fused_head_loss(
-    hidden: Float[Array, "n h"], head: Float[Array, "h v"], targets: Int[Array, " n"], weights: Float[Array, " n"], z_loss_weight: float
+    hidden: Float[Array, "n h"],
+    head: Float[Array, "h v"],
+    targets: Int[Array, " n"],
+    weights: Float[Array, " n"],
+    z_loss_weight: float,
 ) -> tuple[Float[Array, ""], Float[Array, ""], Float[Array, ""]]:
     """`(ce + z_loss_weight·z, ce, z)` for logits `hidden @ head` in float32, ce and z being `weights`-weighted sums.
 
@@ -82,7 +94,9 @@ def _fused_forward(hidden: jax.Array, head: jax.Array, targets: jax.Array, weigh
         is_target = vocab[None, :] == target[:, None]
         nll = log_normalizer - jnp.where(is_target, logits, 0.0).sum(-1)
         # d/dlogits of sum w·(nll + z_loss_weight·lse²): w·(softmax − onehot) + 2·z_loss_weight·w·lse·softmax
-        d_logits = (weight[:, None] * (probs * (1.0 + 2.0 * z_loss_weight * log_normalizer[:, None]) - is_target)).astype(h.dtype)
+        d_logits = (
+            weight[:, None] * (probs * (1.0 + 2.0 * z_loss_weight * log_normalizer[:, None]) - is_target)
+        ).astype(h.dtype)
         head_grad = head_grad + jnp.einsum("nh,nv->hv", h, d_logits, preferred_element_type=jnp.float32)
         losses = jnp.stack([(weight * nll).sum(), (weight * jnp.square(log_normalizer)).sum()])
         return head_grad, (losses, d_logits @ head.T)
@@ -103,7 +117,12 @@ def _fused_bwd(z_loss_weight, residuals, cotangents):
     (hidden_grad, head_grad), targets, weights = residuals
     total_cotangent = cotangents[0]
     # Targets are integers (float0 cotangent); the weights come from the loss mask, which is data.
-    return total_cotangent.astype(hidden_grad.dtype) * hidden_grad, total_cotangent.astype(head_grad.dtype) * head_grad, np.zeros(targets.shape, dtype=jax.dtypes.float0), jnp.zeros_like(weights)
+    return (
+        total_cotangent.astype(hidden_grad.dtype) * hidden_grad,
+        total_cotangent.astype(head_grad.dtype) * head_grad,
+        np.zeros(targets.shape, dtype=jax.dtypes.float0),
+        jnp.zeros_like(weights),
+    )
 
 
 fused_head_loss.defvjp(_fused_fwd, _fused_bwd)

@@ -27,13 +27,20 @@ class NextTokenObjective:
     """Mean next-token cross-entropy over the positions the loss mask keeps, plus the z-loss term (pretraining)."""
 
     def loss(
-        self, model: LlamaModel, tokens: Int[Array, "b t"], segment_ids: Int[Array, "b t"], loss_mask: Float[Array, "b t"], z_loss_weight: float
+        self,
+        model: LlamaModel,
+        tokens: Int[Array, "b t"],
+        segment_ids: Int[Array, "b t"],
+        loss_mask: Float[Array, "b t"],
+        z_loss_weight: float,
     ) -> tuple[Float[Array, ""], dict[str, Float[Array, ""]]]:
         """The scalar to minimize and the step metrics `loss` (cross-entropy) and `z_loss`."""
         total, (cross_entropy, z_loss) = next_token_loss(model, tokens, segment_ids, loss_mask, z_loss_weight)
         return total, {"loss": cross_entropy, "z_loss": z_loss}
 
-    def batch_weight(self, tokens: Int[Array, "b t"], segment_ids: Int[Array, "b t"], loss_mask: Float[Array, "b t"]) -> Float[Array, ""]:
+    def batch_weight(
+        self, tokens: Int[Array, "b t"], segment_ids: Int[Array, "b t"], loss_mask: Float[Array, "b t"]
+    ) -> Float[Array, ""]:
         """A microbatch's share of the batch loss: its count of loss positions (the loss is a mean over them)."""
         return loss_mask.sum()
 

@@ -143,7 +143,14 @@ class AdamWConfig(ScheduledByGlobalStep):
 
     def build(self, learning_rate: LearningRate) -> optax.GradientTransformationExtraArgs:
         """The optimizer for a learning-rate schedule."""
-        adamw = optax.adamw(learning_rate, b1=self.beta1, b2=self.beta2, eps=self.epsilon, weight_decay=self.weight_decay, mask=decay_mask)
+        adamw = optax.adamw(
+            learning_rate,
+            b1=self.beta1,
+            b2=self.beta2,
+            eps=self.epsilon,
+            weight_decay=self.weight_decay,
+            mask=decay_mask,
+        )
         return optax.chain(*_clip(self.max_grad_norm), adamw)
 
 
@@ -154,7 +161,9 @@ class LRScaledDecayState(NamedTuple):
     peak_lr: Float[Array, ""]
 
 
-def add_lr_scaled_decay(weight_decay: float, learning_rate: LearningRate, mask: object = None) -> optax.GradientTransformation:
+def add_lr_scaled_decay(
+    weight_decay: float, learning_rate: LearningRate, mask: object = None
+) -> optax.GradientTransformation:
     """Add `weight_decay * lr(t) / peak_lr * p` to the updates (AdamC's corrected decay, before the lr scaling).
 
     `peak_lr` is the schedule's own (`learning_rate.peak_lr` of a built
@@ -169,15 +178,21 @@ def add_lr_scaled_decay(weight_decay: float, learning_rate: LearningRate, mask: 
         del params
         return LRScaledDecayState(count=jnp.zeros([], jnp.int32), peak_lr=jnp.zeros([], jnp.float32))
 
-    def update_fn(updates: optax.Updates, state: LRScaledDecayState, params: optax.Params | None = None) -> tuple[optax.Updates, LRScaledDecayState]:
+    def update_fn(
+        updates: optax.Updates, state: LRScaledDecayState, params: optax.Params | None = None
+    ) -> tuple[optax.Updates, LRScaledDecayState]:
         if params is None:
-            raise ValueError("AdamC's weight decay needs the parameters: call optimizer.update(grads, opt_state, params)")
+            raise ValueError(
+                "AdamC's weight decay needs the parameters: call optimizer.update(grads, opt_state, params)"
+            )
         lr = jnp.asarray(learning_rate(state.count), jnp.float32)
         peak = jnp.maximum(state.peak_lr, lr) if peak_lr is None else jnp.asarray(peak_lr, jnp.float32)
         factor = jnp.where(peak > 0, lr / jnp.where(peak > 0, peak, 1.0), 0.0)
         scale = weight_decay * factor
         updates = jax.tree.map(lambda g, p: g + (scale * p).astype(g.dtype), updates, params)
-        return updates, LRScaledDecayState(count=optax.safe_increment(state.count), peak_lr=jnp.maximum(state.peak_lr, lr))
+        return updates, LRScaledDecayState(
+            count=optax.safe_increment(state.count), peak_lr=jnp.maximum(state.peak_lr, lr)
+        )
 
     decay = optax.GradientTransformation(init_fn, update_fn)
     return decay if mask is None else optax.masked(decay, mask)
@@ -228,7 +243,14 @@ class NAdamWConfig(AdamWConfig):
 
     def build(self, learning_rate: LearningRate) -> optax.GradientTransformationExtraArgs:
         """The optimizer for a learning-rate schedule."""
-        nadamw = optax.nadamw(learning_rate, b1=self.beta1, b2=self.beta2, eps=self.epsilon, weight_decay=self.weight_decay, mask=decay_mask)
+        nadamw = optax.nadamw(
+            learning_rate,
+            b1=self.beta1,
+            b2=self.beta2,
+            eps=self.epsilon,
+            weight_decay=self.weight_decay,
+            mask=decay_mask,
+        )
         return optax.chain(*_clip(self.max_grad_norm), nadamw)
 
 
@@ -284,10 +306,21 @@ class MuonConfig(ScheduledByGlobalStep):
             muon_weight_dimension_numbers=muon_dimension_numbers,
             consistent_rms=self.consistent_rms,
         )
-        adamw = optax.adamw(learning_rate, b1=self.beta1, b2=self.beta2, eps=self.epsilon, weight_decay=self.weight_decay, mask=decay_mask)
+        adamw = optax.adamw(
+            learning_rate,
+            b1=self.beta1,
+            b2=self.beta2,
+            eps=self.epsilon,
+            weight_decay=self.weight_decay,
+            mask=decay_mask,
+        )
 
         def labels(params: object) -> object:
-            return jax.tree.map(lambda spec: "adamw" if spec is None else "muon", muon_dimension_numbers(params), is_leaf=lambda x: x is None or isinstance(x, optax.contrib.MuonDimensionNumbers))
+            return jax.tree.map(
+                lambda spec: "adamw" if spec is None else "muon",
+                muon_dimension_numbers(params),
+                is_leaf=lambda x: x is None or isinstance(x, optax.contrib.MuonDimensionNumbers),
+            )
 
         return optax.chain(*_clip(self.max_grad_norm), optax.partition({"muon": muon, "adamw": adamw}, labels))
 

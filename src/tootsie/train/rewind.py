@@ -49,7 +49,9 @@ class RewindConfig:
 
     def __post_init__(self) -> None:
         if self.max_rewinds < 1:
-            raise ValueError(f"max_rewinds must be >= 1, got {self.max_rewinds}; set rewind to None to turn rewinding off")
+            raise ValueError(
+                f"max_rewinds must be >= 1, got {self.max_rewinds}; set rewind to None to turn rewinding off"
+            )
 
     @property
     def delay(self) -> int:
@@ -84,7 +86,9 @@ class DataSkips:
     def sequences_before(self, step: int, schedule: BatchSchedule) -> int:
         """Sequences trained on by the train steps before `step` (skipped windows do not count)."""
         position = self.data_step(step)
-        skipped = sum(int(schedule.offset(end)) - int(schedule.offset(start)) for start, end in self.windows if end <= position)
+        skipped = sum(
+            int(schedule.offset(end)) - int(schedule.offset(start)) for start, end in self.windows if end <= position
+        )
         return int(schedule.offset(position)) - skipped
 
 
@@ -125,7 +129,9 @@ class PlateauWatch:
     def observe(self, step: int, loss: float) -> dict[str, object] | None:
         """Add the loss of `step`; return the spike whose classification became final at it if that is a plateau."""
         self._add(step, loss)
-        report = find_spikes(MetricsRead([{"step": s, "loss": value} for s, value in self.points], 0), self.config.spikes)
+        report = find_spikes(
+            MetricsRead([{"step": s, "loss": value} for s, value in self.points], 0), self.config.spikes
+        )
         for spike in report["spikes"]:
             if spike["kind"] == "plateau" and spike["step"] + self.config.delay == step:
                 return spike
@@ -167,5 +173,10 @@ def rewind_event(spike: dict[str, object], detected_at: int, to_step: int, skips
 def rewind_fields(event: dict[str, object], count: int) -> dict[str, object]:
     """Metrics-record fields of the first step trained after a rewind."""
     start, end = event["skipped_data_steps"]
-    return {"rewind/count": count, "rewind/from_step": event["detected_at"], "rewind/spike_step": event["spike_step"],
-            "rewind/skip_start": start, "rewind/skip_end": end}
+    return {
+        "rewind/count": count,
+        "rewind/from_step": event["detected_at"],
+        "rewind/spike_step": event["spike_step"],
+        "rewind/skip_start": start,
+        "rewind/skip_end": end,
+    }

@@ -34,7 +34,14 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
 from tootsie.configfile import registry_union
-from tootsie.train.schedule_cycles import Cycle, DecayShape, check_decay_shape, cycle_segments, segment_learning_rate, segment_phase
+from tootsie.train.schedule_cycles import (
+    Cycle,
+    DecayShape,
+    check_decay_shape,
+    cycle_segments,
+    segment_learning_rate,
+    segment_phase,
+)
 
 MAX_STEP = 2**31 - 1
 REWARM_FROM = ("previous", "zero")
@@ -92,7 +99,10 @@ def _check(ok: bool, message: str) -> None:
 def _check_lr(min_lr_ratio: float, **peaks: float) -> None:
     for name, peak in peaks.items():
         _check(peak > 0, f"{name}={peak} must be > 0; pass the stable-phase learning rate, e.g. 1e-3")
-    _check(0.0 <= min_lr_ratio <= 1.0, f"min_lr_ratio={min_lr_ratio} must be in [0, 1]; it is the final LR as a fraction of the peak")
+    _check(
+        0.0 <= min_lr_ratio <= 1.0,
+        f"min_lr_ratio={min_lr_ratio} must be in [0, 1]; it is the final LR as a fraction of the peak",
+    )
 
 
 def _check_steps(**steps: int) -> None:
@@ -128,22 +138,41 @@ class RewarmConfig:
     """LR at the end of each decay, as a fraction of that cycle's peak."""
 
     def __post_init__(self) -> None:
-        _check(len(self.cycles) > 0, "cycles=() is empty; give the step at which each cycle ends, e.g. (80_000, 1_000_000_000)")
+        _check(
+            len(self.cycles) > 0,
+            "cycles=() is empty; give the step at which each cycle ends, e.g. (80_000, 1_000_000_000)",
+        )
         increasing = all(a < b for a, b in zip((0, *self.cycles), self.cycles))
-        _check(increasing, f"cycles={self.cycles} must be strictly increasing and > 0; each entry is the step a cycle ends")
-        _check(len(self.peak_lrs) in (1, len(self.cycles)), f"peak_lrs={self.peak_lrs} needs 1 or len(cycles)={len(self.cycles)} entries")
+        _check(
+            increasing, f"cycles={self.cycles} must be strictly increasing and > 0; each entry is the step a cycle ends"
+        )
+        _check(
+            len(self.peak_lrs) in (1, len(self.cycles)),
+            f"peak_lrs={self.peak_lrs} needs 1 or len(cycles)={len(self.cycles)} entries",
+        )
         _check_lr(self.min_lr_ratio, **{f"peak_lrs[{i}]": peak for i, peak in enumerate(self.peak_lrs)})
-        _check_steps(**{"cycles[-1]": self.cycles[-1]}, warmup_steps=self.warmup_steps, rewarmup_steps=self.rewarmup_steps, decay_steps=self.decay_steps)
+        _check_steps(
+            **{"cycles[-1]": self.cycles[-1]},
+            warmup_steps=self.warmup_steps,
+            rewarmup_steps=self.rewarmup_steps,
+            decay_steps=self.decay_steps,
+        )
         _check(self.rewarm_from in REWARM_FROM, f"rewarm_from={self.rewarm_from!r} must be one of {REWARM_FROM}")
         _check(0.0 <= self.decay_fraction <= 1.0, f"decay_fraction={self.decay_fraction} must be in [0, 1]")
-        _check(not (self.decay_steps and self.decay_fraction), f"set decay_steps={self.decay_steps} or decay_fraction={self.decay_fraction}, not both; zero the other")
+        _check(
+            not (self.decay_steps and self.decay_fraction),
+            f"set decay_steps={self.decay_steps} or decay_fraction={self.decay_fraction}, not both; zero the other",
+        )
         check_decay_shape(self.decay_shape, self.min_lr_ratio)
         start = 0
         for number, cycle in enumerate(self.plan(), start=1):
             length = cycle.end - start
             need = cycle.warmup_steps + cycle.decay_steps
             warmup = "warmup_steps" if number == 1 else "rewarmup_steps"
-            _check(need <= length, f"cycle {number} ({start} to {cycle.end}) has {length} steps, fewer than {warmup}={cycle.warmup_steps} plus decay={cycle.decay_steps}; lengthen the cycle (cycles={self.cycles}) or shorten the warmup/decay")
+            _check(
+                need <= length,
+                f"cycle {number} ({start} to {cycle.end}) has {length} steps, fewer than {warmup}={cycle.warmup_steps} plus decay={cycle.decay_steps}; lengthen the cycle (cycles={self.cycles}) or shorten the warmup/decay",
+            )
             start = cycle.end
 
     @property
@@ -164,14 +193,26 @@ class RewarmConfig:
             decay = self.decay_steps or round(self.decay_fraction * (end - start))
             first = number == 1
             ramp_from = 0.0 if first or self.rewarm_from == "zero" else None
-            plan.append(Cycle(end, peak, self.warmup_steps if first else self.rewarmup_steps, ramp_from, decay, peak * self.min_lr_ratio))
+            plan.append(
+                Cycle(
+                    end,
+                    peak,
+                    self.warmup_steps if first else self.rewarmup_steps,
+                    ramp_from,
+                    decay,
+                    peak * self.min_lr_ratio,
+                )
+            )
             start = end
         return tuple(plan)
 
     def build(self) -> Schedule:
         """The schedule as jit-friendly functions."""
         segments = cycle_segments(self.plan())
-        return Schedule(learning_rate=LearningRate(segment_learning_rate(segments, self.decay_shape), self.peak_lr), phase=segment_phase(segments))
+        return Schedule(
+            learning_rate=LearningRate(segment_learning_rate(segments, self.decay_shape), self.peak_lr),
+            phase=segment_phase(segments),
+        )
 
 
 @dataclass(frozen=True)
@@ -195,7 +236,10 @@ class WSDConfig:
         _check_lr(self.min_lr_ratio, peak_lr=self.peak_lr)
         _check_steps(warmup_steps=self.warmup_steps, decay_steps=self.decay_steps, total_steps=self.total_steps)
         fits = 0 < self.total_steps and self.warmup_steps + self.decay_steps <= self.total_steps
-        _check(fits, f"need 0 <= warmup_steps + decay_steps <= total_steps (> 0), got {self.warmup_steps=}, {self.decay_steps=}, {self.total_steps=}; shorten warmup/decay or raise total_steps")
+        _check(
+            fits,
+            f"need 0 <= warmup_steps + decay_steps <= total_steps (> 0), got {self.warmup_steps=}, {self.decay_steps=}, {self.total_steps=}; shorten warmup/decay or raise total_steps",
+        )
         check_decay_shape(self.decay_shape, self.min_lr_ratio)
 
     @property
@@ -244,7 +288,10 @@ class WSDSConfig:
 
     def __post_init__(self) -> None:
         _check_lr(self.min_lr_ratio, peak_lr=self.peak_lr)
-        _check(0.0 < self.decay_fraction <= 1.0, f"decay_fraction={self.decay_fraction} must be in (0, 1]; WSD-S decays every cycle (Kestrel used 0.1)")
+        _check(
+            0.0 < self.decay_fraction <= 1.0,
+            f"decay_fraction={self.decay_fraction} must be in (0, 1]; WSD-S decays every cycle (Kestrel used 0.1)",
+        )
         self.as_rewarm()
 
     @property
@@ -289,7 +336,10 @@ class _WarmupDecayConfig:
     def __post_init__(self) -> None:
         _check_lr(self.min_lr_ratio, peak_lr=self.peak_lr)
         _check_steps(warmup_steps=self.warmup_steps, total_steps=self.total_steps)
-        _check(self.warmup_steps < self.total_steps, f"warmup_steps={self.warmup_steps} must be < total_steps={self.total_steps}; shorten the warmup or raise total_steps")
+        _check(
+            self.warmup_steps < self.total_steps,
+            f"warmup_steps={self.warmup_steps} must be < total_steps={self.total_steps}; shorten the warmup or raise total_steps",
+        )
         check_decay_shape(self.decay_shape, self.min_lr_ratio)
 
     @property

@@ -87,7 +87,9 @@ def check_decay_shape(decay_shape: str, min_lr_ratio: float) -> None:
     if decay_shape not in DECAY_SHAPES:
         raise ValueError(f"decay_shape={decay_shape!r} is not one of {sorted(DECAY_SHAPES)}; pick one of those")
     if decay_shape == "inv_sqrt" and min_lr_ratio <= 0:
-        raise ValueError(f"decay_shape='inv_sqrt' never reaches 0, got {min_lr_ratio=}; set min_lr_ratio > 0 or use decay_shape='sqrt'")
+        raise ValueError(
+            f"decay_shape='inv_sqrt' never reaches 0, got {min_lr_ratio=}; set min_lr_ratio > 0 or use decay_shape='sqrt'"
+        )
 
 
 @dataclass(frozen=True)
@@ -197,6 +199,8 @@ def spaced_cycles(*spans: tuple[int, int]) -> tuple[int, ...]:
     for every, until in spans:
         start = ends[-1] if ends else 0
         if every <= 0 or until <= start or (until - start) % every:
-            raise ValueError(f"span (every={every}, until={until}) must tile ({start}, {until}] in whole cycles; make until - {start} a positive multiple of every")
+            raise ValueError(
+                f"span (every={every}, until={until}) must tile ({start}, {until}] in whole cycles; make until - {start} a positive multiple of every"
+            )
         ends += range(start + every, until + 1, every)
     return tuple(ends)

@@ -48,9 +48,21 @@ MESH_AXES = ("data", "fsdp", "tensor")
 """Names of the mesh axes, outermost first (data parallel groups, FSDP shards, tensor-parallel shards)."""
 BATCH_AXES = ("data", "fsdp")
 """Mesh axes that batch rows are split over."""
-LOGICAL_RULES: dict[str, str | None] = {"hidden": "fsdp", "vocab": "tensor", "qdim": "tensor", "kvdim": "tensor", "inter": "tensor", "layers": None, "norm": None}
+LOGICAL_RULES: dict[str, str | None] = {
+    "hidden": "fsdp",
+    "vocab": "tensor",
+    "qdim": "tensor",
+    "kvdim": "tensor",
+    "inter": "tensor",
+    "layers": None,
+    "norm": None,
+}
 """Mesh axis of every logical axis name of the model's weights (None: replicated)."""
-ENV_COORDINATOR, ENV_NUM_PROCESSES, ENV_PROCESS_ID = "TOOTSIE_COORDINATOR_ADDRESS", "TOOTSIE_NUM_PROCESSES", "TOOTSIE_PROCESS_ID"
+ENV_COORDINATOR, ENV_NUM_PROCESSES, ENV_PROCESS_ID = (
+    "TOOTSIE_COORDINATOR_ADDRESS",
+    "TOOTSIE_NUM_PROCESSES",
+    "TOOTSIE_PROCESS_ID",
+)
 
 
 @dataclass(frozen=True)
@@ -88,7 +100,9 @@ class MeshConfig:
     def build(self, devices: Sequence[jax.Device] | None = None) -> Mesh:
         """The mesh over `devices` (default: every device of every process)."""
         devices = jax.devices() if devices is None else list(devices)
-        return jax.make_mesh(self.shape(len(devices)), MESH_AXES, axis_types=(AxisType.Auto,) * len(MESH_AXES), devices=devices)
+        return jax.make_mesh(
+            self.shape(len(devices)), MESH_AXES, axis_types=(AxisType.Auto,) * len(MESH_AXES), devices=devices
+        )
 
 
 @dataclass(frozen=True)
@@ -112,7 +126,9 @@ def _env_int(name: str) -> int | None:
     try:
         return int(value)
     except ValueError:
-        raise TootsieError(f"${name}={value!r} is not an integer; set it to this host's number (0-based) or the process count") from None
+        raise TootsieError(
+            f"${name}={value!r} is not an integer; set it to this host's number (0-based) or the process count"
+        ) from None
 
 
 def initialize_distributed(config: DistributedConfig | None) -> None:
@@ -130,7 +146,9 @@ def initialize_distributed(config: DistributedConfig | None) -> None:
         ) from error
 
 
-def partition_specs(axes: Mapping[str, tuple[str, ...]], shapes: Mapping[str, tuple[int, ...]], mesh_shape: Mapping[str, int]) -> dict[str, PartitionSpec]:
+def partition_specs(
+    axes: Mapping[str, tuple[str, ...]], shapes: Mapping[str, tuple[int, ...]], mesh_shape: Mapping[str, int]
+) -> dict[str, PartitionSpec]:
     """The PartitionSpec of every weight: a logical axis goes on its rule's mesh axis when that axis (of size > 1) divides it, else it is replicated."""
     specs = {}
     for name, names in axes.items():
@@ -140,7 +158,14 @@ def partition_specs(axes: Mapping[str, tuple[str, ...]], shapes: Mapping[str, tu
                 raise ValueError(f"weight {name} has logical axis {logical!r} with no rule; add it to LOGICAL_RULES")
             mesh_axis = LOGICAL_RULES[logical]
             if mesh_axis is not None and mesh_shape[mesh_axis] > 1 and size % mesh_shape[mesh_axis]:
-                logger.info("%s: %s (%d) is not divisible by %s=%d, so it stays replicated", name, logical, size, mesh_axis, mesh_shape[mesh_axis])
+                logger.info(
+                    "%s: %s (%d) is not divisible by %s=%d, so it stays replicated",
+                    name,
+                    logical,
+                    size,
+                    mesh_axis,
+                    mesh_shape[mesh_axis],
+                )
                 mesh_axis = None
             dims.append(mesh_axis if mesh_axis is not None and mesh_shape[mesh_axis] > 1 else None)
         specs[name] = PartitionSpec(*dims)
@@ -163,13 +188,17 @@ class Layout:
 def make_layout(mesh: Mesh, params: Any, opt_state: Any) -> Layout:
     """Shardings on `mesh` for (abstract or concrete) params and optimizer state."""
     named = {jax.tree_util.keystr(path): leaf for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]}
-    specs = partition_specs(logical_axes(params), {name: tuple(leaf.shape) for name, leaf in named.items()}, dict(mesh.shape))
+    specs = partition_specs(
+        logical_axes(params), {name: tuple(leaf.shape) for name, leaf in named.items()}, dict(mesh.shape)
+    )
     by_param = {name: (tuple(named[name].shape), NamedSharding(mesh, spec)) for name, spec in specs.items()}
     replicated = NamedSharding(mesh, PartitionSpec())
 
     def state_sharding(path: Any, leaf: Any) -> NamedSharding:
         name = jax.tree_util.keystr(path)
-        owners = [param for param, (shape, _) in by_param.items() if name.endswith(param) and tuple(leaf.shape) == shape]
+        owners = [
+            param for param, (shape, _) in by_param.items() if name.endswith(param) and tuple(leaf.shape) == shape
+        ]
         return by_param[max(owners, key=len)][1] if owners else replicated
 
     return Layout(
@@ -223,7 +252,10 @@ def global_batch(data: MixtureDataset, step: int, sharding: NamedSharding) -> tu
             built[start, stop] = data.batch(step, worker=start // per_device, num_workers=size // per_device)
         return built[start, stop]
 
-    return tuple(jax.make_array_from_callback(shape, sharding, lambda index, field=field: getattr(rows(index), field)) for field in ("tokens", "segment_ids", "loss_mask"))
+    return tuple(
+        jax.make_array_from_callback(shape, sharding, lambda index, field=field: getattr(rows(index), field))
+        for field in ("tokens", "segment_ids", "loss_mask")
+    )
 
 
 def is_main_process() -> bool:

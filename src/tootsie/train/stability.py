@@ -44,7 +44,13 @@ def _history_threshold(history: Float[Array, " window"], count: Int[Array, ""], 
     return mean + k_sigma * jnp.maximum(jnp.sqrt(var), STD_FLOOR)
 
 
-def _push(history: Float[Array, " window"], count: Int[Array, ""], index: Int[Array, ""], value: Float[Array, ""], keep: Bool[Array, ""]):
+def _push(
+    history: Float[Array, " window"],
+    count: Int[Array, ""],
+    index: Int[Array, ""],
+    value: Float[Array, ""],
+    keep: Bool[Array, ""],
+):
     """Write `value` at `index` when `keep`; returns (history, count, index)."""
     window = history.shape[0]
     history = jnp.where(keep, history.at[index].set(value), history)
@@ -78,7 +84,9 @@ class ClipUpdateNormState(NamedTuple):
     """Whether the last update was scaled down."""
 
 
-def clip_update_norm(window: int = 128, k_sigma: float = 2.0, min_history: int | None = None) -> optax.GradientTransformation:
+def clip_update_norm(
+    window: int = 128, k_sigma: float = 2.0, min_history: int | None = None
+) -> optax.GradientTransformation:
     """Scale an update down to mean + k·σ of the last `window` update norms when it exceeds that.
 
     The history holds every finite PRE-clip norm, clipped steps included —
@@ -93,12 +101,23 @@ def clip_update_norm(window: int = 128, k_sigma: float = 2.0, min_history: int |
     def init_fn(params: optax.Params) -> ClipUpdateNormState:
         del params
         zero = jnp.zeros([], jnp.float32)
-        return ClipUpdateNormState(jnp.zeros([window], jnp.float32), jnp.zeros([], jnp.int32), jnp.zeros([], jnp.int32), zero, jnp.full([], jnp.inf, jnp.float32), jnp.zeros([], bool))
+        return ClipUpdateNormState(
+            jnp.zeros([window], jnp.float32),
+            jnp.zeros([], jnp.int32),
+            jnp.zeros([], jnp.int32),
+            zero,
+            jnp.full([], jnp.inf, jnp.float32),
+            jnp.zeros([], bool),
+        )
 
-    def update_fn(updates: optax.Updates, state: ClipUpdateNormState, params: optax.Params | None = None) -> tuple[optax.Updates, ClipUpdateNormState]:
+    def update_fn(
+        updates: optax.Updates, state: ClipUpdateNormState, params: optax.Params | None = None
+    ) -> tuple[optax.Updates, ClipUpdateNormState]:
         del params
         norm = optax.tree.norm(updates).astype(jnp.float32)
-        threshold = jnp.where(state.count >= min_count, _history_threshold(state.history, state.count, k_sigma), jnp.inf)
+        threshold = jnp.where(
+            state.count >= min_count, _history_threshold(state.history, state.count, k_sigma), jnp.inf
+        )
         clipped = norm > threshold
         scale = jnp.where(clipped, threshold / jnp.where(clipped, norm, 1.0), 1.0)
         updates = jax.tree.map(lambda u: u * scale.astype(u.dtype), updates)
@@ -129,7 +148,11 @@ class SkipBadStepsState(NamedTuple):
 
 
 def skip_bad_steps(
-    inner: optax.GradientTransformation, window: int = 128, k_sigma: float = 6.0, min_history: int | None = None, max_consecutive_skips: int = 16
+    inner: optax.GradientTransformation,
+    window: int = 128,
+    k_sigma: float = 6.0,
+    min_history: int | None = None,
+    max_consecutive_skips: int = 16,
 ) -> optax.GradientTransformationExtraArgs:
     """Wrap `inner` so an outlier or non-finite step returns zero updates and leaves `inner`'s state untouched.
 
@@ -154,11 +177,22 @@ def skip_bad_steps(
     def init_fn(params: optax.Params) -> SkipBadStepsState:
         zeros, int0 = jnp.zeros([window], jnp.float32), jnp.zeros([], jnp.int32)
         inf = jnp.full([], jnp.inf, jnp.float32)
-        return SkipBadStepsState(inner.init(params), zeros, zeros, int0, int0, int0, jnp.zeros([], bool), int0, int0, inf, inf)
+        return SkipBadStepsState(
+            inner.init(params), zeros, zeros, int0, int0, int0, jnp.zeros([], bool), int0, int0, inf, inf
+        )
 
-    def update_fn(updates: optax.Updates, state: SkipBadStepsState, params: optax.Params | None = None, *, value: Float[Array, ""] | None = None, **extra_args: Any):
+    def update_fn(
+        updates: optax.Updates,
+        state: SkipBadStepsState,
+        params: optax.Params | None = None,
+        *,
+        value: Float[Array, ""] | None = None,
+        **extra_args: Any,
+    ):
         if value is None:
-            raise ValueError("skip_bad_steps needs the loss: call optimizer.update(grads, opt_state, params, value=loss)")
+            raise ValueError(
+                "skip_bad_steps needs the loss: call optimizer.update(grads, opt_state, params, value=loss)"
+            )
         loss, grad_norm = jnp.asarray(value, jnp.float32), optax.tree.norm(updates).astype(jnp.float32)
         new_updates, new_inner = inner.update(updates, state.inner_state, params, value=value, **extra_args)
         nonfinite = ~(jnp.isfinite(loss) & jnp.isfinite(grad_norm) & jnp.isfinite(optax.tree.norm(new_updates)))
@@ -233,7 +267,9 @@ class StabilityConfig:
         if self.clip_update_window is not None:
             wrapped = optax.chain(wrapped, clip_update_norm(self.clip_update_window, self.clip_update_sigma))
         if self.skip_bad_steps:
-            return skip_bad_steps(wrapped, self.skip_window, self.skip_sigma, max_consecutive_skips=self.max_consecutive_skips)
+            return skip_bad_steps(
+                wrapped, self.skip_window, self.skip_sigma, max_consecutive_skips=self.max_consecutive_skips
+            )
         return optax.with_extra_args_support(wrapped)
 
 
@@ -297,9 +333,15 @@ def adam_moment_norms(opt_state: optax.OptState) -> dict[str, Float[Array, ""]]:
 
 def per_layer_update_norms(updates: object, stacked_name: str = "layers") -> Float[Array, " num_layers"]:
     """L2 norm of each layer's update: leaves under `stacked_name` carry a leading num_layers axis."""
-    leaves = [leaf for path, leaf in jax.tree_util.tree_flatten_with_path(updates)[0] if stacked_name in jax.tree_util.keystr(path)]
+    leaves = [
+        leaf
+        for path, leaf in jax.tree_util.tree_flatten_with_path(updates)[0]
+        if stacked_name in jax.tree_util.keystr(path)
+    ]
     if not leaves:
-        raise ValueError(f"no leaves under {stacked_name!r} in the updates; pass the stacked-layer field's name as stacked_name")
+        raise ValueError(
+            f"no leaves under {stacked_name!r} in the updates; pass the stacked-layer field's name as stacked_name"
+        )
     num_layers = {leaf.shape[0] for leaf in leaves}
     if len(num_layers) != 1:
         raise ValueError(f"leaves under {stacked_name!r} disagree on the leading (layer) axis: {sorted(num_layers)}")
@@ -326,9 +368,15 @@ def accumulate_gradients(
     """
     rows = batch_arrays[0].shape[0]
     if microbatches < 1 or any(a.shape[0] != rows for a in batch_arrays) or rows % microbatches:
-        raise ValueError(f"every batch array needs the same leading size divisible by microbatches; got {[a.shape for a in batch_arrays]}, {microbatches=}")
+        raise ValueError(
+            f"every batch array needs the same leading size divisible by microbatches; got {[a.shape for a in batch_arrays]}, {microbatches=}"
+        )
     split = tuple(a.reshape(microbatches, rows // microbatches, *a.shape[1:]) for a in batch_arrays)
-    weights = jnp.ones([microbatches], jnp.float32) if weight_fn is None else jax.vmap(lambda *a: jnp.asarray(weight_fn(*a), jnp.float32))(*split)
+    weights = (
+        jnp.ones([microbatches], jnp.float32)
+        if weight_fn is None
+        else jax.vmap(lambda *a: jnp.asarray(weight_fn(*a), jnp.float32))(*split)
+    )
     weights = weights / jnp.maximum(jnp.sum(weights), jnp.finfo(jnp.float32).tiny)
 
     def weighted(tree: Any, w: Float[Array, ""]) -> Any:

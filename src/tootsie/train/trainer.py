@@ -47,11 +47,41 @@ from tootsie.models.llama import LlamaConfig, LlamaModel
 from tootsie.monitor.metrics_log import METRICS_FILE, read_metrics
 from tootsie.monitor.throughput import mfu
 from tootsie.monitor.trackers import Trackers, open_trackers
-from tootsie.train.checkpoint import STATE_FILE, checkpoint_dir, fill_matching, is_tensor, latest_checkpoint, load_checkpoint, prune_temporary, read_tensors, save_checkpoint
+from tootsie.train.checkpoint import (
+    STATE_FILE,
+    checkpoint_dir,
+    fill_matching,
+    is_tensor,
+    latest_checkpoint,
+    load_checkpoint,
+    prune_temporary,
+    read_tensors,
+    save_checkpoint,
+)
 from tootsie.train.config import TrainConfig
 from tootsie.train.loss import cast_floats
-from tootsie.train.rewind import DataSkips, PlateauWatch, read_rewinds, record_rewind, rewind_event, rewind_fields, rewind_target, skips_of
-from tootsie.train.sharding import Layout, agree, barrier, check_batch_sizes, gather, global_batch, initialize_distributed, is_main_process, make_layout, place
+from tootsie.train.rewind import (
+    DataSkips,
+    PlateauWatch,
+    read_rewinds,
+    record_rewind,
+    rewind_event,
+    rewind_fields,
+    rewind_target,
+    skips_of,
+)
+from tootsie.train.sharding import (
+    Layout,
+    agree,
+    barrier,
+    check_batch_sizes,
+    gather,
+    global_batch,
+    initialize_distributed,
+    is_main_process,
+    make_layout,
+    place,
+)
 from tootsie.train.stability import accumulate_gradients, adam_moment_norms, per_layer_update_norms, stability_metrics
 from tootsie.train.warm_start import carry_optimizer_state, warm_start_model
 
@@ -116,23 +146,39 @@ def make_train_step(config: TrainConfig, optimizer: optax.GradientTransformation
     value_and_grad = eqx.filter_value_and_grad(loss_fn, has_aux=True)
 
     @eqx.filter_jit(donate="all-except-first")
-    def train_step(model: LlamaModel, opt_state: optax.OptState, ema: Any, step: jax.Array, tokens: jax.Array, segment_ids: jax.Array, loss_mask: jax.Array):
+    def train_step(
+        model: LlamaModel,
+        opt_state: optax.OptState,
+        ema: Any,
+        step: jax.Array,
+        tokens: jax.Array,
+        segment_ids: jax.Array,
+        loss_mask: jax.Array,
+    ):
         if config.microbatches > 1:
             total, objective_metrics, grads = accumulate_gradients(
-                value_and_grad, model, (tokens, segment_ids, loss_mask), config.microbatches, weight_fn=objective.batch_weight
+                value_and_grad,
+                model,
+                (tokens, segment_ids, loss_mask),
+                config.microbatches,
+                weight_fn=objective.batch_weight,
             )
         else:
             (total, objective_metrics), grads = value_and_grad(model, tokens, segment_ids, loss_mask)
         grads = jax.lax.with_sharding_constraint(grads, layout.params)
         params = eqx.filter(model, eqx.is_array)
-        updates, opt_state = optimizer.update(grads, config.optimizer.at_global_step(opt_state, step), params, value=total)
+        updates, opt_state = optimizer.update(
+            grads, config.optimizer.at_global_step(opt_state, step), params, value=total
+        )
         model = eqx.filter_shard(eqx.apply_updates(model, updates), layout.params)
         opt_state = jax.lax.with_sharding_constraint(opt_state, layout.opt_state)
         stability = stability_metrics(opt_state)
         if ema is not None:
             updated = config.ema.update(ema, eqx.filter(model, eqx.is_array), step)
             skipped = stability.get("skip/skipped", jnp.zeros((), jnp.float32)) > 0
-            ema = jax.lax.with_sharding_constraint(jax.tree_util.tree_map(lambda old, new: jnp.where(skipped, old, new), ema, updated), layout.params)
+            ema = jax.lax.with_sharding_constraint(
+                jax.tree_util.tree_map(lambda old, new: jnp.where(skipped, old, new), ema, updated), layout.params
+            )
         head = model.embed if model.lm_head is None else model.lm_head
         metrics = {
             **objective_metrics,
@@ -167,7 +213,9 @@ def _init_opt_state(optimizer: optax.GradientTransformation, params: Any, layout
     return jax.jit(optimizer.init, out_shardings=layout.opt_state)(params)
 
 
-def initial_state(config: TrainConfig, optimizer: optax.GradientTransformation, output: Path, layout: Layout) -> TrainState:
+def initial_state(
+    config: TrainConfig, optimizer: optax.GradientTransformation, output: Path, layout: Layout
+) -> TrainState:
     """Resume from this run's newest checkpoint, else warm-start, else initialize; every array placed as `layout` says."""
     params, static, opt_state = abstract_state(config, optimizer)
     own = latest_checkpoint(output / CHECKPOINTS)
@@ -184,7 +232,9 @@ def initial_state(config: TrainConfig, optimizer: optax.GradientTransformation, 
     return TrainState(eqx.combine(params, static), _init_opt_state(optimizer, params, layout), ema, 0)
 
 
-def warm_started_state(config: TrainConfig, optimizer: optax.GradientTransformation, layout: Layout, template: LlamaModel) -> TrainState:
+def warm_started_state(
+    config: TrainConfig, optimizer: optax.GradientTransformation, layout: Layout, template: LlamaModel
+) -> TrainState:
     """The state a warm start begins from: converted weights, the optimizer state matched by identity (moments by parameter), EMA, step."""
     warm = config.warm_start
     source = resolve_checkpoint(warm.checkpoint)
@@ -195,9 +245,20 @@ def warm_started_state(config: TrainConfig, optimizer: optax.GradientTransformat
     if saved_opt is not None:
         carried, fresh, unused = carry_optimizer_state(opt_state, saved_opt)
         opt_state = place(carried, layout.opt_state)
-        logger.info("warm start from %s: carried %d optimizer tensors", source, len(jax.tree_util.tree_leaves(opt_state)) - len(fresh))
+        logger.info(
+            "warm start from %s: carried %d optimizer tensors",
+            source,
+            len(jax.tree_util.tree_leaves(opt_state)) - len(fresh),
+        )
         if fresh or unused:
-            logger.warning("warm start from %s: %d optimizer tensors start fresh %s; %d saved ones unused %s", source, len(fresh), fresh, len(unused), unused[:4])
+            logger.warning(
+                "warm start from %s: %d optimizer tensors start fresh %s; %d saved ones unused %s",
+                source,
+                len(fresh),
+                fresh,
+                len(unused),
+                unused[:4],
+            )
     ema = None
     if config.ema is not None:
         saved_ema = None if warm.add_qk_norm else read_tensors(source, "ema")
@@ -217,9 +278,16 @@ def save_state(output: Path, state: TrainState, config: TrainConfig, kind: str, 
 
     Every process takes part in gathering the (sharded) arrays; process 0 writes them.
     """
-    trees = {"model": eqx.filter(state.model, eqx.is_array), "opt_state": state.opt_state} | ({"ema": state.ema} if state.ema is not None else {})
+    trees = {"model": eqx.filter(state.model, eqx.is_array), "opt_state": state.opt_state} | (
+        {"ema": state.ema} if state.ema is not None else {}
+    )
     gathered = gather(trees)
-    record = {"tokens": config.tokens_before(state.step, skips), "data_step": skips.data_step(state.step), "kind": kind, "model": to_plain(config.model)}
+    record = {
+        "tokens": config.tokens_before(state.step, skips),
+        "data_step": skips.data_step(state.step),
+        "kind": kind,
+        "model": to_plain(config.model),
+    }
     if is_main_process():
         save_checkpoint(output / CHECKPOINTS, state.step, gathered, record)
     barrier(f"checkpoint-{state.step}")
@@ -275,29 +343,55 @@ def _logged_records(output: Path) -> list[dict[str, object]]:
     return read_metrics(output / METRICS_FILE).records
 
 
-def _try_rewind(config: TrainConfig, optimizer: optax.GradientTransformation, layout: Layout, output: Path, spike: dict[str, object], step: int,
-                events: list[dict[str, object]], skips: DataSkips) -> tuple[TrainState, list[dict[str, object]]] | None:
+def _try_rewind(
+    config: TrainConfig,
+    optimizer: optax.GradientTransformation,
+    layout: Layout,
+    output: Path,
+    spike: dict[str, object],
+    step: int,
+    events: list[dict[str, object]],
+    skips: DataSkips,
+) -> tuple[TrainState, list[dict[str, object]]] | None:
     """Go back to the newest checkpoint before a plateau spike found at `step`, recording the data it skips; None if it cannot."""
     if len(events) >= config.rewind.max_rewinds:
-        logger.warning("loss plateau from step %d (found at step %d), but the run already rewound max_rewinds=%d times; training on",
-                       spike["step"], step, config.rewind.max_rewinds)
+        logger.warning(
+            "loss plateau from step %d (found at step %d), but the run already rewound max_rewinds=%d times; training on",
+            spike["step"],
+            step,
+            config.rewind.max_rewinds,
+        )
         return None
     target = rewind_target(output / CHECKPOINTS, int(spike["step"]))
     if target is None:
-        logger.warning("loss plateau from step %d (found at step %d), but no checkpoint precedes it; training on "
-                       "(checkpoints.every_steps should be well below the spike horizon)", spike["step"], step)
+        logger.warning(
+            "loss plateau from step %d (found at step %d), but no checkpoint precedes it; training on "
+            "(checkpoints.every_steps should be well below the spike horizon)",
+            spike["step"],
+            step,
+        )
         return None
     event = rewind_event(spike, step, target, skips)
     if is_main_process():
         record_rewind(output, output / CHECKPOINTS, events, event)
     barrier(f"rewind-{step}")
     start, end = event["skipped_data_steps"]
-    logger.warning("loss plateau from step %d (%.4g above %.4g), final at step %d: rewound to the checkpoint at step %d, skipping data steps [%d, %d)",
-                   spike["step"], spike["height"], spike["baseline"], step, target, start, end)
+    logger.warning(
+        "loss plateau from step %d (%.4g above %.4g), final at step %d: rewound to the checkpoint at step %d, skipping data steps [%d, %d)",
+        spike["step"],
+        spike["height"],
+        spike["baseline"],
+        step,
+        target,
+        start,
+        end,
+    )
     return initial_state(config, optimizer, output, layout), [*events, event]
 
 
-def train_loop(config: TrainConfig, output_path: str, evaluation: StepHook | None = None, hooks: Sequence[StepHook] = ()) -> TrainState:
+def train_loop(
+    config: TrainConfig, output_path: str, evaluation: StepHook | None = None, hooks: Sequence[StepHook] = ()
+) -> TrainState:
     """Train to `config.num_steps`, resuming if `output_path` has checkpoints; write metrics and checkpoints.
 
     The loop of the train layer, which knows no evaluation: `evaluation` is the
@@ -307,8 +401,14 @@ def train_loop(config: TrainConfig, output_path: str, evaluation: StepHook | Non
     On several hosts every process calls this with the same arguments; process 0 writes the files.
     """
     if (config.eval is None) != (evaluation is None):
-        mismatch = "config.eval is set but no evaluation hook was given" if evaluation is None else "an evaluation hook was given but config.eval is None"
-        raise TootsieError(f"{mismatch}: train through tootsie.eval.training.run_training, which builds the evaluation from config.eval")
+        mismatch = (
+            "config.eval is set but no evaluation hook was given"
+            if evaluation is None
+            else "an evaluation hook was given but config.eval is None"
+        )
+        raise TootsieError(
+            f"{mismatch}: train through tootsie.eval.training.run_training, which builds the evaluation from config.eval"
+        )
     hooks = (evaluation, *hooks) if evaluation is not None else tuple(hooks)
     initialize_distributed(config.distributed)
     output = Path(output_path)
@@ -324,7 +424,9 @@ def train_loop(config: TrainConfig, output_path: str, evaluation: StepHook | Non
     train_step = make_train_step(config, optimizer, layout)
     flops_per_token = config.model.flops_per_token(config.data.seq_len)
     device = jax.devices()[0]
-    trackers = open_trackers(output, config.trackers, to_plain(config), state.step) if is_main_process() else Trackers(())
+    trackers = (
+        open_trackers(output, config.trackers, to_plain(config), state.step) if is_main_process() else Trackers(())
+    )
     watch = PlateauWatch(config.rewind, _logged_records(output)) if config.rewind is not None else None
     profiler = ProfileWindow(config.profile_steps, output / PROFILE_DIR)
     last_save, nonfinite = time.monotonic(), 0
@@ -335,11 +437,17 @@ def train_loop(config: TrainConfig, output_path: str, evaluation: StepHook | Non
             data_step = skips.data_step(state.step)
             arrays = global_batch(data, data_step, layout.batch)
             with jax.profiler.StepTraceAnnotation("train", step_num=state.step):
-                model, opt_state, ema, metrics = train_step(state.model, state.opt_state, state.ema, jnp.asarray(state.step, jnp.int32), *arrays)
+                model, opt_state, ema, metrics = train_step(
+                    state.model, state.opt_state, state.ema, jnp.asarray(state.step, jnp.int32), *arrays
+                )
                 values = _scalars(metrics)
             elapsed = time.perf_counter() - started
             tokens_per_s = arrays[0].size / elapsed
-            extra = {name: value for hook in hooks for name, value in hook(TrainState(model, opt_state, ema, state.step + 1)).items()}
+            extra = {
+                name: value
+                for hook in hooks
+                for name, value in hook(TrainState(model, opt_state, ema, state.step + 1)).items()
+            }
             record = {
                 **pending,
                 **extra,
@@ -363,7 +471,11 @@ def train_loop(config: TrainConfig, output_path: str, evaluation: StepHook | Non
                     "resume from an earlier checkpoint with a lower learning rate or tighter max_grad_norm, and inspect those steps' batches"
                 )
             spike = watch.observe(state.step, values["loss"]) if watch is not None else None
-            rewound = _try_rewind(config, optimizer, layout, output, spike, state.step, events, skips) if spike is not None else None
+            rewound = (
+                _try_rewind(config, optimizer, layout, output, spike, state.step, events, skips)
+                if spike is not None
+                else None
+            )
             if rewound is not None:
                 state, events = rewound
                 skips, pending = skips_of(events), rewind_fields(events[-1], len(events))
@@ -374,7 +486,9 @@ def train_loop(config: TrainConfig, output_path: str, evaluation: StepHook | Non
             if state.step % config.checkpoints.every_steps == 0 and state.step < config.num_steps:
                 save_state(output, state, config, "permanent", skips)
                 last_save = time.monotonic()
-            elif config.checkpoints.every_minutes is not None and agree(time.monotonic() - last_save > 60 * config.checkpoints.every_minutes):
+            elif config.checkpoints.every_minutes is not None and agree(
+                time.monotonic() - last_save > 60 * config.checkpoints.every_minutes
+            ):
                 save_state(output, state, config, "temporary", skips)
                 _prune(output)
                 last_save = time.monotonic()

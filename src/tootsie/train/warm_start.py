@@ -68,14 +68,18 @@ def warm_start_model(checkpoint: Path, template: LlamaModel, add_qk_norm: bool =
         raise TootsieError(f"checkpoint {file} lacks {sorted(set(new) - allowed_new)[:3]} that the model needs{hint}")
     extra = sorted(set(source) - set(expected))
     if extra:
-        raise TootsieError(f"checkpoint {file} has tensors {extra[:3]} that the model does not; it is another architecture")
+        raise TootsieError(
+            f"checkpoint {file} has tensors {extra[:3]} that the model does not; it is another architecture"
+        )
     leaves = []
     for key, (_, leaf) in zip(expected, leaves_with_paths):
         if key in new:
             leaves.append(np.ones(leaf.shape, leaf.dtype))
             continue
         if source[key].shape != leaf.shape:
-            raise TootsieError(f"checkpoint {file}: {key} has shape {source[key].shape}, the model expects {leaf.shape}")
+            raise TootsieError(
+                f"checkpoint {file}: {key} has shape {source[key].shape}, the model expects {leaf.shape}"
+            )
         leaves.append(np.asarray(source[key], dtype=leaf.dtype))
     return eqx.combine(jax.tree_util.tree_unflatten(treedef, leaves), static)
 
@@ -97,7 +101,9 @@ def state_identities(names: Iterable[str]) -> tuple[dict[str, str], list[str]]:
     fields: dict[str, set[str]] = defaultdict(set)
     for state, field, _ in parts.values():
         fields[state].add(field)
-    identities = {name: f"{'+'.join(sorted(fields[state]))}:{field}{param}" for name, (state, field, param) in parts.items()}
+    identities = {
+        name: f"{'+'.join(sorted(fields[state]))}:{field}{param}" for name, (state, field, param) in parts.items()
+    }
     counts = Counter(identities.values())
     unique = {name: identity for name, identity in identities.items() if counts[identity] == 1}
     return unique, sorted(set(identities) - set(unique))
@@ -123,4 +129,3 @@ def carry_optimizer_state(fresh: Tree, saved: dict[str, np.ndarray]) -> tuple[Tr
             leaves.append(leaf)
             kept_fresh.append(name)
     return jax.tree_util.tree_unflatten(treedef, leaves), kept_fresh, sorted(set(saved) - used)
-
