@@ -44,7 +44,10 @@ def register_kinds(registry: dict[str, type]) -> None:
 
 
 def registry_union(registry: dict[str, type]) -> Any:
-    """The union of a registry's config classes, registered as `kind:` tags: the type of a field that takes any of them."""
+    """The union of a registry's config classes, registered as `kind:` tags.
+
+    The type of a field that takes any of them.
+    """
     register_kinds(registry)
     return typing.Union[tuple(registry.values())]  # noqa: UP007 - X | Y cannot spread a tuple built at run time
 
@@ -122,10 +125,16 @@ def _known_kinds(options: tuple[Any, ...]) -> list[str]:
 
 
 def _bare_kind_message(options: tuple[Any, ...], value: str, where: str) -> str:
-    """The error for a bare name where a `{kind: ...}` mapping belongs (how configs before registries wrote a choice)."""
+    """The error for a bare name where a `{kind: ...}` mapping belongs.
+
+    (How configs before registries wrote a choice.)
+    """
     known = _known_kinds(options)
     if value in known:
-        return f"{where}: a bare name {value!r} is not accepted here; write {{kind: {value}}} (options of the kind as more keys)"
+        return (
+            f"{where}: a bare name {value!r} is not accepted here; write {{kind: {value}}}"
+            " (options of the kind as more keys)"
+        )
     return f"{where}: unknown kind {value!r}; choose one of {known}, written as {{kind: NAME}}"
 
 

@@ -91,7 +91,10 @@ def run_throughput(args: argparse.Namespace) -> int:
 
 
 def _register_shuffle_report(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    help_text = "autocorrelation of per-batch data composition under a permutation vs a true shuffle, on a simulated ordered corpus"
+    help_text = (
+        "autocorrelation of per-batch data composition under a permutation vs a true shuffle,"
+        " on a simulated ordered corpus"
+    )
     parser = commands.add_parser("shuffle-report", help=help_text, description=help_text)
     parser.add_argument("--perm", required=True, metavar="KIND", help="permutation kind: linear, feistel, era or block")
     parser.add_argument("--length", type=int, required=True, metavar="N", help="items in the corpus")

@@ -113,7 +113,8 @@ def demo_summary(report: RunReport, wall_seconds: float) -> dict[str, object]:
 def print_summary(summary: dict[str, object]) -> None:
     """The human-readable demo summary."""
     print(
-        f"\ntootsie demo: {'done' if summary['ok'] else 'FAILED'} in {summary['wall_seconds']:.1f} s, peak RSS {summary['peak_rss_mb']:.0f} MB"
+        f"\ntootsie demo: {'done' if summary['ok'] else 'FAILED'} in {summary['wall_seconds']:.1f} s,"
+        f" peak RSS {summary['peak_rss_mb']:.0f} MB"
     )
     print(f"outputs under {summary['prefix']}\n")
     for step in summary["steps"]:

@@ -59,13 +59,18 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--prefix",
         metavar="DIR_OR_URL",
-        help=f"root of all outputs: a directory or a URL like s3://bucket/runs (default: $TOOTSIE_PREFIX, else {DEFAULT_PREFIX})",
+        help=(
+            "root of all outputs: a directory or a URL like s3://bucket/runs"
+            f" (default: $TOOTSIE_PREFIX, else {DEFAULT_PREFIX})"
+        ),
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line of stdout")
     parser.add_argument(
         "--scale",
         metavar="NAME",
-        help=f"the scale a recipe experiment builds, e.g. tiny (sets ${SCALE_ENV}; default: full, the runs as they were)",
+        help=(
+            f"the scale a recipe experiment builds, e.g. tiny (sets ${SCALE_ENV}; default: full, the runs as they were)"
+        ),
     )
 
 

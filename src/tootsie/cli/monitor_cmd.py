@@ -40,5 +40,6 @@ def run_spikes(args: argparse.Namespace) -> int:
         read_metrics(path), build(SpikeConfig, k_sigma=args.k_sigma, window=args.window, horizon=args.horizon)
     )
     kinds = [spike["kind"] for spike in report["spikes"]]
-    headline = f"{len(kinds)} spikes in {report['points']} points ({', '.join(f'{kinds.count(k)} {k}' for k in sorted(set(kinds))) or 'none'}); skipped {report['skipped']}"
+    counts = ", ".join(f"{kinds.count(k)} {k}" for k in sorted(set(kinds))) or "none"
+    headline = f"{len(kinds)} spikes in {report['points']} points ({counts}); skipped {report['skipped']}"
     return emit(report, args, headline)

@@ -30,5 +30,8 @@ def report_command(args: argparse.Namespace) -> int:
         raise TootsieError(f"run directory not found: {args.run_dir}")
     result = write_report(args.run_dir, args.out)
     drawn = sum(result["panels"].values())
-    headline = f"wrote {result['report']} ({result['bytes'] / 1e3:.0f} kB, {drawn}/{len(result['panels'])} panels drawn, {len(result['spikes'])} spikes) in {result['seconds']:.1f} s"
+    headline = (
+        f"wrote {result['report']} ({result['bytes'] / 1e3:.0f} kB, {drawn}/{len(result['panels'])} panels drawn,"
+        f" {len(result['spikes'])} spikes) in {result['seconds']:.1f} s"
+    )
     return emit(result, args, headline)

@@ -1,6 +1,7 @@
-"""`tootsie scaling ...`: plan isoflop sweeps, fit scaling laws, predict, preregister and score predictions.
+r"""`tootsie scaling ...`: plan isoflop sweeps, fit scaling laws, predict, preregister and score predictions.
 
-    tootsie scaling sweep --budgets 1.25e11,2.5e11,5e11,1e12 --widths 16,32,48,64,96 --rule tiny --window 3 --out plan.json
+    tootsie scaling sweep --budgets 1.25e11,2.5e11,5e11,1e12 --widths 16,32,48,64,96 \
+        --rule tiny --window 3 --out plan.json
     tootsie scaling fit RUNS... --out fit.json [--fixed-asymptote 1.6] [--max-budget 5e11] [--json]
     tootsie scaling predict --fit fit.json --compute 1e12 [--json]
     tootsie scaling preregister --fit fit.json --compute 1e12 --name tiny-1e12 --out prereg.json
@@ -231,14 +232,17 @@ def run_sweep(args: argparse.Namespace) -> int:
         print(json.dumps(payload))
         return 0
     print(
-        f"{len(plan.runs)} runs over {len(config.budgets)} budgets ({len(plan.skipped)} skipped){f'; plan written to {args.out}' if args.out else ''}"
+        f"{len(plan.runs)} runs over {len(config.budgets)} budgets ({len(plan.skipped)} skipped)"
+        f"{f'; plan written to {args.out}' if args.out else ''}"
     )
     print(
-        f"  {'run':>14} {'layers':>6} {'heads':>5} {'params':>10} {'tokens':>10} {'steps':>6} {'flops':>9} {'6ND':>9} {'lr':>7}"
+        f"  {'run':>14} {'layers':>6} {'heads':>5} {'params':>10} {'tokens':>10} {'steps':>6}"
+        f" {'flops':>9} {'6ND':>9} {'lr':>7}"
     )
     for run in plan.runs:
         print(
-            f"  {run.name:>14} {run.model.num_layers:>6} {run.model.num_heads:>5} {run.params:>10,} {run.tokens:>10,} {run.steps:>6} {run.flops:>9.3g} {run.flops_6nd:>9.3g} {run.learning_rate:>7.2g}"
+            f"  {run.name:>14} {run.model.num_layers:>6} {run.model.num_heads:>5} {run.params:>10,}"
+            f" {run.tokens:>10,} {run.steps:>6} {run.flops:>9.3g} {run.flops_6nd:>9.3g} {run.learning_rate:>7.2g}"
         )
     for skipped in plan.skipped:
         print(f"  skipped {skipped.budget:.3g} width {skipped.width}: {skipped.reason}")
@@ -296,11 +300,13 @@ def run_fit(args: argparse.Namespace) -> int:
         return 0
     left_out = f"; {len(fit['excluded'])} runs above --max-budget left out" if fit["excluded"] else ""
     print(
-        f"fit of {sum(len(b['runs']) for b in fit['budgets'])} runs over {len(fit['budgets'])} budgets → {out} (σ={fit['noise']['sigma']:.3g} from {fit['noise']['source']}{left_out})"
+        f"fit of {sum(len(b['runs']) for b in fit['budgets'])} runs over {len(fit['budgets'])} budgets → {out}"
+        f" (σ={fit['noise']['sigma']:.3g} from {fit['noise']['source']}{left_out})"
     )
     for budget in fit["budgets"]:
         print(
-            f"  C={budget['compute']:.3g}: N_opt={budget['params_opt']:.4g} D_opt={budget['tokens_opt']:.4g} L_opt={budget['loss_opt']:.4f} ({budget['method']})"
+            f"  C={budget['compute']:.3g}: N_opt={budget['params_opt']:.4g} D_opt={budget['tokens_opt']:.4g}"
+            f" L_opt={budget['loss_opt']:.4f} ({budget['method']})"
         )
     for kind, law in fit["laws"].items():
         bounds = ", ".join(f"{name} [{low:.4g}, {high:.4g}]" for name, (low, high) in law["intervals"].items())
@@ -314,7 +320,8 @@ def run_fit(args: argparse.Namespace) -> int:
             if kind in check
         ]
         print(
-            f"  leave-future-out at C={check['compute']:.3g}: actual {check['actual']:.4f}; predicted {'; '.join(parts)}"
+            f"  leave-future-out at C={check['compute']:.3g}: actual {check['actual']:.4f};"
+            f" predicted {'; '.join(parts)}"
         )
     for plot in plots:
         print(f"  plot: {plot}")
@@ -327,7 +334,8 @@ def run_predict(args: argparse.Namespace) -> int:
     return emit(
         result,
         args,
-        f"prediction at C={args.compute:.4g} FLOPs: loss {result['loss']:.4f} [{result['low']:.4f}, {result['high']:.4f}]",
+        f"prediction at C={args.compute:.4g} FLOPs: loss {result['loss']:.4f}"
+        f" [{result['low']:.4f}, {result['high']:.4f}]",
     )
 
 
@@ -348,7 +356,8 @@ def run_preregister(args: argparse.Namespace) -> int:
     return emit(
         shown,
         args,
-        f"preregistered {args.name} at {record['created_at']}: loss {prediction['loss']:.4f} [{prediction['low']:.4f}, {prediction['high']:.4f}] → {args.out}",
+        f"preregistered {args.name} at {record['created_at']}: loss {prediction['loss']:.4f}"
+        f" [{prediction['low']:.4f}, {prediction['high']:.4f}] → {args.out}",
     )
 
 
@@ -363,7 +372,8 @@ def run_score(args: argparse.Namespace) -> int:
     return emit(
         result,
         args,
-        f"{record['name']}: predicted {result['predicted']:.4f}, actual {result['actual']:.4f} ({verdict} the interval [{result['low']:.4f}, {result['high']:.4f}])",
+        f"{record['name']}: predicted {result['predicted']:.4f}, actual {result['actual']:.4f}"
+        f" ({verdict} the interval [{result['low']:.4f}, {result['high']:.4f}])",
     )
 
 
@@ -385,5 +395,6 @@ def run_batch_size(args: argparse.Namespace) -> int:
     return emit(
         result,
         args,
-        f"critical batch size = {critical['coefficient']:.4g}·C^{critical['exponent']:.4g} over {len(result['budgets'])} budgets",
+        f"critical batch size = {critical['coefficient']:.4g}·C^{critical['exponent']:.4g}"
+        f" over {len(result['budgets'])} budgets",
     )

@@ -20,7 +20,10 @@ SAMPLE_CHARS = 300
 
 
 def inspect_cache(cache: TokenCache, tokenizer: Tokenizer | None = None) -> dict[str, object]:
-    """Counts, document-length percentiles and token-id range of a cache; its first document decoded if a tokenizer is given."""
+    """Counts, document-length percentiles and token-id range of a cache.
+
+    Its first document is decoded if a tokenizer is given.
+    """
     lengths = np.diff(cache.offsets)
     sample = np.asarray(cache.tokens[: min(cache.num_tokens, 1 << 20)])
     summary: dict[str, object] = {

@@ -96,7 +96,10 @@ class MixtureConfig:
     seed: int = 0
     """Seed of every shuffle in the stream."""
     permutation: PermutationChoice = field(default_factory=FeistelConfig)
-    """How each component's sequences are shuffled: a registered permutation config, `{kind: NAME, ...options}` in a file."""
+    """How each component's sequences are shuffled: a registered permutation config.
+
+    Written `{kind: NAME, ...options}` in a file.
+    """
     block_size: int = 256
     """Sequences per stratified block in constant-weight stretches."""
     exhaustion: str = "restart"
@@ -112,21 +115,25 @@ class MixtureConfig:
         for previous, stage in zip(self.stages, self.stages[1:]):
             if stage.start_step <= previous.start_step:
                 raise ValueError(
-                    f"stage at step {stage.start_step} starts before (or with) the previous one at {previous.start_step}; stages must be in step order"
+                    f"stage at step {stage.start_step} starts before (or with) the previous one"
+                    f" at {previous.start_step}; stages must be in step order"
                 )
             if previous.start_step + previous.transition_steps > stage.start_step:
                 raise ValueError(
-                    f"the transition of the stage at step {previous.start_step} runs past the next stage's start {stage.start_step}"
+                    f"the transition of the stage at step {previous.start_step}"
+                    f" runs past the next stage's start {stage.start_step}"
                 )
         for stage in self.stages:
             unknown = sorted(set(stage.weights) - set(self.caches))
             if unknown:
                 raise ValueError(
-                    f"stage at step {stage.start_step} weights components {unknown} that have no entry in caches {sorted(self.caches)}"
+                    f"stage at step {stage.start_step} weights components {unknown}"
+                    f" that have no entry in caches {sorted(self.caches)}"
                 )
             if any(w < 0 for w in stage.weights.values()) or sum(stage.weights.values()) <= 0:
                 raise ValueError(
-                    f"stage at step {stage.start_step}: weights must be non-negative and sum to a positive number, got {stage.weights}"
+                    f"stage at step {stage.start_step}: weights must be non-negative and sum to a positive number,"
+                    f" got {stage.weights}"
                 )
             if stage.transition_steps < 0:
                 raise ValueError(
@@ -139,12 +146,14 @@ class MixtureConfig:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         if set(self.document_packed) - set(self.caches):
             raise ValueError(
-                f"document_packed names components {sorted(set(self.document_packed) - set(self.caches))} that have no entry in caches"
+                f"document_packed names components {sorted(set(self.document_packed) - set(self.caches))}"
+                " that have no entry in caches"
             )
         if isinstance(self.permutation, str):
             configs = {kind: f"{cls.__name__}()" for kind, cls in PERMUTATIONS.items()}
             raise ValueError(
-                f"permutation={self.permutation!r} is a bare name; pass a registered config instead, one of {configs} ({{kind: NAME}} in a config file)"
+                f"permutation={self.permutation!r} is a bare name; pass a registered config instead,"
+                f" one of {configs} ({{kind: NAME}} in a config file)"
             )
         if self.exhaustion not in EXHAUSTION_POLICIES:
             raise ValueError(f"exhaustion must be one of {EXHAUSTION_POLICIES}, got {self.exhaustion!r}")
@@ -265,7 +274,8 @@ class MixtureDataset:
         unique, row = np.unique(blocks, return_inverse=True)
         segment_key = splitmix64(splitmix64(self.config.seed) + np.uint64(segment_index))
         block_keys = splitmix64(segment_key + unique.astype(np.uint64))
-        # splitmix64 is a bijection, so the hashes of one block's items are distinct: no ties, one uniform shuffle per block.
+        # splitmix64 is a bijection, so the hashes of one block's items are distinct:
+        # no ties, one uniform shuffle per block.
         order = np.argsort(splitmix64(block_keys[:, None] ^ np.arange(length, dtype=np.uint64)[None, :]), axis=1)
         return order[row, slots]
 
@@ -306,7 +316,8 @@ class MixtureDataset:
             epochs, within = np.divmod(draws[picked], n)
             if self.config.exhaustion == "stop" and epochs.max() > 0:
                 raise TootsieError(
-                    f"component {name!r} is exhausted: it has {n} sequences and the mixture draws more; add data, lower its weight, or use exhaustion='restart'"
+                    f"component {name!r} is exhausted: it has {n} sequences and the mixture draws more;"
+                    " add data, lower its weight, or use exhaustion='restart'"
                 )
             result = np.empty_like(within)
             for epoch in np.unique(epochs):

@@ -129,7 +129,10 @@ class LinearPermutation:
 
     @classmethod
     def from_rng(cls, length: int, rng: np.random.Generator) -> "LinearPermutation":
-        """Draw `a` in [1, N) until coprime with N, then `b` in [0, N) (Levanter's order of draws; N = 1 draws nothing)."""
+        """Draw `a` in [1, N) until coprime with N, then `b` in [0, N).
+
+        Levanter's order of draws; N = 1 draws nothing.
+        """
         if length == 1:
             return cls(1, 1, 0)
         a = int(rng.integers(1, length))
@@ -325,7 +328,9 @@ class EraPermutation:
 
 @dataclass(frozen=True)
 class BlockPermutation:
-    """Items shuffled within windows of `window_blocks` blocks, then full blocks of `block_size` sent to Feistel-chosen slots.
+    """Items shuffled within windows of `window_blocks` blocks, then full blocks sent to Feistel-chosen slots.
+
+    Full blocks are `block_size` items long.
 
     Position x lies in window `x // (block_size * window_blocks)`; the window's
     Feistel picks slot y in that window; slot y belongs to block `y //
@@ -382,7 +387,8 @@ class LinearPermutationConfig:
             return drawn
         if self.multiplier < 1 or gcd(self.multiplier, length) != 1:
             raise ValueError(
-                f"multiplier={self.multiplier} must be positive and coprime with length={length} (gcd {gcd(self.multiplier, length)}); pick a prime that does not divide the length"
+                f"multiplier={self.multiplier} must be positive and coprime with length={length}"
+                f" (gcd {gcd(self.multiplier, length)}); pick a prime that does not divide the length"
             )
         return LinearPermutation(length, self.multiplier, drawn.b)
 
@@ -453,7 +459,10 @@ PERMUTATIONS: dict[str, type] = {
     "block": BlockConfig,
 }
 PermutationChoice = registry_union(PERMUTATIONS)
-"""Any registered permutation config (the union of `PERMUTATIONS`' classes), written `{kind: NAME, ...options}` in config files."""
+"""Any registered permutation config (the union of `PERMUTATIONS`' classes).
+
+Written `{kind: NAME, ...options}` in config files.
+"""
 
 
 def permutation_config(kind: str, **options: int | None) -> PermutationConfig:

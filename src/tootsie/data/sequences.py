@@ -26,7 +26,8 @@ class PackedSequences:
     def __post_init__(self) -> None:
         if self.cache.num_tokens < self.seq_len:
             raise TootsieError(
-                f"token cache {self.cache.directory} has {self.cache.num_tokens} tokens, fewer than one sequence of {self.seq_len}"
+                f"token cache {self.cache.directory} has {self.cache.num_tokens} tokens,"
+                f" fewer than one sequence of {self.seq_len}"
             )
 
     @property
@@ -72,7 +73,8 @@ class DocumentSequences:
     def __post_init__(self) -> None:
         if self.cache.num_docs == 0:
             raise TootsieError(
-                f"token cache {self.cache.directory} has 0 tokens in 0 documents; document packing needs at least one document"
+                f"token cache {self.cache.directory} has 0 tokens in 0 documents;"
+                " document packing needs at least one document"
             )
 
     @property

@@ -72,7 +72,8 @@ class ShuffleReportConfig:
             raise ValueError(f"max_steps must be >= 3 for a lag-1 autocorrelation, got {self.max_steps}")
         if self.length // self.batch_size < 3:
             raise ValueError(
-                f"length={self.length} holds {self.length // self.batch_size} batches of {self.batch_size}; need >= 3: lower batch_size or raise length"
+                f"length={self.length} holds {self.length // self.batch_size} batches of {self.batch_size};"
+                " need >= 3: lower batch_size or raise length"
             )
         permutation_config(self.perm, **self.options).build(self.length, self.seed)  # its errors name the bad option
 

@@ -84,7 +84,8 @@ class AttributeFilter:
         ]
         if sum(modes) != 1:
             raise ValueError(
-                f"AttributeFilter {self.name!r} must set exactly one of drop_value, drop_above/drop_below, remove_spans; "
+                f"AttributeFilter {self.name!r} must set exactly one of drop_value, drop_above/drop_below,"
+                " remove_spans; "
                 f"got {self.drop_value=}, {self.drop_above=}, {self.drop_below=}, {self.remove_spans=}"
             )
 
@@ -108,7 +109,8 @@ class ConsolidateConfig:
     def __post_init__(self) -> None:
         if not self.attributes:
             raise ValueError(
-                "ConsolidateConfig.attributes is empty; give at least one AttributeFilter (to copy documents, there is nothing to consolidate)"
+                "ConsolidateConfig.attributes is empty; give at least one AttributeFilter"
+                " (to copy documents, there is nothing to consolidate)"
             )
         names = [f.name for f in self.attributes]
         if len(set(names)) != len(names):
@@ -159,7 +161,8 @@ def _check_column(f: AttributeFilter, kind: pa.DataType, path: Path) -> None:
         ok, want = pa.types.is_integer(kind) or pa.types.is_floating(kind), "a number"
     if not ok:
         raise TootsieError(
-            f"filter {f.name!r}: column {f.column!r} of {path} is {kind}, but this filter needs {want}; pick the right mode or column"
+            f"filter {f.name!r}: column {f.column!r} of {path} is {kind}, but this filter needs {want};"
+            " pick the right mode or column"
         )
 
 
@@ -167,7 +170,8 @@ def _read_attributes(path: Path, filters: list[AttributeFilter], doc_ids: pa.Chu
     """The attribute shard's columns for `filters`, after checking it is co-partitioned with the documents."""
     if not path.exists():
         raise TootsieError(
-            f"attribute shard {path} is missing for document shard {doc_path}; run the attribute stage on the same document directory"
+            f"attribute shard {path} is missing for document shard {doc_path};"
+            " run the attribute stage on the same document directory"
         )
     names = pq.ParquetFile(path).schema_arrow.names
     wanted = sorted({f.column for f in filters})
@@ -180,13 +184,15 @@ def _read_attributes(path: Path, filters: list[AttributeFilter], doc_ids: pa.Chu
     ids = table.column("id")
     if len(ids) != len(doc_ids):
         raise TootsieError(
-            f"attribute shard {path} has {len(ids)} rows but document shard {doc_path} has {len(doc_ids)}; they are not co-partitioned, recompute the attributes from these documents"
+            f"attribute shard {path} has {len(ids)} rows but document shard {doc_path} has {len(doc_ids)};"
+            " they are not co-partitioned, recompute the attributes from these documents"
         )
     differ = np.flatnonzero(~pc.fill_null(pc.equal(ids, doc_ids), False).to_numpy(zero_copy_only=False))
     if len(differ):
         row = int(differ[0])
         raise TootsieError(
-            f"attribute shard {path} is not co-partitioned with document shard {doc_path}: row {row} has id {ids[row].as_py()!r} "
+            f"attribute shard {path} is not co-partitioned with document shard {doc_path}:"
+            f" row {row} has id {ids[row].as_py()!r} "
             f"vs {doc_ids[row].as_py()!r} ({len(differ)} rows differ); recompute the attributes from these documents"
         )
     for f in filters:
@@ -208,7 +214,8 @@ def _valid_spans(spans: list[list[int]], size: int, where: str) -> list[list[int
     for span in spans:
         if span is None or len(span) != 2 or not 0 <= span[0] <= span[1] <= size:
             raise TootsieError(
-                f"{where}: span {span!r} is not [start, end) with 0 <= start <= end <= {size} (the text length); spans must be code-point offsets into this document"
+                f"{where}: span {span!r} is not [start, end) with 0 <= start <= end <= {size} (the text length);"
+                " spans must be code-point offsets into this document"
             )
     return spans
 
@@ -292,7 +299,8 @@ def consolidate(config: ConsolidateConfig, output_path: str) -> dict[str, Any]:
             attribute_path = Path(f.attributes) / doc_path.name
             if not attribute_path.exists():
                 raise TootsieError(
-                    f"filter {f.name!r}: attribute shard {attribute_path} is missing for document shard {doc_path}; run the attribute stage on {config.input}"
+                    f"filter {f.name!r}: attribute shard {attribute_path} is missing for document shard {doc_path};"
+                    f" run the attribute stage on {config.input}"
                 )
     tasks = [ShardTask(name=path.stem, inputs=(str(path),), output_dir=str(out)) for path in docs]
     results = map_shards(consolidate_shard, config, tasks, out / WORK_DIR / "done", config.engine, label="consolidate")

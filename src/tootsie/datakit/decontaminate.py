@@ -101,9 +101,15 @@ class DecontaminateConfig:
     input: str
     """Document directory (Parquet shards with columns `id` and `text`) to scan."""
     eval_files: tuple[str, ...]
-    """Eval sets: JSONL (.jsonl, .jsonl.gz, .jsonl.zst) or Parquet files, one record per eval item; a directory stands for its files."""
+    """Eval sets: JSONL (.jsonl, .jsonl.gz, .jsonl.zst) or Parquet files, one record per eval item.
+
+    A directory stands for its files.
+    """
     eval_field: str | tuple[str, ...] = "question"
-    """Field holding an item's text (the question: a few-word answer would match common phrases); several fields each add n-grams."""
+    """Field holding an item's text; several fields each add n-grams.
+
+    The question: a few-word answer would match common phrases.
+    """
     eval_id_field: str = "id"
     """Field holding an item's id; records without it get `<file stem>:<line number>`."""
     ngram: int = 13
@@ -119,17 +125,20 @@ class DecontaminateConfig:
             raise ValueError("input is empty; give a document directory path")
         if not isinstance(self.eval_files, tuple) or not self.eval_files or any(f == "" for f in self.eval_files):
             raise ValueError(
-                f"eval_files must be a non-empty tuple of paths, got {self.eval_files!r}; e.g. eval_files=('gsm8k_test.jsonl',)"
+                f"eval_files must be a non-empty tuple of paths, got {self.eval_files!r};"
+                " e.g. eval_files=('gsm8k_test.jsonl',)"
             )
         if not self.eval_fields or not all(isinstance(f, str) and f for f in self.eval_fields):
             raise ValueError(
-                f"eval_field must be a field name or a tuple of them, got {self.eval_field!r}; e.g. eval_field='question'"
+                f"eval_field must be a field name or a tuple of them, got {self.eval_field!r};"
+                " e.g. eval_field='question'"
             )
         if not isinstance(self.ngram, int) or self.ngram < 1:
             raise ValueError(f"ngram must be a positive number of words, got {self.ngram=}; 13 is the usual choice")
         if not 0.0 < self.threshold <= 1.0:
             raise ValueError(
-                f"threshold must be in (0, 1] (a fraction of an item's n-grams), got {self.threshold=}; the default is {DEFAULT_THRESHOLD}"
+                f"threshold must be in (0, 1] (a fraction of an item's n-grams), got {self.threshold=};"
+                f" the default is {DEFAULT_THRESHOLD}"
             )
 
     @property
@@ -195,7 +204,8 @@ def read_eval_items(config: DecontaminateConfig) -> list[EvalItem]:
         for number, record in _eval_records(path, suffix):
             if not isinstance(record, dict):
                 raise TootsieError(
-                    f"{path}:{number} holds a {type(record).__name__}, not a JSON object with field(s) {config.eval_fields}"
+                    f"{path}:{number} holds a {type(record).__name__},"
+                    f" not a JSON object with field(s) {config.eval_fields}"
                 )
             for text_field in config.eval_fields:
                 if not isinstance(record.get(text_field), str):
@@ -214,7 +224,8 @@ def read_eval_items(config: DecontaminateConfig) -> list[EvalItem]:
     repeated = sorted(eval_id for eval_id, count in Counter(item.eval_id for item in items).items() if count > 1)[:5]
     if repeated:
         raise TootsieError(
-            f"eval ids repeat across records ({repeated}...); each item needs a unique id: pass --eval-id-field naming a unique field, "
+            f"eval ids repeat across records ({repeated}...); each item needs a unique id:"
+            " pass --eval-id-field naming a unique field, "
             "or one that no record has so that ids become <file stem>:<line number>"
         )
     if not items:
@@ -236,11 +247,12 @@ def _manifest(index: NgramIndex, items: list[EvalItem], config: DecontaminateCon
 
 
 def _prepare_index(out: Path, items: list[EvalItem], config: DecontaminateConfig) -> NgramIndex:
-    """Build the index and save it under `out/.decontaminate/index`, or check that the one saved by an earlier run is the same."""
+    """Build the index and save it under `out/.decontaminate/index`, or check that an earlier run saved the same one."""
     index = NgramIndex.build([item.texts for item in items], config.ngram)
     if len(index.keys) == 0:
         raise TootsieError(
-            f"the eval items of {list(config.eval_files)} have no words in field(s) {config.eval_fields}; check --eval-field"
+            f"the eval items of {list(config.eval_files)} have no words in field(s) {config.eval_fields};"
+            " check --eval-field"
         )
     manifest = _manifest(index, items, config)
     previous = read_json(out / INDEX_DIR / MANIFEST_FILE)
@@ -286,7 +298,8 @@ def decontaminate_shard(task: ShardTask, config: DecontaminateConfig) -> dict[st
     missing = {"id", "text"} - set(parquet.schema_arrow.names)
     if missing:
         raise TootsieError(
-            f"{task.inputs[0]} lacks columns {sorted(missing)}; decontaminate reads a document directory (normalize's output)"
+            f"{task.inputs[0]} lacks columns {sorted(missing)};"
+            " decontaminate reads a document directory (normalize's output)"
         )
     parts, per_item = [], np.zeros(len(eval_ids), dtype=np.int64)
     for batch in _batches(parquet):
@@ -318,7 +331,7 @@ def decontaminate_shard(task: ShardTask, config: DecontaminateConfig) -> dict[st
 
 
 def decontaminate(config: DecontaminateConfig, output_path: str) -> dict[str, Any]:
-    """Write contamination attributes for every document shard, plus `stats.json` and `report.json`; return the stats."""
+    """Write contamination attributes for each document shard, plus `stats.json` and `report.json`; return the stats."""
     out = Path(output_path)
     shards = parquet_files(config.input)
     items = read_eval_items(config)

@@ -105,7 +105,8 @@ class DedupConfig:
             raise ValueError("DedupConfig.input is empty; give a document directory (the output of normalize)")
         if self.threshold is not None and not 0.0 <= self.threshold <= 1.0:
             raise ValueError(
-                f"DedupConfig.threshold must be in [0, 1] or None, got {self.threshold=}; 0.8 is the usual near-duplicate bar"
+                f"DedupConfig.threshold must be in [0, 1] or None, got {self.threshold=};"
+                " 0.8 is the usual near-duplicate bar"
             )
 
 
@@ -140,7 +141,8 @@ def dedup_shard(task: ShardTask, config: DedupConfig) -> dict[str, int]:
     for batch in pq.ParquetFile(task.inputs[0]).iter_batches(batch_size=BATCH_ROWS, columns=["id", "text"]):
         if batch.column("id").null_count or batch.column("text").null_count:
             raise TootsieError(
-                f"{task.inputs[0]} has null ids or texts near row {row}; dedup reads document directories written by normalize, rerun it on the raw input"
+                f"{task.inputs[0]} has null ids or texts near row {row};"
+                " dedup reads document directories written by normalize, rerun it on the raw input"
             )
         texts = batch.column("text").to_pylist()
         batch_docs = np.zeros(len(texts), dtype=DOC_DTYPE)
@@ -256,7 +258,10 @@ def _write_attributes(
 
 
 def dedup(config: DedupConfig, output_path: str) -> dict[str, Any]:
-    """Mark exact, paragraph and fuzzy duplicates of `config.input`; write attribute shards and `stats.json`; return the stats."""
+    """Mark exact, paragraph and fuzzy duplicates of `config.input`; write attribute shards and `stats.json`.
+
+    Returns the stats.
+    """
     out = Path(output_path)
     work = out / WORK_DIR
     previous = read_json(out / STATS_FILE)
@@ -272,7 +277,8 @@ def dedup(config: DedupConfig, output_path: str) -> dict[str, Any]:
     docs = np.concatenate([_load(work, shard, "docs") for shard in shards]) if shards else np.zeros(0, DOC_DTYPE)
     if len(docs) >= 2**32:
         raise TootsieError(
-            f"dedup handles fewer than 2^32 documents per run, got {len(docs)}; split the input into several document directories"
+            f"dedup handles fewer than 2^32 documents per run, got {len(docs)};"
+            " split the input into several document directories"
         )
     first = first_occurrence(docs["id_hi"], docs["id_lo"])
     exact = first != np.arange(len(docs))

@@ -69,11 +69,13 @@ class EngineConfig:
     def __post_init__(self) -> None:
         if self.workers < 1 or self.retries < 0 or self.max_failed_shards < 0:
             raise ValueError(
-                f"need workers >= 1, retries >= 0, max_failed_shards >= 0; got {self.workers=}, {self.retries=}, {self.max_failed_shards=}"
+                "need workers >= 1, retries >= 0, max_failed_shards >= 0;"
+                f" got {self.workers=}, {self.retries=}, {self.max_failed_shards=}"
             )
         if self.backend not in BACKENDS:
             raise ValueError(
-                f"backend must be one of {BACKENDS}, got {self.backend=}; use 'local', 'ray' or None (follow the process)"
+                f"backend must be one of {BACKENDS}, got {self.backend=};"
+                " use 'local', 'ray' or None (follow the process)"
             )
 
 
@@ -173,7 +175,8 @@ def map_shards(
         first = next(iter(results.failed.items()))
         raise TootsieError(
             f"{len(results.failed)} of {len(tasks)} {label} failed (budget {engine.max_failed_shards}); "
-            f"first: {first[0]}: {first[1]}; fix the input or raise max_failed_shards, then rerun (finished shards are kept)"
+            f"first: {first[0]}: {first[1]};"
+            " fix the input or raise max_failed_shards, then rerun (finished shards are kept)"
         )
     results.stats = {name: results.stats[name] for name in names if name in results.stats}
     return results

@@ -57,7 +57,9 @@ while near-duplicates still meet in each of the bands they share.
 
 Example:
     hasher = MinHashConfig().build()
-    sigs = hasher.signatures(["the quick brown fox jumps over the lazy dog", "the quick brown fox jumps over the lazy cat"])
+    sigs = hasher.signatures(
+        ["the quick brown fox jumps over the lazy dog", "the quick brown fox jumps over the lazy cat"]
+    )
     estimated_jaccard(sigs[[0]], sigs[[1]])  # [0.668]: 4 of the 6 distinct word 5-grams are shared, J = 0.667
 """
 
@@ -72,14 +74,14 @@ from jaxtyping import Bool, Float, Int64, UInt8, UInt32, UInt64
 
 EMPTY = np.uint32(0xFFFFFFFF)
 """Every value of the signature of a document without tokens (it joins no LSH bucket)."""
-_CHUNK_ROWS = (
-    1 << 19
-)  # shingles per block (4 MB of uint64), ~1,300 documents of 2-5 KB; 2^16..2^19 within noise on the dev VM
-_TEXT_CHARS = (
-    1 << 18
-)  # characters tokenized per buffer, ~75 such documents: 2^17..2^20 ran 1.6x faster than a whole 1,024-document batch (3.5 M)
+# Shingles per block (4 MB of uint64), ~1,300 documents of 2-5 KB; 2^16..2^19 within noise on the dev VM.
+_CHUNK_ROWS = 1 << 19
+# Characters tokenized per buffer, ~75 such documents: 2^17..2^20 ran 1.6x faster than a whole
+# 1,024-document batch (3.5 M).
+_TEXT_CHARS = 1 << 18
 _NON_WORD = re.compile(r"\W+")
-# Byte c -> itself if a word byte (ASCII letter, digit, `_`, or any byte >= 128 of a UTF-8 sequence), else a space; A-Z -> a-z.
+# Byte c -> itself if a word byte (ASCII letter, digit, `_`, or any byte >= 128 of a UTF-8 sequence),
+# else a space; A-Z -> a-z.
 _ASCII_TABLE = bytes(
     c + 32 if 65 <= c <= 90 else c if chr(c).isalnum() or c == ord("_") or c >= 128 else ord(" ") for c in range(256)
 )
@@ -89,7 +91,8 @@ _LOW32 = np.uint64(0xFFFFFFFF)
 _SIGN = np.uint64(1 << 63)
 _U32 = np.uint64(32)
 _SPACE = 32
-# xxh3_64 with seed 0 and the default secret (xxhash.h v0.8): multipliers, and the secret words each short-input path XORs in.
+# xxh3_64 with seed 0 and the default secret (xxhash.h v0.8): multipliers, and the secret words
+# each short-input path XORs in.
 _PRIME64_2, _PRIME64_3 = np.uint64(0xC2B2AE3D27D4EB4F), np.uint64(0x165667B19E3779F9)
 _PRIME_MX1, _PRIME_MX2 = np.uint64(0x165667919E3779F9), np.uint64(0x9FB21C651E98DF25)
 _FLIP_1TO3 = np.uint64(0x87275A9B)  # readLE32(secret) ^ readLE32(secret + 4)
@@ -115,7 +118,8 @@ class MinHashConfig:
     def __post_init__(self) -> None:
         if self.num_perms < 1 or self.num_bands < 1 or self.num_perms % self.num_bands:
             raise ValueError(
-                f"num_perms must be a positive multiple of num_bands, got {self.num_perms=}, {self.num_bands=}; e.g. 286 and 26"
+                f"num_perms must be a positive multiple of num_bands, got {self.num_perms=}, {self.num_bands=};"
+                " e.g. 286 and 26"
             )
         if self.ngram < 1:
             raise ValueError(f"ngram must be >= 1, got {self.ngram=}; Marin uses 5")
@@ -264,7 +268,10 @@ class MinHasher:
         self._band_mult = draw(2 * (config.rows_per_band + 1)).reshape(2, -1)
 
     def tokens(self, texts: Sequence[str]) -> tuple[UInt64[np.ndarray, " tokens"], Int64[np.ndarray, " docs"]]:
-        """Nonzero 32-bit tokens of every text, concatenated, and the number per text: hashed words, or code points + 1 in `char` mode."""
+        """Nonzero 32-bit tokens of every text, concatenated, and the number per text.
+
+        The tokens are hashed words, or code points + 1 in `char` mode.
+        """
         if self.config.shingle == "word":
             return word_tokens(texts)
         points = [np.frombuffer(normalize_for_shingles(text).encode("utf-32-le"), dtype="<u4") for text in texts]
@@ -299,7 +306,7 @@ class MinHasher:
     def signatures_of_keys(
         self, keys: UInt64[np.ndarray, " shingles"], per_doc: Int64[np.ndarray, " docs"]
     ) -> UInt32[np.ndarray, "docs perms"]:
-        """Min over each document's keys of every permutation, one permutation at a time over blocks of `_CHUNK_ROWS` keys.
+        """Min over each document's keys of every permutation; one permutation at a time, `_CHUNK_ROWS` keys per block.
 
         Per permutation and block: a 1-D multiply, add and `minimum.reduceat`; NumPy's contiguous loops with a
         scalar operand ran about 1.5x faster than one (perms x keys) broadcast block on the dev VM. The add uses
@@ -386,7 +393,8 @@ def unique_pairs(pairs: Int64[np.ndarray, "pairs 2"]) -> Int64[np.ndarray, "uniq
     """Distinct pairs, sorted, with the smaller ordinal first."""
     if len(pairs) and (pairs.min() < 0 or pairs.max() >= 2**32):
         raise ValueError(
-            f"ordinals must be in [0, 2^32) to pack a pair into 64 bits, got {pairs.min()=}, {pairs.max()=}; split the corpus"
+            f"ordinals must be in [0, 2^32) to pack a pair into 64 bits, got {pairs.min()=}, {pairs.max()=};"
+            " split the corpus"
         )
     low, high = pairs.min(axis=1), pairs.max(axis=1)
     packed = np.unique((low.astype(np.uint64) << np.uint64(32)) | high.astype(np.uint64))
@@ -459,7 +467,7 @@ def lsh_clusters(
     signatures: UInt32[np.ndarray, "all perms"],
     threshold: float | None,
 ) -> Clusters:
-    """Cluster documents (given by `ordinals`) whose keys agree in any band and whose estimated Jaccard is >= `threshold`.
+    """Cluster documents `ordinals` whose keys agree in any band and whose estimated Jaccard is >= `threshold`.
 
     `ordinals` ascend and leave out documents without tokens (`is_empty`), whose
     identical signatures would all collide; `bands` yields one key array per

@@ -46,7 +46,7 @@ from tootsie.datakit.parquet_io import write_npy_atomic
 NON_ASCII_SEPARATOR = r"[^\x00-\x7f\p{L}\p{N}\p{M}]+"
 """RE2 pattern of non-ASCII characters that separate words: anything but letters, digits and combining marks."""
 _ASCII_SEPARATORS_TO_SPACE = bytes(32 if b < 128 and not chr(b).isalnum() else b for b in range(256))
-"""Byte map sending ASCII punctuation, symbols and whitespace to a space; letters, digits and non-ASCII bytes unchanged."""
+"""Byte map sending ASCII punctuation, symbols and whitespace to a space; keeps letters, digits and non-ASCII bytes."""
 INDEX_ARRAYS = ("keys", "offsets", "postings", "sizes", "lengths")
 
 
@@ -102,7 +102,7 @@ def _mixers(length: int) -> tuple[UInt64[np.ndarray, " length"], np.uint64]:
 
 
 def window_keys(hashes: UInt64[np.ndarray, " words"], length: int) -> UInt64[np.ndarray, " windows"]:
-    """The key of every window of `length` consecutive words: `len(hashes) - length + 1` keys (none if too few words)."""
+    """The key of each window of `length` consecutive words: `len(hashes) - length + 1` keys (none if too few words)."""
     if length < 1:
         raise ValueError(f"window length must be >= 1, got {length=}")
     count = len(hashes) - length + 1
@@ -144,7 +144,10 @@ class NgramIndex:
 
     @classmethod
     def build(cls, items: Sequence[Sequence[str]], n: int) -> "NgramIndex":
-        """Index items, each one or more texts: a text's keys are its n-grams, or one whole-text key if it has < n words."""
+        """Index items, each one or more texts.
+
+        A text's keys are its n-grams, or one whole-text key if it has < n words.
+        """
         texts = [text for item in items for text in item]
         text_item = np.repeat(np.arange(len(items)), [len(item) for item in items])
         hashes, counts = word_hashes(texts)
@@ -196,7 +199,7 @@ class NgramIndex:
     def overlaps(
         self, hashes: UInt64[np.ndarray, " words"], counts: Int64[np.ndarray, " texts"]
     ) -> tuple[Int64[np.ndarray, " pairs"], Int64[np.ndarray, " pairs"], Float64[np.ndarray, " pairs"]]:
-        """For every (text, item) pair sharing a key: the text, the item and the fraction of the item's keys in the text.
+        """For each (text, item) pair sharing a key: the text, the item and the fraction of the item's keys in the text.
 
         `hashes` and `counts` are `word_hashes` of a batch of texts; windows that
         cross from one text into the next are never counted.

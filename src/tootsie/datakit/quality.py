@@ -178,7 +178,8 @@ def quality_shard(task: ShardTask, config: QualityConfig) -> dict[str, Any]:
     missing = {"id", "text"} - set(source.schema_arrow.names)
     if missing:
         raise TootsieError(
-            f"{task.inputs[0]} lacks columns {sorted(missing)}; quality reads a document directory (from normalize or consolidate)"
+            f"{task.inputs[0]} lacks columns {sorted(missing)};"
+            " quality reads a document directory (from normalize or consolidate)"
         )
     rules = config.rules
     schema = attribute_schema(rules)

@@ -459,7 +459,10 @@ class CompressionConfig:
     level: int = 6
     """Compression level (zlib's default 6; zstd takes 1..22)."""
     min_ratio: float | None = 0.1
-    """Lowest ratio kept (stdlib corpus, zlib-6, docs >= 500 B: code 0.18-0.66, prose 0.22-0.61; 50 copies of a paragraph: 0.02)."""
+    """Lowest ratio kept.
+
+    Stdlib corpus, zlib-6, docs >= 500 B: code 0.18-0.66, prose 0.22-0.61; 50 copies of a paragraph: 0.02.
+    """
     max_ratio: float | None = 0.72
     """Highest ratio kept (base64 of random bytes: 0.76 with zlib-6; random lowercase letters: 0.63)."""
     min_bytes: int = 500

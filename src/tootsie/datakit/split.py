@@ -38,7 +38,7 @@ class SplitConfig:
 
 
 def split_documents(config: SplitConfig, output_path: str) -> dict[str, Any]:
-    """Write each input shard's rows to `train/` or `heldout/`; return document counts per split and the shared stats."""
+    """Write each input shard's rows to `train/` or `heldout/`; return document counts by split and the shared stats."""
     out = Path(output_path)
     counts = dict.fromkeys(SPLITS, 0)
     for path in parquet_files(config.input):

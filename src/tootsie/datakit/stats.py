@@ -73,7 +73,9 @@ def finish_stage(output_path: str | Path, counts: StageStats, details: Mapping[s
     lost = counts.total - counts.kept - sum(counts.dropped.values())
     if lost:
         raise ValueError(
-            f"stage stats for {output_path} do not add up: total={counts.total}, kept={counts.kept}, dropped={dict(counts.dropped)} leave {lost} documents unaccounted for; count every document with keep() or drop()"
+            f"stage stats for {output_path} do not add up: total={counts.total}, kept={counts.kept},"
+            f" dropped={dict(counts.dropped)} leave {lost} documents unaccounted for;"
+            " count every document with keep() or drop()"
         )
     stats = {**details, **counts.to_json()}
     write_json_atomic(Path(output_path) / STATS_FILE, stats)

@@ -45,7 +45,8 @@ class StdlibSourceConfig:
     def __post_init__(self) -> None:
         if self.max_code_bytes <= 0 or self.max_file_bytes <= 0:
             raise ValueError(
-                f"max_code_bytes and max_file_bytes must be positive, got {self.max_code_bytes=}, {self.max_file_bytes=}"
+                "max_code_bytes and max_file_bytes must be positive,"
+                f" got {self.max_code_bytes=}, {self.max_file_bytes=}"
             )
 
 

@@ -92,7 +92,8 @@ def load_tokenizer(path: str | Path) -> Tokenizer:
         file = file / TOKENIZER_FILE
     if not file.is_file():
         raise TootsieError(
-            f"tokenizer file not found: {file} (train one with `tootsie datakit train-tokenizer` or pass a tokenizer.json)"
+            f"tokenizer file not found: {file}"
+            " (train one with `tootsie datakit train-tokenizer` or pass a tokenizer.json)"
         )
     try:
         return Tokenizer.from_file(str(file))

@@ -44,7 +44,10 @@ class EvalBPBConfig:
 
 
 def _models(config: EvalBPBConfig) -> Iterator[tuple[str, LlamaModel]]:
-    """Every model to evaluate, one at a time: the initialization for None, else the checkpoint's weights and, if saved, its EMA as `<label>_ema`."""
+    """Every model to evaluate, one at a time.
+
+    The initialization for None, else the checkpoint's weights and, if saved, its EMA as `<label>_ema`.
+    """
     for label, checkpoint in config.checkpoints.items():
         if checkpoint is None:
             yield label, LlamaModel(config.model, key=jax.random.PRNGKey(config.seed))

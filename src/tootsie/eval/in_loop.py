@@ -56,7 +56,10 @@ def bpb_hook(config: TrainConfig) -> StepHook:
 
 
 def lm_eval_hook(config: TrainConfig, output_path: str) -> StepHook:
-    """A step hook that runs `config.eval.lm_eval_tasks` on the raw weights on the bpb schedule, at `config.data.seq_len` tokens."""
+    """A step hook that runs `config.eval.lm_eval_tasks` on the raw weights on the bpb schedule.
+
+    Requests are `config.data.seq_len` tokens long.
+    """
     from tootsie.eval.lm_eval_step import (
         load_lm_eval,
     )  # lm-eval is an optional extra, imported only when tasks are asked for
@@ -89,7 +92,10 @@ def lm_eval_hook(config: TrainConfig, output_path: str) -> StepHook:
 
 
 def evaluation_hook(config: TrainConfig, output_path: str) -> StepHook:
-    """The step hook that runs everything `config.eval` asks for (held-out BPB, lm-eval tasks); `config.eval` must be set."""
+    """The step hook that runs everything `config.eval` asks for (held-out BPB, lm-eval tasks).
+
+    `config.eval` must be set.
+    """
     hooks = ([bpb_hook(config)] if config.eval.heldout else []) + (
         [lm_eval_hook(config, output_path)] if config.eval.lm_eval_tasks else []
     )

@@ -66,7 +66,8 @@ class TootsieLM(TemplateLM):
         self.tootsie_tokenizer = tokenizer if isinstance(tokenizer, Tokenizer) else load_tokenizer(tokenizer)
         if self.tootsie_tokenizer.get_vocab_size() > model.config.vocab_size:
             raise TootsieError(
-                f"the tokenizer has {self.tootsie_tokenizer.get_vocab_size()} tokens but the model only {model.config.vocab_size}; pass the tokenizer the model was trained with"
+                f"the tokenizer has {self.tootsie_tokenizer.get_vocab_size()} tokens"
+                f" but the model only {model.config.vocab_size}; pass the tokenizer the model was trained with"
             )
         self.scorer = Scorer(model, max_length=max_length, batch_size=batch_size)
         self.max_gen_toks = max_gen_toks
@@ -77,7 +78,7 @@ class TootsieLM(TemplateLM):
     def from_checkpoint(
         cls, checkpoint: str, tokenizer: str, weights: str = "model", max_length: int = 128, batch_size: int = 8
     ) -> "TootsieLM":
-        """Load a checkpoint (or a training output directory's newest one) with the model config its state.json records."""
+        """Load a checkpoint (or a training output directory's newest one) with the model config in its state.json."""
         path = resolve_checkpoint(checkpoint)
         config = model_config_of(path)
         if weights == "ema" and not (path / "ema.safetensors").is_file():
@@ -166,7 +167,8 @@ class TootsieLM(TemplateLM):
             context, options = request.args
             if options.get("do_sample") or float(options.get("temperature", 0.0) or 0.0) > 0:
                 raise TootsieError(
-                    f"generation options {options} ask for sampling; TootsieLM decodes greedily only (set do_sample: false, temperature: 0)"
+                    f"generation options {options} ask for sampling;"
+                    " TootsieLM decodes greedily only (set do_sample: false, temperature: 0)"
                 )
             until = options.get("until") or []
             stops.append([until] if isinstance(until, str) else [s for s in until if s])
@@ -189,7 +191,10 @@ class TootsieLM(TemplateLM):
 
 
 def flatten_results(results: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """lm-eval's per-task results as `{task: {metric: value}}`: `acc,none` → `acc`, `exact_match,strict` → `exact_match/strict`; non-numbers dropped."""
+    """lm-eval's per-task results as `{task: {metric: value}}`; non-numbers dropped.
+
+    Metric names: `acc,none` → `acc`, `exact_match,strict` → `exact_match/strict`.
+    """
     flat = {}
     for task, values in sorted(results.items()):
         metrics = {}
@@ -228,7 +233,8 @@ class TaskSuite:
         unknown = [name for name in tasks if name not in self.manager.all_tasks and not Path(name).is_file()]
         if unknown:
             raise TootsieError(
-                f"unknown lm-eval tasks {unknown}; known: {sorted(self.manager.all_tasks)} (add --include-path DIR for your own task YAMLs)"
+                f"unknown lm-eval tasks {unknown}; known: {sorted(self.manager.all_tasks)}"
+                " (add --include-path DIR for your own task YAMLs)"
             )
         self.tasks = list(tasks)
 
@@ -240,8 +246,9 @@ class TaskSuite:
         stderr: bool = True,
         seed: int = 1234,
     ) -> dict[str, dict[str, float]]:
-        """Every task's metrics for `lm` (`{task: {metric: value, "samples": n}}`); the first `limit` documents per task when given.
+        """Every task's metrics for `lm`: `{task: {metric: value, "samples": n}}`.
 
+        Only the first `limit` documents of each task are scored when `limit` is given.
         Calls `lm_eval.evaluator.evaluate` with the task setup `simple_evaluate`
         does (zero-shot unless the task or `num_fewshot` says otherwise, a fixed
         few-shot seed), without its environment report, which shells out to git.
@@ -250,7 +257,8 @@ class TaskSuite:
             loaded = self.manager.load(self.tasks)
         except ConnectionError as error:
             raise TootsieError(
-                f"an lm-eval task needs data from the Hugging Face Hub, and tootsie runs offline: {error}; give the task local data_files"
+                f"an lm-eval task needs data from the Hugging Face Hub, and tootsie runs offline: {error};"
+                " give the task local data_files"
             ) from error
         for task in loaded["tasks"].values():
             if num_fewshot is not None and task.get_config("num_fewshot") != 0:

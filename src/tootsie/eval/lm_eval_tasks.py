@@ -73,11 +73,13 @@ class LocalTask:
             missing = [key for key in KINDS[self.kind] if key not in record]
             if missing:
                 raise ValueError(
-                    f"task {self.name!r} record {index} lacks {missing}; a {self.kind} record needs {list(KINDS[self.kind])}"
+                    f"task {self.name!r} record {index} lacks {missing};"
+                    f" a {self.kind} record needs {list(KINDS[self.kind])}"
                 )
             if self.kind == "multiple_choice" and not 0 <= record["answer"] < len(record["choices"]):
                 raise ValueError(
-                    f"task {self.name!r} record {index}: answer {record['answer']} is not an index into its {len(record['choices'])} choices"
+                    f"task {self.name!r} record {index}: answer {record['answer']}"
+                    f" is not an index into its {len(record['choices'])} choices"
                 )
 
 
@@ -183,7 +185,7 @@ _LINE_ENDINGS = (
 
 
 def zen_of_python() -> list[str]:
-    """The 19 aphorisms of PEP 20, decoded from the running Python's `this.py` (read, not imported: importing prints)."""
+    """The 19 aphorisms of PEP 20, decoded from the running Python's `this.py` (read, not imported, which prints)."""
     spec = importlib.util.find_spec("this")
     if spec is None or spec.origin is None:
         raise TootsieError(

@@ -31,7 +31,7 @@ MIN_BUCKET = 16
 
 
 def bucket_length(length: int, max_length: int) -> int:
-    """The padded length for a sequence of `length` tokens: the next power of two (at least MIN_BUCKET), capped at max_length."""
+    """The padded length for `length` tokens: the next power of two (at least MIN_BUCKET), capped at max_length."""
     return min(max(MIN_BUCKET, 1 << max(length - 1, 0).bit_length()), max_length)
 
 
@@ -73,16 +73,18 @@ class Scorer:
             raise ValueError(f"batch_size must be positive, got {self.batch_size}")
 
     def continuation_logprobs(self, pairs: Sequence[tuple[Sequence[int], Sequence[int]]]) -> list[tuple[float, bool]]:
-        """For each (context, continuation): sum of the continuation tokens' log-probabilities and whether greedy decoding yields it."""
+        """For each (context, continuation): the continuation's log-probability and whether it is the greedy decode."""
         rows = []
         for index, (context, continuation) in enumerate(pairs):
             if not context or not continuation:
                 raise TootsieError(
-                    f"request {index} has an empty context or continuation ({len(context)=}, {len(continuation)=}); start the context with a BOS token"
+                    f"request {index} has an empty context or continuation ({len(context)=}, {len(continuation)=});"
+                    " start the context with a BOS token"
                 )
             if len(continuation) > self.max_length:
                 raise TootsieError(
-                    f"request {index}: the continuation has {len(continuation)} tokens, more than max_length={self.max_length}; raise max_length"
+                    f"request {index}: the continuation has {len(continuation)} tokens,"
+                    f" more than max_length={self.max_length}; raise max_length"
                 )
             rows.append((list(context) + list(continuation))[-(self.max_length + 1) :])
         results: list[tuple[float, bool]] = [(0.0, False)] * len(rows)
@@ -106,7 +108,7 @@ class Scorer:
     def greedy_generate(
         self, contexts: Sequence[Sequence[int]], max_new_tokens: Sequence[int], stop: Callable[[int, list[int]], bool]
     ) -> list[list[int]]:
-        """Argmax-decode after each context, up to its `max_new_tokens`, until `stop(request_index, generated_ids)` says so.
+        """Argmax-decode after each context, up to `max_new_tokens`, until `stop(request_index, generated_ids)` says so.
 
         Each context keeps its last `max_length - max_new_tokens` tokens, so context plus generation fits the model.
         """

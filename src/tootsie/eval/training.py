@@ -20,6 +20,9 @@ from tootsie.train.trainer import StepHook, TrainState, train_loop
 
 
 def run_training(config: TrainConfig, output_path: str, hooks: Sequence[StepHook] = ()) -> TrainState:
-    """Train `config` into `output_path` with the evaluation its `eval` asks for; `hooks` add metrics to each step's record."""
+    """Train `config` into `output_path` with the evaluation its `eval` asks for.
+
+    `hooks` add metrics to each step's record.
+    """
     evaluation = evaluation_hook(config, output_path) if config.eval is not None else None
     return train_loop(config, output_path, evaluation=evaluation, hooks=hooks)

@@ -102,7 +102,8 @@ def _plan_of(module: Any, path: str) -> dict[str, Any] | None:
             raise TootsieError(f"PLAN() in {path!r} raised {describe_error(error)}") from error
     if not isinstance(plan, dict):
         raise TootsieError(
-            f"PLAN in {path!r} is a {type(plan).__name__}; define PLAN as a dict of JSON values, or a function returning one"
+            f"PLAN in {path!r} is a {type(plan).__name__};"
+            " define PLAN as a dict of JSON values, or a function returning one"
         )
     try:
         json.dumps(plan, allow_nan=False)

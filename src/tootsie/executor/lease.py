@@ -150,7 +150,7 @@ def read_lease(directory: str | os.PathLike[str]) -> LeaseRecord | None:
 
 
 class Lease(Protocol):
-    """The lock the runner holds while a step runs: `FileLease` locally, `remote_lease.ObjectLease` in object storage."""
+    """The lock the runner holds while a step runs: `FileLease` locally, `remote_lease.ObjectLease` in object stores."""
 
     def acquire(self) -> bool:
         """Take the lease if it is absent, stale or already ours; False if someone else holds it."""

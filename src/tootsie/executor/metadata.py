@@ -103,7 +103,10 @@ def write_info(
     ended: float | None = None,
     error: str | None = None,
 ) -> None:
-    """Atomically write the metadata file of `node`, local or in object storage (at the start with `ended=None`, again at the end)."""
+    """Atomically write the metadata file of `node`, local or in object storage.
+
+    Written at the start with `ended=None`, and again at the end.
+    """
     payload: dict[str, Any] = {
         "name": node.step.name,
         "description": node.step.description,

@@ -214,7 +214,10 @@ def ensure_writable(prefix: str) -> None:
 
 
 def _ensure_remote_writable(prefix: str) -> None:
-    """Write and delete a probe object under the URL `prefix`; a one-line TootsieError naming the likely fix if that fails."""
+    """Write and delete a probe object under the URL `prefix`.
+
+    If that fails, raise a one-line TootsieError naming the likely fix.
+    """
     probe = storage.join(prefix, f".tootsie-write-probe-{uuid.uuid4().hex}")
     try:
         storage.write_bytes(probe, b"")

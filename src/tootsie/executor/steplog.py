@@ -30,7 +30,7 @@ logger = logging.getLogger(__name__)
 
 @contextlib.contextmanager
 def capture_logs(directory: str | os.PathLike[str]) -> Iterator[logging.Handler]:
-    """Copy the root logger's records (at INFO or below) for the block into `directory`/.executor.log, local or remote."""
+    """Copy the root logger's records (INFO or below) for the block into `directory`/.executor.log, local or remote."""
     if not storage.is_remote(directory):
         with _attached(Path(directory) / LOG_FILE) as handler:
             yield handler

@@ -134,7 +134,8 @@ def read_json(path: str) -> dict[str, Any] | None:
         payload = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise TootsieError(
-            f"{path} is not valid JSON ({error}); it was edited or damaged by hand, delete it to let the executor rewrite it"
+            f"{path} is not valid JSON ({error});"
+            " it was edited or damaged by hand, delete it to let the executor rewrite it"
         ) from None
     if not isinstance(payload, dict):
         raise TootsieError(

@@ -37,7 +37,8 @@ class Llama3RopeScaling:
     def __post_init__(self) -> None:
         if self.factor <= 0 or self.high_freq_factor <= self.low_freq_factor:
             raise ValueError(
-                f"need factor > 0 and high_freq_factor > low_freq_factor, got {self.factor=}, {self.low_freq_factor=}, {self.high_freq_factor=}"
+                "need factor > 0 and high_freq_factor > low_freq_factor,"
+                f" got {self.factor=}, {self.low_freq_factor=}, {self.high_freq_factor=}"
             )
 
     def scale(self, inv_freq: Float[Array, " half"]) -> Float[Array, " half"]:
@@ -61,7 +62,10 @@ REMAT_POLICIES = {
 }
 """`LlamaConfig.remat` → what a block keeps for the backward pass (None: everything)."""
 RematPolicy = names_literal(REMAT_POLICIES)
-"""The type of `LlamaConfig.remat`: a key of REMAT_POLICIES, checked when a config file is loaded (a name with no options, so a `Literal`, not a `kind:` registry)."""
+"""The type of `LlamaConfig.remat`: a key of REMAT_POLICIES, checked when a config file is loaded.
+
+A name with no options, so a `Literal`, not a `kind:` registry.
+"""
 
 
 @dataclass(frozen=True)
@@ -95,8 +99,11 @@ class LlamaConfig:
     initializer_std: float = 0.02
     """Standard deviation of the normal initialization of every matrix."""
     remat: RematPolicy = "full"
-    """Activation recomputation in the backward pass: `full` keeps only each block's input (least memory, and the
-    fastest on CPU, where the step is memory-bound), `dots` keeps the weight matmuls' outputs, `none` keeps everything."""
+    """Activation recomputation in the backward pass.
+
+    `full` keeps only each block's input (least memory, and the fastest on CPU, where the step is
+    memory-bound), `dots` keeps the weight matmuls' outputs, `none` keeps everything.
+    """
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "hidden_dim", "intermediate_dim", "num_layers", "num_heads", "num_kv_heads"):
@@ -334,7 +341,10 @@ PARAM_AXES: dict[str, tuple[str, ...]] = {
     "w_down": ("inter", "hidden"),
     "weight": ("norm",),
 }
-"""Logical axis names of every weight, by field name (the dims of the annotations above; every RMSNorm scale is `weight`)."""
+"""Logical axis names of every weight, by field name.
+
+The dims of the annotations above; every RMSNorm scale is `weight`.
+"""
 STACKED_AXIS = "layers"
 """Logical name of the leading axis that stacking adds to every leaf under `LlamaModel.layers`."""
 

@@ -80,4 +80,7 @@ PRESETS: dict[str, LlamaConfig] = {
     ),
 }
 PresetName = names_literal(PRESETS)
-"""A preset's name: the type of a field that picks one (a name with no options, so a `Literal`, not a `kind:` registry)."""
+"""A preset's name: the type of a field that picks one.
+
+A name with no options, so a `Literal`, not a `kind:` registry.
+"""

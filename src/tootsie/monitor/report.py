@@ -91,7 +91,10 @@ def _run_config(directory: Path) -> tuple[dict[str, object] | None, str | None]:
 
 
 def _summary_run_dirs(root: Path, summary: dict[str, object]) -> dict[str, str]:
-    """Run label → training directory of a summary: from summary.json, else from the summary step's metadata (refs under its prefix)."""
+    """Run label → training directory of a summary.
+
+    From summary.json, else from the summary step's metadata (refs under its prefix).
+    """
     if isinstance(summary.get("runs"), dict):
         return summary["runs"]
     info = read_json(root / INFO_FILE) or {}
@@ -113,7 +116,8 @@ def load_run_directory(directory: str | Path) -> RunDirectory:
     root = Path(directory)
     if not (root / METRICS_FILE).is_file():
         raise TootsieError(
-            f"no {METRICS_FILE} in {root}; pass a training output directory (tootsie train --out) or the demo's summary directory"
+            f"no {METRICS_FILE} in {root};"
+            " pass a training output directory (tootsie train --out) or the demo's summary directory"
         )
     read = read_metrics(root / METRICS_FILE)
     summary = read_json(root / SUMMARY_FILE) or {}
@@ -178,7 +182,10 @@ def _mixture(run: RunData) -> MixtureConfig:
 def mixture_by_phase(
     runs: tuple[RunData, ...],
 ) -> tuple[list[dict[str, object]], dict[str, tuple[np.ndarray, dict[str, np.ndarray]]], list[str]]:
-    """Table rows (run, stage, steps, transition, weights), per-run weight curves over the logged steps, and notes on runs without a mixture."""
+    """Table rows (run, stage, steps, transition, weights), per-run weight curves over the logged steps, and notes.
+
+    The notes name runs without a mixture.
+    """
     rows, curves, notes = [], {}, []
     for run in runs:
         span = run.span
@@ -265,7 +272,10 @@ def clip_skip_events(runs: tuple[RunData, ...]) -> tuple[dict[str, list[int]], s
 
 
 def damage(data: RunDirectory) -> dict[str, object]:
-    """What reading the metrics skipped: unparseable lines, records without a step, non-finite values and missing steps per run."""
+    """What reading the metrics skipped.
+
+    Unparseable lines, records without a step, non-finite values and missing steps per run.
+    """
     per_run = {}
     for run in data.runs:
         nonfinite = {name: series(run.records, name)[2] for name in CHECKED_METRICS}
@@ -302,13 +312,15 @@ def damage_lines(skipped: dict[str, object]) -> tuple[str, ...]:
     lines = []
     if skipped["unparseable_lines"]:
         lines.append(
-            f"{skipped['unparseable_lines']} unparseable line(s) of {METRICS_FILE} skipped (a truncated last line or damaged records)."
+            f"{skipped['unparseable_lines']} unparseable line(s) of {METRICS_FILE} skipped"
+            " (a truncated last line or damaged records)."
         )
     if skipped["records_without_step"]:
         lines.append(f"{skipped['records_without_step']} record(s) without an integer step left out of every panel.")
     if isinstance(skipped["summary_skipped_lines"], dict) and any(skipped["summary_skipped_lines"].values()):
         lines.append(
-            f"Unparseable lines skipped in the runs' own metrics when they were merged: {skipped['summary_skipped_lines']}."
+            "Unparseable lines skipped in the runs' own metrics when they were merged:"
+            f" {skipped['summary_skipped_lines']}."
         )
     for label, run in skipped["runs"].items():
         if run["non_finite"]:
@@ -336,7 +348,7 @@ def _last_finite(records: Records, name: str) -> float | None:
 
 
 def overview_table(data: RunDirectory) -> Table:
-    """Per run: steps, records, tokens, final loss, mean throughput (first step left out), time in steps, config source."""
+    """Per run: steps, records, tokens, final loss, mean throughput (first step left out), step time, config source."""
     rows = []
     for run in data.runs:
         span = run.span
@@ -405,8 +417,10 @@ def spike_table(report: dict[str, object]) -> tuple[Table, str]:
     kinds = [s["kind"] for s in spikes]
     counts = ", ".join(f"{kinds.count(k)} {k}" for k in sorted(set(kinds)))
     note = (
-        f"{len(spikes)} spike(s) in {report['points']} finite train-loss points{f' ({counts})' if counts else ''}. A spike is a run of points above "
-        f"median + {config.k_sigma:g} robust σ of the previous {config.window}; recoverable = back in the band within {config.horizon} steps; "
+        f"{len(spikes)} spike(s) in {report['points']} finite train-loss points{f' ({counts})' if counts else ''}."
+        " A spike is a run of points above "
+        f"median + {config.k_sigma:g} robust σ of the previous {config.window};"
+        f" recoverable = back in the band within {config.horizon} steps; "
         "norm led = a grad/update-norm spike started first (lead steps earlier)."
     )
     gaps = [g for g in report.get("ema_gap", []) if g["metric"] == "eval/bpb/macro_avg"]
@@ -437,7 +451,8 @@ def build_content(data: RunDirectory, spike_report: dict[str, object], skipped: 
             "grad_norm",
             "Gradient norm (pre-clip)",
             _grad_limits(data.runs),
-            "Leading indicator: grad norms often spike a step or more before the loss (faint red lines: loss spikes). Dotted: the clip level.",
+            "Leading indicator: grad norms often spike a step or more before the loss (faint red lines: loss spikes)."
+            " Dotted: the clip level.",
         ),
         norm_panel(
             runs,
@@ -445,7 +460,8 @@ def build_content(data: RunDirectory, spike_report: dict[str, object], skipped: 
             "update_norm",
             "Update norm (post-optimizer)",
             {},
-            "The size of the step actually taken; often the better lever for 'was this a wild step?'. Dashed: update-clip threshold when on.",
+            "The size of the step actually taken; often the better lever for 'was this a wild step?'."
+            " Dashed: update-clip threshold when on.",
         ),
         lr_panel(runs, timeline),
         throughput_panel(runs, timeline),

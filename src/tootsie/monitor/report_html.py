@@ -14,13 +14,16 @@ import yaml
 from tootsie.monitor.report_panels import Panel, Table
 
 STYLE = """
-body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 24px auto; max-width: 1180px; color: #111827; }
-h1 { font-size: 24px; margin-bottom: 4px; } h2 { font-size: 18px; margin: 28px 0 6px; border-bottom: 1px solid #e5e7eb; }
+body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 24px auto; \
+max-width: 1180px; color: #111827; }
+h1 { font-size: 24px; margin-bottom: 4px; } \
+h2 { font-size: 18px; margin: 28px 0 6px; border-bottom: 1px solid #e5e7eb; }
 h3 { font-size: 15px; margin: 14px 0 4px; } .meta, .note { color: #4b5563; font-size: 13px; }
 img { max-width: 100%; display: block; } table { border-collapse: collapse; font-size: 13px; margin: 8px 0; }
 th, td { border: 1px solid #d1d5db; padding: 3px 8px; text-align: right; } th { background: #f3f4f6; }
 td:first-child, th:first-child { text-align: left; } .missing { color: #9a3412; font-style: italic; }
-pre { background: #f9fafb; border: 1px solid #e5e7eb; padding: 8px; font-size: 12px; max-height: 420px; overflow: auto; }
+pre { background: #f9fafb; border: 1px solid #e5e7eb; padding: 8px; font-size: 12px; \
+max-height: 420px; overflow: auto; }
 ul { font-size: 13px; }
 """
 
@@ -70,7 +73,10 @@ def panel_html(panel: Panel) -> str:
 
 def _config_html(run: RunConfig) -> str:
     if run.config is None:
-        return f'<h3>{_e(run.label)}</h3><p class="note missing">No config found (no .executor_info.json or config.json next to its metrics).</p>'
+        return (
+            f'<h3>{_e(run.label)}</h3><p class="note missing">'
+            "No config found (no .executor_info.json or config.json next to its metrics).</p>"
+        )
     text = yaml.safe_dump(run.config, sort_keys=False, allow_unicode=True)
     return f'<h3>{_e(run.label)}</h3><p class="note">from {_e(run.source)}</p><pre>{_e(text)}</pre>'
 
@@ -79,8 +85,10 @@ def render_page(content: ReportContent) -> str:
     """The whole report page."""
     generated = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     parts = [
-        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{_e(content.title)}</title><style>{STYLE}</style></head><body>',
-        f'<h1>{_e(content.title)}</h1><p class="meta">{_e(content.directory)} · generated {generated} by tootsie report</p>',
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>{_e(content.title)}</title><style>{STYLE}</style></head><body>",
+        f'<h1>{_e(content.title)}</h1><p class="meta">{_e(content.directory)}'
+        f" · generated {generated} by tootsie report</p>",
         "<section><h2>Runs at a glance</h2>" + table_html(content.overview) + "</section>",
         *(panel_html(panel) for panel in content.panels),
         f'<section><h2>Loss spikes</h2><p class="note">{_e(content.spike_note)}</p>'

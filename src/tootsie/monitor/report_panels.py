@@ -63,7 +63,7 @@ class Table:
 
 @dataclass(frozen=True)
 class Panel:
-    """One report section: a title, the figure (None when nothing was logged for it), a note on how to read it, and a table."""
+    """One report section: a title, the figure (None if nothing was logged for it), a reading note, and a table."""
 
     title: str
     image: str | None
@@ -96,7 +96,10 @@ def _phase_color(name: str) -> str:
 
 
 def _backdrop(axis: Axes, timeline: Timeline, label_phases: bool = False) -> None:
-    """Shade schedule phases, mark run starts and spikes; name the phases on top when asked (those wide enough to hold a name)."""
+    """Shade schedule phases, mark run starts and spikes; name the phases on top when asked.
+
+    Only phases wide enough to hold a name are named.
+    """
     total = sum(phase.last - phase.first + 1 for phase in timeline.phases)
     for phase in timeline.phases:
         axis.axvspan(
@@ -161,7 +164,8 @@ def heldout_panel(runs: dict[str, Records], timeline: Timeline) -> Panel:
         return Panel(
             title,
             None,
-            "No in-loop evaluation was logged (TrainConfig.eval unset); offline checkpoint results, if any, are in the table below.",
+            "No in-loop evaluation was logged (TrainConfig.eval unset);"
+            " offline checkpoint results, if any, are in the table below.",
         )
     figure, axis = _figure()
     _backdrop(axis, timeline)
@@ -185,7 +189,8 @@ def heldout_panel(runs: dict[str, Records], timeline: Timeline) -> Panel:
     return Panel(
         title,
         _data_uri(figure),
-        "Lower is better. Solid: raw weights; dashed: EMA weights (the gap is the EMA gap). If this rises while train loss falls, check the eval data before calling it overfitting.",
+        "Lower is better. Solid: raw weights; dashed: EMA weights (the gap is the EMA gap)."
+        " If this rises while train loss falls, check the eval data before calling it overfitting.",
     )
 
 
@@ -220,14 +225,18 @@ def train_loss_panel(runs: dict[str, Records], timeline: Timeline, spikes: list[
     return Panel(
         title,
         _data_uri(figure),
-        f"Smoothed: bias-corrected EMA over ~{span:.0f} points. Red marks: detected spikes (table below). A spike that rejoins the band is recoverable; a new higher level is a plateau.",
+        f"Smoothed: bias-corrected EMA over ~{span:.0f} points. Red marks: detected spikes (table below)."
+        " A spike that rejoins the band is recoverable; a new higher level is a plateau.",
     )
 
 
 def norm_panel(
     runs: dict[str, Records], timeline: Timeline, metric: str, title: str, limits: dict[str, float], note: str
 ) -> Panel:
-    """A norm series per run, with horizontal clip levels (`limits`: label → value) and dashed `clip_update/threshold` if logged."""
+    """A norm series per run, with horizontal clip levels (`limits`: label → value).
+
+    Also a dashed `clip_update/threshold` if logged.
+    """
     figure, axis = _figure()
     _backdrop(axis, timeline)
     drawn = []
@@ -322,7 +331,8 @@ def throughput_panel(runs: dict[str, Records], timeline: Timeline) -> Panel:
     return Panel(
         title,
         _data_uri(figure),
-        f"The money line: a drop at constant loss slope is paid for. Each run's first step (compilation) is left out. {mfu_note}",
+        "The money line: a drop at constant loss slope is paid for."
+        f" Each run's first step (compilation) is left out. {mfu_note}",
     )
 
 
@@ -343,12 +353,17 @@ def events_panel(events: dict[str, list[int]], timeline: Timeline, settings: str
     return Panel(
         title,
         _data_uri(figure),
-        f"One row per signal with its count; a tick per step where it fired. Grad clipping bounds Adam's input, update clipping the step taken, skipping drops the step. Settings: {settings}.",
+        "One row per signal with its count; a tick per step where it fired."
+        " Grad clipping bounds Adam's input, update clipping the step taken, skipping drops the step."
+        f" Settings: {settings}.",
     )
 
 
 def mixture_panel(curves: dict[str, tuple[np.ndarray, dict[str, np.ndarray]]], timeline: Timeline) -> Panel:
-    """Target mixture weights against step, stacked, from each run's mixture stages (`curves`: run → steps, component → weights)."""
+    """Target mixture weights against step, stacked, from each run's mixture stages.
+
+    `curves`: run → steps, component → weights.
+    """
     title = "Data mixture by phase"
     if not curves:
         return Panel(title, None, "No run config with mixture stages was found.")
@@ -370,5 +385,6 @@ def mixture_panel(curves: dict[str, tuple[np.ndarray, dict[str, np.ndarray]]], t
     return Panel(
         title,
         _data_uri(figure),
-        "Target weights of each component by step, from the runs' MixtureConfig stages (interpolated through transitions); exact numbers in the table.",
+        "Target weights of each component by step, from the runs' MixtureConfig stages"
+        " (interpolated through transitions); exact numbers in the table.",
     )

@@ -77,7 +77,8 @@ def _require(module: str, extra: str, kind: str) -> ModuleType:
         return importlib.import_module(module)
     except ImportError as error:
         raise TootsieError(
-            f"the {kind!r} tracker needs the {module} package ({error}): pip install 'tootsie[{extra}]', or remove {kind!r} from trackers"
+            f"the {kind!r} tracker needs the {module} package ({error}):"
+            f" pip install 'tootsie[{extra}]', or remove {kind!r} from trackers"
         ) from None
 
 
