@@ -52,7 +52,10 @@ def phase_config(
     parent: Step[TrainConfig] | None,
     in_loop_eval: InLoopEvalConfig | None = None,
 ) -> TrainConfig:
-    """The TrainConfig of one phase; `parent` is the step it warm-starts from (None for the root), `in_loop_eval` its held-out evaluation."""
+    """The TrainConfig of one phase.
+
+    `parent` is the step it warm-starts from (None for the root), `in_loop_eval` its held-out evaluation.
+    """
     warm_start = None if parent is None else WarmStartConfig(checkpoint=parent.ref(), add_qk_norm=phase.add_qk_norm)
     return TrainConfig(
         model=scale.model(phase.model),

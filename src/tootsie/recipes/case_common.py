@@ -33,7 +33,10 @@ FIGURE_FILE, RESULTS_FILE = "figure.png", "results.json"
 def mixture(
     caches: Mapping[str, str], weights: Mapping[str, float], seed: int = 0, permutation: str = "feistel"
 ) -> MixtureConfig:
-    """A one-stage mixture of `caches` at the case studies' sequence length and batch size; `permutation` is a registered kind (default options)."""
+    """A one-stage mixture of `caches` at the case studies' sequence length and batch size.
+
+    `permutation` is a registered kind (default options).
+    """
     return MixtureConfig(
         caches=dict(caches),
         stages=(MixtureStage(0, dict(weights)),),

@@ -80,7 +80,10 @@ def _write_jsonl(path: Path, records: list[dict[str, object]]) -> None:
 
 
 def write_math_bundle(config: MathBundleConfig, output_path: str) -> dict[str, int]:
-    """Write `bundle/train.jsonl`, `bundle/test.jsonl` and the eval set `eval/gsm8k_test.jsonl`; train never repeats a test question."""
+    """Write `bundle/train.jsonl`, `bundle/test.jsonl` and the eval set `eval/gsm8k_test.jsonl`.
+
+    Train never repeats a test question.
+    """
     out = Path(output_path)
     test_rng, train_rng = np.random.default_rng(config.seed + 1), np.random.default_rng(config.seed)
     test = [math_problem(test_rng) for _ in range(config.test_problems)]
@@ -126,7 +129,10 @@ class MarinStyleBundleDocsConfig:
 
 
 def bundle_documents(config: BundleDocsConfig | MarinStyleBundleDocsConfig, output_path: str) -> dict[str, object]:
-    """Write the bundle's records, but those of `drop_files`, as `docs-00000.jsonl.gz`; return the files read and the count."""
+    """Write the bundle's records, but those of `drop_files`, as `docs-00000.jsonl.gz`.
+
+    Return the files read and the count.
+    """
     files = sorted(Path(config.bundle, BUNDLE_DIR).glob("*.jsonl"))
     if not files:
         raise TootsieError(f"{config.bundle}/{BUNDLE_DIR} holds no .jsonl files; pass a write_math_bundle output")
@@ -165,7 +171,7 @@ class ContaminationAnalysisConfig:
 
 
 def analyze_contamination(config: ContaminationAnalysisConfig, output_path: str) -> dict[str, object]:
-    """Flagged documents and matched eval items per version, the cache paths and the hashes; `figure.png` and `results.json`."""
+    """Flagged documents and matched eval items per version, cache paths and hashes; `figure.png` and `results.json`."""
     reports = {version: read_json(Path(path) / "report.json") or {} for version, path in config.decontamination.items()}
     overlaps = {version: max_overlaps(path) for version, path in config.decontamination.items()}
     results = {

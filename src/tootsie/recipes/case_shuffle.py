@@ -72,19 +72,23 @@ class SeedSearchConfig:
     max_sweeps: float = 3.0
     """Most sweeps (more: the bands move too fast for neighbouring batches to look alike)."""
     bands: int = 3
-    """Stretches of the corpus each block of draws reads (1: a small stride; 3: each batch mixes three bands N/3 apart)."""
+    """Stretches of the corpus each block of draws reads (1: a small stride; 3: each batch mixes 3 bands N/3 apart)."""
     max_seed: int = 200_000
     """Give up after trying seeds 0 .. max_seed - 1."""
 
     def __post_init__(self) -> None:
         if not 0 < self.min_sweeps < self.max_sweeps or self.steps <= 0 or self.bands < 1:
             raise ValueError(
-                f"need steps > 0, bands >= 1 and 0 < min_sweeps < max_sweeps, got {self.steps=}, {self.bands=}, {self.min_sweeps=}, {self.max_sweeps=}"
+                "need steps > 0, bands >= 1 and 0 < min_sweeps < max_sweeps, got "
+                f"{self.steps=}, {self.bands=}, {self.min_sweeps=}, {self.max_sweeps=}"
             )
 
 
 def lcg_draw(cache: str, seed: int) -> tuple[int, int, int]:
-    """`(a, b, N)` of the linear permutation the mixture draws for the ordered component with `seed` (read off `batch` positions)."""
+    """`(a, b, N)` of the linear permutation the mixture draws for the ordered component with `seed`.
+
+    Read off `batch` positions.
+    """
     dataset = MixtureDataset(mixture({ORDERED: cache}, {ORDERED: 1.0}, seed=seed, permutation="linear"))
     block = np.arange(dataset.config.block_size)
     _, draws = dataset.draws(block)
@@ -95,7 +99,10 @@ def lcg_draw(cache: str, seed: int) -> tuple[int, int, int]:
 
 
 def band_drift(a: int, length: int, bands: int) -> float | None:
-    """`d` in `a = p*N/bands + d` for the nearest p (mod N), or None when that p shares a factor with `bands` (fewer bands)."""
+    """`d` in `a = p*N/bands + d` for the nearest p (mod N).
+
+    None when that p shares a factor with `bands` (fewer bands).
+    """
     p = round(a * bands / length)
     if gcd(p, bands) != 1:
         return None
@@ -103,7 +110,10 @@ def band_drift(a: int, length: int, bands: int) -> float | None:
 
 
 def find_poor_lcg_seed(config: SeedSearchConfig, output_path: str) -> dict[str, object]:
-    """Write `seed.json`: the first seed whose LCG stride reads `bands` bands that sweep `min_sweeps`..`max_sweeps` times over the run."""
+    """Write `seed.json`: the first seed whose LCG stride reads `bands` bands.
+
+    The bands sweep `min_sweeps`..`max_sweeps` times over the run.
+    """
     draws = config.steps * CASE_BATCH
     for seed in range(config.max_seed):
         a, b, length = lcg_draw(config.cache, seed)
@@ -123,8 +133,8 @@ def find_poor_lcg_seed(config: SeedSearchConfig, output_path: str) -> dict[str, 
             write_json_atomic(Path(output_path) / SEED_FILE, found)
             return found
     raise TootsieError(
-        f"no seed below {config.max_seed} gives an LCG stride with {config.bands} band(s) sweeping {config.cache} {config.min_sweeps}-{config.max_sweeps} times; "
-        "raise max_seed or widen the sweep range"
+        f"no seed below {config.max_seed} gives an LCG stride with {config.bands} band(s) sweeping "
+        f"{config.cache} {config.min_sweeps}-{config.max_sweeps} times; raise max_seed or widen the sweep range"
     )
 
 
@@ -169,7 +179,10 @@ def explained_by_eval(
     window: int,
     skip: int,
 ) -> dict[str, float]:
-    """R² and residual RMS (nats/token) of the `window`-step mean train loss fitted linearly on eval BPB at eval steps >= `skip`."""
+    """R² and residual RMS (nats/token) of the `window`-step mean train loss fitted linearly on eval BPB.
+
+    The fit uses the eval steps >= `skip`.
+    """
     smoothed = trailing_mean(train_loss, window)
     keep = eval_steps >= skip
     at = np.searchsorted(
@@ -256,7 +269,8 @@ def analyze_shuffle(config: ShuffleAnalysisConfig, output_path: str) -> dict[str
         )
     axes[0].set_ylabel(f"share of batch\n({config.smooth_steps}-step mean)")
     axes[0].set_title(
-        f"Batch composition on the ordered corpus ({' → '.join(config.regions)}); LCG a={found['multiplier']}, N={found['sequences']}: "
+        f"Batch composition on the ordered corpus ({' → '.join(config.regions)}); "
+        f"LCG a={found['multiplier']}, N={found['sequences']}: "
         f"{found['bands']} band(s) drifting {found['drift']:+.2f} per draw (seed {found['seed']})",
         fontsize=10,
     )

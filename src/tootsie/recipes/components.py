@@ -28,11 +28,12 @@ UNSET = "<unset>"
 
 
 def load_components(path: str | os.PathLike[str]) -> dict[str, str]:
-    """Read a component → token cache mapping from a JSON/YAML file; relative paths resolve against the file's directory."""
+    """Read a component → token cache mapping from a JSON/YAML file; relative paths resolve against its directory."""
     file = Path(path)
     if not file.is_file():
         raise TootsieError(
-            f"components file {os.fspath(path)!r} not found; write a JSON/YAML mapping of component name to token cache directory"
+            f"components file {os.fspath(path)!r} not found; write a "
+            "JSON/YAML mapping of component name to token cache directory"
         )
     try:
         data = yaml.safe_load(file.read_text(encoding="utf-8"))
@@ -40,7 +41,8 @@ def load_components(path: str | os.PathLike[str]) -> dict[str, str]:
         raise TootsieError(f"components file {file} is not valid JSON/YAML: {error}") from None
     if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) and v for k, v in data.items()):
         raise TootsieError(
-            f'components file {file} must map component names to non-empty path strings, e.g. {{"starcoderdata": "/data/starcoder"}}'
+            f"components file {file} must map component names to non-empty "
+            'path strings, e.g. {"starcoderdata": "/data/starcoder"}'
         )
     return {name: value if "://" in value else str((file.parent / value).resolve()) for name, value in data.items()}
 
@@ -52,7 +54,10 @@ def components_from_env() -> dict[str, str]:
 
 
 def missing_components(caches: dict[str, str]) -> list[str]:
-    """Components whose cache is unset, or a local path that does not exist (URLs and references to steps, which run first, are not checked)."""
+    """Components whose cache is unset, or a local path that does not exist.
+
+    URLs and references to steps, which run first, are not checked.
+    """
     return sorted(
         name
         for name, path in caches.items()
@@ -61,12 +66,15 @@ def missing_components(caches: dict[str, str]) -> list[str]:
 
 
 def train_phase(config: TrainConfig, output_path: str) -> None:
-    """A recipe phase's step: check every component has a token cache, then train (with the in-loop evaluation `config.eval` asks for)."""
+    """A recipe phase's step: check every component has a token cache, then train.
+
+    Training runs the in-loop evaluation `config.eval` asks for.
+    """
     missing = missing_components(config.data.caches)
     if missing:
         paths = {name: config.data.caches[name] for name in missing}
         raise TootsieError(
-            f"{len(missing)} mixture component(s) have no token cache: {paths}; write a JSON file mapping each component "
-            f"name to its token cache directory and set {COMPONENTS_ENV}=<file> (see docs/recipes.md)"
+            f"{len(missing)} mixture component(s) have no token cache: {paths}; write a JSON file mapping each "
+            f"component name to its token cache directory and set {COMPONENTS_ENV}=<file> (see docs/recipes.md)"
         )
     run_training(config, output_path)

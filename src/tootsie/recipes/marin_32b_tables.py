@@ -22,7 +22,10 @@ GRAD_CLIP_TIGHTENED_AT = 56_400
 UPDATE_CLIP_FROM = 72_233
 """Update-norm clipping (and skip bad steps) added at 72,233 (OUTLINE §6.4.3.2; CURVES Panel 3 "same window")."""
 UPDATE_CLIP_OFF_FROM = 74_000
-"""Update clipping "briefly off ~74k–80k" (RETRO, Optimizer & Schedule table; issue #1390 per OUTLINE): an accident, kept as recorded."""
+"""Update clipping "briefly off ~74k–80k": an accident, kept as recorded.
+
+Source: RETRO, Optimizer & Schedule table; issue #1390 per OUTLINE.
+"""
 PHASE3_END = 160_000
 """Phase 3 (QK-norm): warm start at 80k, trained to 160k, ≈2.684T tokens (RETRO, Phase 3)."""
 COOLDOWN_END = 192_000
@@ -71,7 +74,8 @@ STACKV2_PYTHON_PERCENT = 1.59
 high-quality (non-Nemotron) part, which is renormalized so Nemotron-CC keeps its 68.07 % (RETRO: "re-normalized the
 HQ portion accordingly")."""
 
-# RETRO, Data Mix & Batch Schedule: "Pretraining mixture (normalized share)" (also 8B Phoenix: "Mirrors our 8B Phoenix data mix").
+# RETRO, Data Mix & Batch Schedule: "Pretraining mixture (normalized share)"
+# (also 8B Phoenix: "Mirrors our 8B Phoenix data mix").
 PRETRAINING_MIX = MixTable(
     name="32b-pretraining",
     source="marin-32b-retrospective.md, Data Mix & Batch Schedule, 'Pretraining mixture (normalized share)'",
@@ -150,7 +154,10 @@ MANTIS_MIX = MixTable(
 MANTIS_STACKV2_MIX = with_added(
     MANTIS_MIX,
     name="mantis+stackv2-python",
-    source="derived: Mantis table + common_pile_stackv2_edu_filtered_python at ~174k, HQ part renormalized (share not in seeds: 1.59 %)",
+    source=(
+        "derived: Mantis table + common_pile_stackv2_edu_filtered_python "
+        "at ~174k, HQ part renormalized (share not in seeds: 1.59 %)"
+    ),
     added=(
         MixRow(
             "common_pile_stackv2_edu_filtered_python", "common_pile_stackv2_edu_filtered_python", STACKV2_PYTHON_PERCENT
@@ -160,7 +167,10 @@ MANTIS_STACKV2_MIX = with_added(
 )
 
 NOTES = (
-    "Phase 1 warmup/decay fractions refer to a planned length the seeds do not give; 192,000 steps assumed (warmup 1,920).",
+    (
+        "Phase 1 warmup/decay fractions refer to a planned length "
+        "the seeds do not give; 192,000 steps assumed (warmup 1,920)."
+    ),
     "Bison/Mantis final LR not in seeds; 1% of 7e-4 assumed (Starling-style).",
     "Phase 3 re-warmup start not in seeds; from 0 assumed (rewarm_from='zero').",
     "StackV2 Python share after ~174k not in seeds; 1.59% assumed, HQ part renormalized.",

@@ -68,7 +68,10 @@ PHOENIX_TRANSITION_STEPS = 2000
 PHOENIX_END = JELLYFISH_END + _steps(
     11.1e12 - (KESTREL_END * KESTREL_BATCH + (JELLYFISH_END - KESTREL_END) * OCELOT_BATCH) * SEQ_LEN, OCELOT_BATCH
 )
-"""Derived: Phoenix ends at 11.1T tokens (OUTLINE §4, CARD): 819,907 + round((11.1e12 - 4.780e12) / 12Mi) = 1,322,149."""
+"""Derived: Phoenix ends at 11.1T tokens (OUTLINE §4, CARD).
+
+819,907 + round((11.1e12 - 4.780e12) / 12Mi) = 1,322,149.
+"""
 REWARM_CYCLE_END = 1_000_000_000
 """A cycle end after the run: the LR holds at 1.7e-3 after the re-warm (as in the 32B re-warm, RETRO32 Phase 3)."""
 
@@ -133,7 +136,10 @@ JELLYFISH_MIX = MixTable(
 # RETRO32, Data Mix: the 32B pretraining mix "Mirrors our 8B Phoenix data mix" (Nemotron-CC + StarCoder + ProofPile 2).
 PHOENIX_MIX = MixTable(
     name="phoenix",
-    source="marin-32b-retrospective.md, Data Mix & Batch Schedule: the 32B pretraining mix, which 'Mirrors our 8B Phoenix data mix'",
+    source=(
+        "marin-32b-retrospective.md, Data Mix & Batch Schedule: the "
+        "32B pretraining mix, which 'Mirrors our 8B Phoenix data mix'"
+    ),
     rows=PRETRAINING_MIX.rows,
 )
 
@@ -198,11 +204,20 @@ STARLING_OVERSAMPLING: dict[str, int] = {
 proportions fixed, the epochs a run reads follow from them and the caches' sizes (see `tootsie.recipes.mix_table`)."""
 
 NOTES = (
-    "Step boundaries are derived from the seeds' token boundaries (Kestrel ends on the WSD-S grid at 660,000 = 2.768T).",
+    (
+        "Step boundaries are derived from the seeds' token boundaries "
+        "(Kestrel ends on the WSD-S grid at 660,000 = 2.768T)."
+    ),
     "Starling uses the stated 1.34T-token cooldown, ending at 12.44T; the timeline's 12.75T is approximate.",
     "Kestrel warmup (1,000 steps), WSD-S decay floor (0.1x) and max grad norm (1.0) are not in the seeds.",
-    "The Kestrel -> Ocelot LR change (1e-3 -> 1.7e-3) is taken at once, and the RoPE fix at the Ocelot boundary; the seeds give neither step.",
-    "Ocelot continues the Kestrel (DCLM) mix; Raccoon and Spoonbill branch off Jellyfish's end on its mix (assumed), ~100B tokens each.",
+    (
+        "The Kestrel -> Ocelot LR change (1e-3 -> 1.7e-3) is taken at once, "
+        "and the RoPE fix at the Ocelot boundary; the seeds give neither step."
+    ),
+    (
+        "Ocelot continues the Kestrel (DCLM) mix; Raccoon and Spoonbill "
+        "branch off Jellyfish's end on its mix (assumed), ~100B tokens each."
+    ),
     "Permutation 'linear' (the LCG used before the 32B Mantis switch) is assumed for every 8B phase.",
 )
 """Caveats shown in the plan: numbers not in the seeds and approximations."""

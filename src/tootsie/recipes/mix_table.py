@@ -84,7 +84,10 @@ class MixTable:
 
 
 def mix_stage(start_step: int, table: MixTable, transition_steps: int = 0) -> MixtureStage:
-    """The stage with `table`'s weights from `start_step` (a global step), reached over `transition_steps`, named after the table."""
+    """The stage with `table`'s weights from `start_step` (a global step), reached over `transition_steps`.
+
+    It is named after the table.
+    """
     return MixtureStage(start_step, table.weights(), transition_steps, name=table.name, source=table.source)
 
 

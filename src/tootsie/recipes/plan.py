@@ -60,7 +60,7 @@ def _as_rewarm(schedule: ScheduleChoice) -> RewarmConfig | None:
 
 
 def lr_summary(schedule: ScheduleChoice, start: int, end: int) -> dict[str, Any]:
-    """The schedule's kind and settings, its LR and phase name at steps `start` and `end - 1`, and the segments in between."""
+    """The schedule's kind and settings, LR and phase name at steps `start` and `end - 1`, and the segments between."""
     built = _built(schedule)
     settings = to_plain(schedule)
     rewarm = _as_rewarm(schedule)
@@ -177,7 +177,11 @@ def _shown(path: str | StepRef) -> str | None:
 
 
 def recipe_plan(recipe: Recipe, steps: dict[str, Step[TrainConfig]], scale: Scale) -> dict[str, Any]:
-    """The JSON-able plan: `{"recipe", "scale", "phases": [{"name", "start_step", "end_step", "tokens", "mixture", "steps"}, ...], "total_tokens", ...}`."""
+    """The JSON-able plan.
+
+    `{"recipe", "scale", "phases": [...], "total_tokens", ...}`, each phase
+    `{"name", "start_step", "end_step", "tokens", "mixture", "steps"}`.
+    """
     artifact = {phase.name for phase in recipe.artifact_phases()}
     groups: dict[str, list[tuple[Phase, dict[str, Any]]]] = {}
     for phase in recipe.phases:

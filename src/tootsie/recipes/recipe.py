@@ -60,9 +60,15 @@ class Phase:
     z_loss_weight: float
     """z-loss weight."""
     permutation: PermutationKind
-    """Shuffle of each component's sequences: a kind of `tootsie.data.permutation.PERMUTATIONS`, "linear" (LCG) or "feistel"."""
+    """Shuffle of each component's sequences: "linear" (LCG) or "feistel".
+
+    A kind of `tootsie.data.permutation.PERMUTATIONS`.
+    """
     mixture: tuple[MixtureStage, ...] = ()
-    """Mixture stages this phase starts (global steps in [start_step, end_step), named by `mix_stage`); () continues the parent's."""
+    """Mixture stages this phase starts (global steps in [start_step, end_step), named by `mix_stage`).
+
+    () continues the parent's.
+    """
     batch_sizes: tuple[tuple[int, int], ...] = ()
     """`(global step, sequences per step)` changes this phase makes; () continues the parent's."""
     parent: str | None = None
@@ -83,17 +89,20 @@ class Phase:
             )
         if self.permutation not in PERMUTATIONS:
             raise ValueError(
-                f"phase {self.name!r}: permutation {self.permutation!r} is not a registered kind; pick one of {sorted(PERMUTATIONS)}"
+                f"phase {self.name!r}: permutation {self.permutation!r} is "
+                f"not a registered kind; pick one of {sorted(PERMUTATIONS)}"
             )
         starts = [stage.start_step for stage in self.mixture] + [start for start, _ in self.batch_sizes]
         outside = [start for start in starts if not self.start_step <= start < self.end_step]
         if outside:
             raise ValueError(
-                f"phase {self.name!r}: mixture/batch changes at steps {outside} lie outside its steps [{self.start_step}, {self.end_step})"
+                f"phase {self.name!r}: mixture/batch changes at steps {outside} "
+                f"lie outside its steps [{self.start_step}, {self.end_step})"
             )
         if (self.parent is None) != (self.start_step == 0):
             raise ValueError(
-                f"phase {self.name!r}: a phase starts at step 0 exactly when it has no parent, got {self.start_step=}, {self.parent=}"
+                f"phase {self.name!r}: a phase starts at step 0 exactly when "
+                f"it has no parent, got {self.start_step=}, {self.parent=}"
             )
 
 
@@ -127,17 +136,20 @@ class Recipe:
                 parent = seen.get(phase.parent)
                 if parent is None:
                     raise ValueError(
-                        f"recipe {self.name!r}: phase {phase.name!r} names parent {phase.parent!r}, which is not an earlier phase"
+                        f"recipe {self.name!r}: phase {phase.name!r} names "
+                        f"parent {phase.parent!r}, which is not an earlier phase"
                     )
                 if parent.end_step != phase.start_step:
                     raise ValueError(
-                        f"recipe {self.name!r}: phase {phase.name!r} starts at {phase.start_step} but its parent {parent.name!r} ends at {parent.end_step}"
+                        f"recipe {self.name!r}: phase {phase.name!r} starts at {phase.start_step} "
+                        f"but its parent {parent.name!r} ends at {parent.end_step}"
                     )
             seen[phase.name] = phase
         roots = [phase for phase in self.phases if phase.parent is None]
         if len(roots) != 1 or not roots[0].mixture or not roots[0].batch_sizes:
             raise ValueError(
-                f"recipe {self.name!r} needs exactly one root phase with mixture and batch sizes from step 0, got roots {[p.name for p in roots]}"
+                f"recipe {self.name!r} needs exactly one root phase with mixture "
+                f"and batch sizes from step 0, got roots {[p.name for p in roots]}"
             )
         if roots[0].mixture[0].start_step != 0 or roots[0].batch_sizes[0][0] != 0:
             raise ValueError(
@@ -147,7 +159,8 @@ class Recipe:
             raise ValueError(f"recipe {self.name!r}: final={self.final!r} is not one of its phases {sorted(seen)}")
         if self.seq_len <= 0 or self.checkpoint_every <= 0:
             raise ValueError(
-                f"recipe {self.name!r}: seq_len and checkpoint_every must be positive, got {self.seq_len=}, {self.checkpoint_every=}"
+                f"recipe {self.name!r}: seq_len and checkpoint_every must "
+                f"be positive, got {self.seq_len=}, {self.checkpoint_every=}"
             )
 
     def phase(self, name: str) -> Phase:

@@ -45,7 +45,8 @@ class Scale:
     def __post_init__(self) -> None:
         if self.step_factor <= 0 or self.batch_factor <= 0:
             raise ValueError(
-                f"scale {self.name!r}: step_factor and batch_factor must be positive, got {self.step_factor=}, {self.batch_factor=}"
+                f"scale {self.name!r}: step_factor and batch_factor must be "
+                f"positive, got {self.step_factor=}, {self.batch_factor=}"
             )
         if self.seq_len is not None and self.seq_len <= 0:
             raise ValueError(f"scale {self.name!r}: seq_len must be positive or None, got {self.seq_len}")

@@ -50,7 +50,7 @@ def tiny_model(preset: str, vocab_size: int) -> LlamaConfig:
 
 
 def tiny_scale(step_factor: float, batch_factor: float) -> Scale:
-    """A Scale named "tiny": steps and batches by the factors, 64-token sequences, float32, tiny models for every preset."""
+    """A Scale "tiny": steps and batches by the factors, 64-token sequences, float32, tiny models for every preset."""
     return Scale(
         "tiny",
         step_factor=step_factor,
@@ -66,7 +66,8 @@ def selected_scale(scales: Mapping[str, Scale]) -> Scale:
     name = os.environ.get(SCALE_ENV) or "full"
     if name not in scales:
         raise TootsieError(
-            f"{SCALE_ENV}={name!r} is not a scale of this experiment; use one of {sorted(scales)} (tootsie run --scale NAME)"
+            f"{SCALE_ENV}={name!r} is not a scale of this experiment; "
+            f"use one of {sorted(scales)} (tootsie run --scale NAME)"
         )
     return scales[name]
 
@@ -90,7 +91,10 @@ def _summary(name: str, steps: dict[str, Step[TrainConfig]], phases: list[str]) 
 def tiny_recipe_steps(
     recipe: Recipe, scale: Scale, eval_every: int | None, data: TinyData | None = None
 ) -> tuple[dict[str, Step[TrainConfig]], list[Step[RunSummaryConfig]]]:
-    """The recipe's phase steps on the tiny stand-ins (`data`, default the `tiny_data` steps), and its report steps (the artifact chain; the side branches).
+    """The recipe's phase steps on the tiny stand-ins, and its report steps (the artifact chain; the side branches).
+
+    The stand-ins are `data`, default the `tiny_data` steps.
+
 
     `eval_every=None` trains without the in-loop evaluation.
     """
@@ -99,7 +103,8 @@ def tiny_recipe_steps(
     missing = sorted(used - set(data.components))
     if missing:
         raise TootsieError(
-            f"recipe {recipe.name!r} weights components {missing} that have no tiny stand-in; add them to COMPONENT_KINDS in tootsie.recipes.tiny_data"
+            f"recipe {recipe.name!r} weights components {missing} that have no tiny "
+            "stand-in; add them to COMPONENT_KINDS in tootsie.recipes.tiny_data"
         )
     steps = recipe_steps(recipe, scale, data.components, None if eval_every is None else tiny_eval(data, eval_every))
     chain = [phase.name for phase in recipe.artifact_phases()]

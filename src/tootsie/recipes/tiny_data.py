@@ -192,7 +192,8 @@ def slice_components(config: ComponentSlicesConfig, output_path: str) -> dict[st
         cache = open_token_cache(path)
         if cache.num_docs < len(names):
             raise TootsieError(
-                f"kind {kind!r} has {cache.num_docs} documents in {path}, fewer than its {len(names)} components; add text to that kind"
+                f"kind {kind!r} has {cache.num_docs} documents in {path}, "
+                f"fewer than its {len(names)} components; add text to that kind"
             )
         lengths = np.diff(cache.offsets)
         for j, name in enumerate(names):
@@ -263,7 +264,10 @@ class TinyData:
 
 
 def tiny_data_steps(corpus: TinyCorpusConfig = TinyCorpusConfig()) -> TinyData:
-    """The tiny data steps (shared by every tiny run: every component of `COMPONENT_KINDS` is sliced) and references to their outputs."""
+    """The tiny data steps and references to their outputs.
+
+    The steps are shared by every tiny run: every component of `COMPONENT_KINDS` is sliced.
+    """
     raw = Step(
         "tiny/raw",
         build_tiny_corpus,

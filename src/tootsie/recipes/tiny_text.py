@@ -132,7 +132,8 @@ def _two(rng: np.random.Generator, options: tuple[str, ...]) -> tuple[str, str]:
 def _t_more(rng: np.random.Generator) -> tuple[str, int]:
     (name, other), item, a, b = _name_pair(rng), _pick(rng, ITEMS), int(rng.integers(3, 60)), int(rng.integers(2, 40))
     return (
-        f"{name} has {a} {item}. On {_pick(rng, DAYS)}, {other} gives {name} {b} more {item}. How many {item} does {name} have now?",
+        f"{name} has {a} {item}. On {_pick(rng, DAYS)}, {other} gives "
+        f"{name} {b} more {item}. How many {item} does {name} have now?",
         a + b,
     )
 
@@ -146,7 +147,8 @@ def _t_packs(rng: np.random.Generator) -> tuple[str, int]:
         int(rng.integers(3, 25)),
     )
     return (
-        f"On {day}, {name} bought {a} packs of {item} with {b} {item} in each pack. How many {item} did {name} buy on {day}?",
+        f"On {day}, {name} bought {a} packs of {item} with {b} {item} "
+        f"in each pack. How many {item} did {name} buy on {day}?",
         a * b,
     )
 
@@ -155,7 +157,8 @@ def _t_container(rng: np.random.Generator) -> tuple[str, int]:
     name, item, box, day = _pick(rng, NAMES), _pick(rng, ITEMS), _pick(rng, CONTAINERS), _pick(rng, DAYS)
     a, b, c = int(rng.integers(20, 90)), int(rng.integers(2, 19)), int(rng.integers(2, 30))
     return (
-        f"A {box} holds {a} {item}. On {day}, {name} takes out {b} {item} and puts in {c}. How many {item} are in the {box} after {day}?",
+        f"A {box} holds {a} {item}. On {day}, {name} takes out {b} {item} "
+        f"and puts in {c}. How many {item} are in the {box} after {day}?",
         a - b + c,
     )
 
@@ -165,7 +168,8 @@ def _t_pages(rng: np.random.Generator) -> tuple[str, int]:
     a, b = int(rng.integers(5, 60)), int(rng.integers(5, 60))
     c = a + b + int(rng.integers(10, 200))
     return (
-        f"{name} reads {a} pages on {day} and {b} pages on {day2}. The book has {c} pages. How many pages does {name} have left after {day2}?",
+        f"{name} reads {a} pages on {day} and {b} pages on {day2}. The book "
+        f"has {c} pages. How many pages does {name} have left after {day2}?",
         c - a - b,
     )
 
@@ -179,7 +183,8 @@ def _t_wage(rng: np.random.Generator) -> tuple[str, int]:
         int(rng.integers(2, 11)),
     )
     return (
-        f"{name} earns {a} dollars an hour at the {shop} and works {b} hours on {day}. How much does {name} earn at the {shop} on {day}?",
+        f"{name} earns {a} dollars an hour at the {shop} and works {b} "
+        f"hours on {day}. How much does {name} earn at the {shop} on {day}?",
         a * b,
     )
 
@@ -193,7 +198,8 @@ def _t_share(rng: np.random.Generator) -> tuple[str, int]:
         int(rng.integers(2, 15)),
     )
     return (
-        f"There are {b * k} {item} shared equally among {b} {group} on {day}. How many {item} does each of the {b} {group} get?",
+        f"There are {b * k} {item} shared equally among {b} {group} "
+        f"on {day}. How many {item} does each of the {b} {group} get?",
         k,
     )
 
@@ -207,7 +213,8 @@ def _t_run(rng: np.random.Generator) -> tuple[str, int]:
         int(rng.integers(1, 25)),
     )
     return (
-        f"{name} runs {a} kilometers each morning for {b} days and {c} kilometers on {day}. How many kilometers did {name} run in total?",
+        f"{name} runs {a} kilometers each morning for {b} days and {c} "
+        f"kilometers on {day}. How many kilometers did {name} run in total?",
         a * b + c,
     )
 
@@ -217,7 +224,8 @@ def _t_change(rng: np.random.Generator) -> tuple[str, int]:
     a, c = int(rng.integers(2, 15)), int(rng.integers(2, 9))
     b = a * c + int(rng.integers(1, 50))
     return (
-        f"A {shop} sells {item} at {a} dollars each. {name} pays {b} dollars for {c} {item}. How much change does {name} get from the {shop}?",
+        f"A {shop} sells {item} at {a} dollars each. {name} pays {b} dollars "
+        f"for {c} {item}. How much change does {name} get from the {shop}?",
         b - a * c,
     )
 
@@ -239,7 +247,8 @@ def _t_class(rng: np.random.Generator) -> tuple[str, int]:
     name, (subject, other), a = _pick(rng, NAMES), _two(rng, SUBJECTS), int(rng.integers(15, 45))
     b = int(rng.integers(1, a))
     return (
-        f"{name} has {a} classmates: {b} of them like {subject} and the rest like {other}. How many of the {a} classmates of {name} like {other}?",
+        f"{name} has {a} classmates: {b} of them like {subject} and the rest "
+        f"like {other}. How many of the {a} classmates of {name} like {other}?",
         a - b,
     )
 

@@ -39,7 +39,7 @@ FIXED_HF_VALUES = {"hidden_act": "silu", "attention_bias": False, "mlp_bias": Fa
 
 
 def check_expressible(model: dict[str, object], where: str) -> None:
-    """Refuse a recorded model config with a feature (a field at a non-default value) that the HF export does not map."""
+    """Refuse a recorded model config with a feature (a field at a non-default value) the HF export does not map."""
     defaults = {
         f.name: to_plain(f.default) for f in dataclasses.fields(LlamaConfig) if f.default is not dataclasses.MISSING
     }
@@ -47,28 +47,35 @@ def check_expressible(model: dict[str, object], where: str) -> None:
         if name in HANDLED_FIELDS or (name in defaults and value == defaults[name]):
             continue
         raise TootsieError(
-            f"{where}: the model feature {name}={value!r} has no equivalent in Hugging Face LlamaForCausalLM or Qwen3ForCausalLM; "
-            f"only {', '.join(sorted(HANDLED_FIELDS))} can be exported (train without {name} to release in HF format)"
+            f"{where}: the model feature {name}={value!r} has no equivalent in Hugging Face "
+            f"LlamaForCausalLM or Qwen3ForCausalLM; only {', '.join(sorted(HANDLED_FIELDS))} "
+            f"can be exported (train without {name} to release in HF format)"
         )
 
 
 def choose_architecture(config: LlamaConfig, requested: str | None) -> str:
-    """The export architecture ("llama" or "qwen3"): Qwen3 exactly when QK-norm is on; a request that cannot express the model is an error."""
+    """The export architecture ("llama" or "qwen3"): Qwen3 exactly when QK-norm is on.
+
+    A request that cannot express the model is an error.
+    """
     if requested is not None and requested not in ARCHITECTURES:
         raise TootsieError(f"unknown architecture {requested!r}; choose one of {sorted(ARCHITECTURES)}")
     architecture = requested or ("qwen3" if config.qk_norm else "llama")
     if architecture == "llama" and config.qk_norm:
         raise TootsieError(
-            "qk_norm: LlamaForCausalLM has no per-head query/key RMSNorm, so this QK-norm model cannot be exported as llama; export it as qwen3"
+            "qk_norm: LlamaForCausalLM has no per-head query/key RMSNorm, so "
+            "this QK-norm model cannot be exported as llama; export it as qwen3"
         )
     if architecture == "qwen3" and not config.qk_norm:
         raise TootsieError(
-            "qk_norm: Qwen3ForCausalLM always normalizes queries and keys per head and this model does not (qk_norm is off); export it as llama"
+            "qk_norm: Qwen3ForCausalLM always normalizes queries and keys per "
+            "head and this model does not (qk_norm is off); export it as llama"
         )
     if architecture == "llama" and config.hidden_dim % config.num_heads:
         raise TootsieError(
-            f"head_dim: transformers' LlamaConfig requires hidden_size divisible by num_attention_heads, but this model has "
-            f"hidden_dim={config.hidden_dim}, num_heads={config.num_heads}, head_dim={config.head_dim}; LlamaForCausalLM cannot express it"
+            "head_dim: transformers' LlamaConfig requires hidden_size divisible by num_attention_heads, "
+            f"but this model has hidden_dim={config.hidden_dim}, num_heads={config.num_heads}, "
+            f"head_dim={config.head_dim}; LlamaForCausalLM cannot express it"
         )
     return architecture
 
@@ -104,7 +111,7 @@ def hf_config(
 
 
 def _rope(hf: dict[str, object], where: str) -> tuple[float, Llama3RopeScaling | None]:
-    """RoPE theta and scaling from either the transformers 4 (`rope_theta`, `rope_scaling`) or 5 (`rope_parameters`) keys."""
+    """RoPE theta and scaling from the transformers 4 (`rope_theta`, `rope_scaling`) or 5 (`rope_parameters`) keys."""
     params = hf.get("rope_parameters") or hf.get("rope_scaling") or {}
     if not isinstance(params, dict):
         raise TootsieError(
@@ -132,7 +139,10 @@ def _rope(hf: dict[str, object], where: str) -> tuple[float, Llama3RopeScaling |
 
 
 def llama_config_from_hf(hf: dict[str, object], where: str) -> tuple[LlamaConfig, str]:
-    """The tootsie config and architecture name of an HF `config.json`; other architectures or settings are refused by name."""
+    """The tootsie config and architecture name of an HF `config.json`.
+
+    Other architectures or settings are refused by name.
+    """
     classes = {class_name: name for name, (class_name, _) in ARCHITECTURES.items()}
     found = hf.get("architectures") or []
     if not isinstance(found, list) or len(found) != 1 or found[0] not in classes:

@@ -49,7 +49,8 @@ def read_state(checkpoint: Path) -> dict[str, object]:
     state = load_json(checkpoint / STATE_FILE)
     if not isinstance(state.get("model"), dict):
         raise TootsieError(
-            f"{checkpoint / STATE_FILE} records no model config (written by an older tootsie); resave the checkpoint with a current trainer"
+            f"{checkpoint / STATE_FILE} records no model config (written by "
+            "an older tootsie); resave the checkpoint with a current trainer"
         )
     return state
 
@@ -66,7 +67,7 @@ def training_step(checkpoint: Path) -> StepInfo | None:
 
 
 def checkpoint_tensors(checkpoint: Path, config: LlamaConfig, weights: str) -> dict[str, np.ndarray]:
-    """The `weights` tensors of a checkpoint, checked by name and shape against `config` (read as saved, no model built)."""
+    """A checkpoint's `weights` tensors, checked by name and shape against `config` (read as saved, no model built)."""
     names, shapes, _ = model_layout(config)
     tensors = read_tensors(checkpoint, weights)
     if tensors is None:
@@ -77,12 +78,14 @@ def checkpoint_tensors(checkpoint: Path, config: LlamaConfig, weights: str) -> d
     missing, unexpected = sorted(set(names) - set(tensors)), sorted(set(tensors) - set(names))
     if missing or unexpected:
         raise TootsieError(
-            f"{checkpoint}/{weights}.safetensors does not match its state.json model config: missing {missing[:3]}, unexpected {unexpected[:3]}"
+            f"{checkpoint}/{weights}.safetensors does not match its state.json "
+            f"model config: missing {missing[:3]}, unexpected {unexpected[:3]}"
         )
     for name, shape in zip(names, shapes):
         if tensors[name].shape != shape.shape:
             raise TootsieError(
-                f"{checkpoint}/{weights}.safetensors: {name} has shape {tensors[name].shape}, the model config implies {shape.shape}"
+                f"{checkpoint}/{weights}.safetensors: {name} has shape "
+                f"{tensors[name].shape}, the model config implies {shape.shape}"
             )
     return tensors
 
@@ -97,7 +100,10 @@ def context_length(config: LlamaConfig, run: StepInfo | None) -> int:
 
 @contextlib.contextmanager
 def staged_directory(out: Path) -> Iterator[Path]:
-    """A fresh temporary sibling of `out` to write into; on success it replaces `out` (which must be new, empty or a tootsie export)."""
+    """A fresh temporary sibling of `out` to write into; on success it replaces `out`.
+
+    `out` must be new, empty or a tootsie export.
+    """
     out = out.resolve()
     if out.is_file() or (out.is_dir() and any(out.iterdir()) and not (out / EXPORT_RECORD).is_file()):
         raise TootsieError(f"{out} exists and is not a tootsie export; choose a new or empty --out directory")
@@ -169,7 +175,8 @@ def find_tokenizer(checkpoint: Path, tokenizer: str | Path | None) -> Path:
     found = training_tokenizer(run) if run is not None else None
     if found is None:
         raise TootsieError(
-            f"cannot tell which tokenizer trained {checkpoint} (no executor record of its token caches); pass --tokenizer FILE"
+            f"cannot tell which tokenizer trained {checkpoint} "
+            "(no executor record of its token caches); pass --tokenizer FILE"
         )
     return found
 

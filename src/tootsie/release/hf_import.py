@@ -25,12 +25,13 @@ from tootsie.train.trainer import CHECKPOINTS
 
 
 def import_hf(directory: str | Path, out: str | Path) -> dict[str, object]:
-    """Convert the HF folder `directory` into a tootsie checkpoint under `out`; return where it went and what it holds."""
+    """Convert the HF folder `directory` to a tootsie checkpoint under `out`; return where it went and what it holds."""
     source, target = Path(directory), Path(out)
     config_file = source / "config.json"
     if not config_file.is_file():
         raise TootsieError(
-            f"{config_file} not found; `tootsie import hf` reads a local Hugging Face model directory (download it first)"
+            f"{config_file} not found; `tootsie import hf` reads a "
+            "local Hugging Face model directory (download it first)"
         )
     try:
         hf = json.loads(config_file.read_text(encoding="utf-8"))

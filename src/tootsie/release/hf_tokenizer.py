@@ -38,18 +38,20 @@ def training_tokenizer(run: StepInfo) -> Path | None:
     found.discard(None)
     if len(found) > 1:
         raise TootsieError(
-            f"the caches of {run.directory} were made with different tokenizers {sorted(map(str, found))}; pass --tokenizer"
+            f"the caches of {run.directory} were made with different "
+            f"tokenizers {sorted(map(str, found))}; pass --tokenizer"
         )
     return found.pop() if found else None
 
 
 def write_tokenizer_files(source: Path, directory: Path, model_max_length: int, vocab_size: int) -> dict[str, int]:
-    """Write tokenizer.json (BOS prepended), tokenizer_config.json and special_tokens_map.json; return the special ids."""
+    """Write tokenizer.json (BOS prepended), tokenizer_config.json and special_tokens_map.json; return special ids."""
     tokenizer = load_tokenizer(source)
     bos_id, eos_id = special_ids(tokenizer)
     if tokenizer.get_vocab_size() > vocab_size:
         raise TootsieError(
-            f"tokenizer {source} has {tokenizer.get_vocab_size()} tokens but the model only {vocab_size} embeddings; export with the run's own tokenizer"
+            f"tokenizer {source} has {tokenizer.get_vocab_size()} tokens but the "
+            f"model only {vocab_size} embeddings; export with the run's own tokenizer"
         )
     tokenizer.post_processor = processors.TemplateProcessing(
         single=f"{BOS_TOKEN} $A:0", pair=f"{BOS_TOKEN} $A:0 {BOS_TOKEN}:1 $B:1", special_tokens=[(BOS_TOKEN, bos_id)]

@@ -104,7 +104,7 @@ def _expected_hf_names(names: list[str], num_layers: int) -> dict[str, tuple[str
 
 
 def from_hf_tensors(hf_tensors: dict[str, np.ndarray], config: LlamaConfig, source: Path) -> LlamaModel:
-    """The tootsie model whose weights are `hf_tensors`; a missing, extra or misshapen tensor is an error that names it."""
+    """The tootsie model whose weights are `hf_tensors`; a missing, extra or misshapen tensor is an error naming it."""
     names, shapes, treedef = model_layout(config)
     expected = _expected_hf_names(names, config.num_layers)
     present = {
@@ -137,7 +137,7 @@ def from_hf_tensors(hf_tensors: dict[str, np.ndarray], config: LlamaConfig, sour
 
 
 def _shards(tensors: dict[str, np.ndarray], max_shard_bytes: int) -> list[list[str]]:
-    """Tensor names grouped in file order into shards of at most `max_shard_bytes` (a bigger tensor gets its own shard)."""
+    """Tensor names grouped in file order into shards of at most `max_shard_bytes` (a bigger tensor gets its own)."""
     shards: list[list[str]] = [[]]
     size = 0
     for name, value in tensors.items():

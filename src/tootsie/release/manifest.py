@@ -186,7 +186,9 @@ def mixture_manifest(history: RunHistory) -> dict[str, Any]:
                 {
                     **entry,
                     "mixture": None,
-                    "note": f"{phase.directory} was not trained through the executor, so its data mixture was not recorded",
+                    "note": (
+                        f"{phase.directory} was not trained through the executor, so its data mixture was not recorded"
+                    ),
                 }
             )
             continue
@@ -232,7 +234,8 @@ def _tokenizer(datasets: list[dict[str, Any]]) -> dict[str, object] | None:
     hashes = {d["tokenizer_sha256"] for d in datasets}
     if len(hashes) > 1:
         raise TootsieError(
-            f"the datasets were tokenized with different tokenizers (sha256 {sorted(map(str, hashes))}); a release needs one tokenizer"
+            "the datasets were tokenized with different tokenizers "
+            f"(sha256 {sorted(map(str, hashes))}); a release needs one tokenizer"
         )
     for dataset in datasets:
         step = read_step(Path(dataset["path"]))

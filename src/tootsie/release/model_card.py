@@ -115,7 +115,9 @@ def checkpoints_section(history: RunHistory, revisions: Sequence[str]) -> str:
     note = (
         "Exported intermediate checkpoints are under `revisions/`."
         if revisions
-        else "Intermediate checkpoints are listed for reference; export any of them with `tootsie export hf CHECKPOINT`."
+        else (
+            "Intermediate checkpoints are listed for reference; export any of them with `tootsie export hf CHECKPOINT`."
+        )
     )
     return (
         "## Checkpoints\n\n"
@@ -182,7 +184,7 @@ def _listed(transforms: list[dict[str, Any]]) -> str:
 
 
 def mixture_section(manifest: dict[str, Any]) -> str:
-    """Per phase, every dataset's weight, tokens drawn and oversampling; then the processing each dataset went through."""
+    """Per phase, every dataset's weight, tokens drawn and oversampling; then how each dataset was processed."""
     datasets = {d["step"] or d["path"]: d for d in manifest["datasets"]}
     parts = [
         "## Data mixture",
@@ -236,7 +238,10 @@ def training_section(history: RunHistory) -> str:
     """Optimizer, schedule and the other training settings, one column per phase."""
     phases = [p for p in history.phases if p.train_config is not None]
     if not phases:
-        return "## Optimizer and schedule\n\nNot recorded: the run was trained outside the executor, whose step records hold the full training config."
+        return (
+            "## Optimizer and schedule\n\n"
+            "Not recorded: the run was trained outside the executor, whose step records hold the full training config."
+        )
     rows = [(label, *(_inline(_lookup(p.train_config, path)) for p in phases)) for path, label in TRAINING_ROWS]
     return "## Optimizer and schedule\n\n" + _table(("", *(p.name for p in phases)), rows)
 
@@ -267,7 +272,8 @@ def evaluation_section(bpb_rows: list[dict[str, Any]], in_loop_rows: list[dict[s
         parts += ["Last in-loop evaluation of each phase (bits per byte):", _table(("Phase", "Step", *domains), rows)]
     if len(parts) == 1:
         parts.append(
-            "No evaluation of this run was recorded (run `tootsie eval bpb` or an `EvalBPBConfig` step on its checkpoints)."
+            "No evaluation of this run was recorded "
+            "(run `tootsie eval bpb` or an `EvalBPBConfig` step on its checkpoints)."
         )
     return "\n\n".join(parts)
 
@@ -277,15 +283,22 @@ def provenance_section(history: RunHistory) -> str:
     lines = [
         "## Files and provenance",
         "",
-        f"- [`{MANIFEST_FILE}`]({MANIFEST_FILE}): every dataset (step hash, documents, tokens, weight per phase, filters and dedup applied).",
-        f"- [`{METRICS_FILE}`]({METRICS_FILE}): the metrics history of every phase (one JSON object per step, tagged with its phase).",
+        (
+            f"- [`{MANIFEST_FILE}`]({MANIFEST_FILE}): every dataset "
+            "(step hash, documents, tokens, weight per phase, filters and dedup applied)."
+        ),
+        (
+            f"- [`{METRICS_FILE}`]({METRICS_FILE}): the metrics history of every phase "
+            "(one JSON object per step, tagged with its phase)."
+        ),
         "- `tootsie_export.json`: the checkpoint, step, tokens and weights (raw or EMA) this folder was exported from.",
     ]
     for phase in history.phases:
         record = phase.step.record if phase.step is not None else {}
         git = record.get("git") or {}
         lines.append(
-            f"- Phase *{phase.name}*: `{phase.step.id if phase.step else phase.directory}`, tootsie {record.get('tootsie_version', '?')}, commit `{git.get('tootsie') or 'unknown'}`"
+            f"- Phase *{phase.name}*: `{phase.step.id if phase.step else phase.directory}`, tootsie "
+            f"{record.get('tootsie_version', '?')}, commit `{git.get('tootsie') or 'unknown'}`"
         )
     return "\n".join(lines)
 
@@ -309,13 +322,16 @@ def model_card(
     )
     front = "---\nlibrary_name: transformers\npipeline_tag: text-generation\ntags:\n- tootsie\n---"
     intro = (
-        f"# Model Card for {name}\n\nA {_tokens(config.num_parameters())}-parameter decoder-only language model trained with tootsie. "
+        f"# Model Card for {name}\n\n"
+        f"A {_tokens(config.num_parameters())}-parameter decoder-only language model trained with tootsie. "
         f"This folder holds revision `{final.revision}`: step {final.step} after {final.tokens:,} training tokens "
         f"over {len(history.phases)} phase(s), exported from `{Path(export['checkpoint'])}` with {weights}."
     )
     limits = (
-        "## Bias, Risks, and Limitations\n\nLike any base language model without safety filtering, this model can be prompted to generate "
-        "harmful or false content, and may do so unprompted. It is small and trained on little data: treat its outputs as unverified."
+        "## Bias, Risks, and Limitations\n\n"
+        "Like any base language model without safety filtering, this model can be prompted to generate "
+        "harmful or false content, and may do so unprompted. It is small and trained on little data: "
+        "treat its outputs as unverified."
     )
     sections = [
         front,

@@ -74,7 +74,10 @@ class Phase:
         return self.step.config if self.step is not None else None
 
     def metrics(self) -> list[dict[str, object]]:
-        """This run's metric records inside the phase's step range, tagged `"run": <phase name>` (their own `phase` is the LR schedule's)."""
+        """This run's metric records inside the phase's step range, tagged `"run": <phase name>`.
+
+        Their own `phase` is the LR schedule's.
+        """
         file = self.directory / METRICS_FILE
         if not file.is_file():
             return []
@@ -98,7 +101,8 @@ def final_training_step(prefix: Path) -> Path:
     runs = [s for s in find_steps(prefix) if s.type == "TrainConfig"]
     if not runs:
         raise TootsieError(
-            f"{prefix} holds no training run: pass a training output directory (with {CHECKPOINTS}/) or an executor prefix with a finished training step"
+            f"{prefix} holds no training run: pass a training output directory "
+            f"(with {CHECKPOINTS}/) or an executor prefix with a finished training step"
         )
     started_from = {str(r.resolve(r.config["warm_start"]["checkpoint"])) for r in runs if r.config.get("warm_start")}
     leaves = [
@@ -106,7 +110,8 @@ def final_training_step(prefix: Path) -> Path:
     ]
     if len(leaves) != 1:
         raise TootsieError(
-            f"{prefix} holds {len(leaves)} final training runs ({', '.join(r.id for r in leaves)}); pass the one to release as RUN_DIR"
+            f"{prefix} holds {len(leaves)} final training runs "
+            f"({', '.join(r.id for r in leaves)}); pass the one to release as RUN_DIR"
         )
     return leaves[0].directory
 

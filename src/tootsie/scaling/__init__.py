@@ -1,1 +1,1 @@
-"""Scaling: isoflop sweep plans, scaling-law fits with intervals, predictions, preregistered records, critical batch size."""
+"""Scaling: isoflop sweep plans, scaling-law fits with intervals, predictions, preregistrations, critical batch size."""

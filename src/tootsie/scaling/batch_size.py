@@ -53,7 +53,10 @@ def _budget(compute: float, runs: Sequence[RunRecord], tolerance: float) -> tupl
         best = int(np.argmin(losses))
         loss_min, optimal = float(losses[best]), float(math.exp(log_batch[best]))
         critical = float(max(math.exp(x) for x, loss in zip(log_batch, losses) if loss <= loss_min * (1 + tolerance)))
-        warning = f"budget {compute:.4g}: loss against log batch size opens downwards (curvature {a:.3g}); optimal and critical batch sizes are read off the runs"
+        warning = (
+            f"budget {compute:.4g}: loss against log batch size opens downwards (curvature {a:.3g}); "
+            "optimal and critical batch sizes are read off the runs"
+        )
     summary = {
         "compute": compute,
         "batch_opt": optimal,
@@ -75,7 +78,8 @@ def fit_batch_sizes(runs: Sequence[RunRecord], config: BatchSizeConfig) -> dict[
         members = by_budget[compute]
         if len({run["batch_size"] for run in members}) < MIN_SIZES:
             raise TootsieError(
-                f"budget {compute:.4g} FLOPs has runs at {len({run['batch_size'] for run in members})} distinct batch size(s) ({', '.join(r.label() for r in members)}); "
+                f"budget {compute:.4g} FLOPs has runs at {len({run['batch_size'] for run in members})} "
+                f"distinct batch size(s) ({', '.join(r.label() for r in members)}); "
                 f"a parabola in log B needs at least {MIN_SIZES}: add batch sizes at this budget or leave its runs out"
             )
         summary, warning = _budget(compute, members, config.tolerance)

@@ -1,4 +1,7 @@
-"""The whole scaling fit: isoflop minima → `L(C)` (free and fixed E) → `N_opt(C)`, `D_opt(C)`, with bootstrap intervals and leave-future-out checks.
+"""The whole scaling fit: isoflop minima → `L(C)` (free and fixed E) → `N_opt(C)`, `D_opt(C)`.
+
+Each comes with bootstrap intervals and leave-future-out checks.
+
 
 Uncertainty (a parametric bootstrap): every run's loss is redrawn as its
 budget's fitted parabola plus Gaussian noise of standard deviation σ, and the
@@ -91,7 +94,8 @@ def _noise(config: FitConfig, groups: Sequence[BudgetGroup], laws: dict[str, Law
     if dof > 0:
         return {"sigma": float(np.sqrt(laws[kind].sse[0] / dof)), "source": f"{kind}_law_residuals", "dof": dof}
     raise TootsieError(
-        f"cannot estimate the loss noise: every budget has exactly 3 model sizes and {len(groups)} budgets leave the {kind}-E law no spare degree of freedom; "
+        "cannot estimate the loss noise: every budget has exactly 3 model sizes and "
+        f"{len(groups)} budgets leave the {kind}-E law no spare degree of freedom; "
         "pass --loss-noise SIGMA (the std of repeated runs), add a size to a budget, or add a budget"
     )
 
@@ -200,14 +204,16 @@ def fit_runs(loaded: LoadedRuns, config: FitConfig) -> dict[str, object]:
             else "add budgets or pass --fixed-asymptote E"
         )
         raise TootsieError(
-            f"{len(groups)} budget(s) ({', '.join(f'{g.compute:.4g}' for g in groups)}): a free-E law needs at least 3 budgets and a fixed-E law 2; {fix}"
+            f"{len(groups)} budget(s) ({', '.join(f'{g.compute:.4g}' for g in groups)}): "
+            f"a free-E law needs at least 3 budgets and a fixed-E law 2; {fix}"
         )
     compute = np.array([g.compute for g in groups])
     point = _minima(groups, [g.losses[None, :] for g in groups])
     point_loss = _stack(point, "loss")[0]
     if config.fixed_e is not None and config.fixed_e >= point_loss.min():
         raise TootsieError(
-            f"--fixed-asymptote {config.fixed_e} is not below the lowest isoflop minimum {point_loss.min():.4f}; the asymptote must be under every loss"
+            f"--fixed-asymptote {config.fixed_e} is not below the lowest isoflop "
+            f"minimum {point_loss.min():.4f}; the asymptote must be under every loss"
         )
     laws = {}
     if len(groups) >= MIN_BUDGETS["free"]:
@@ -229,7 +235,8 @@ def fit_runs(loaded: LoadedRuns, config: FitConfig) -> dict[str, object]:
         )
         if at_bound(law):
             warnings.append(
-                f"{kind}-E law: alpha={law.alpha[0]:.4g} is at the edge of the search range; the budgets do not pin the exponent down"
+                f"{kind}-E law: alpha={law.alpha[0]:.4g} is at the edge of "
+                "the search range; the budgets do not pin the exponent down"
             )
     log_params, log_tokens = _stack(point, "log_params"), _stack(point, "log_tokens")
     return {

@@ -57,7 +57,10 @@ def budget_key(compute: float) -> float:
 
 
 def group_runs(runs: Sequence[RunRecord]) -> list[BudgetGroup]:
-    """Runs grouped by budget in increasing compute; a budget with fewer than 3 distinct sizes is an error naming its runs."""
+    """Runs grouped by budget in increasing compute.
+
+    A budget with fewer than 3 distinct sizes is an error naming its runs.
+    """
     by_budget: dict[float, list[RunRecord]] = {}
     for run in runs:
         by_budget.setdefault(budget_key(run["compute"]), []).append(run)
@@ -68,8 +71,9 @@ def group_runs(runs: Sequence[RunRecord]) -> list[BudgetGroup]:
         if len(sizes) < MIN_SIZES:
             listed = ", ".join(run.label() for run in members)
             raise TootsieError(
-                f"budget {compute:.4g} FLOPs has {len(members)} run(s) at {len(sizes)} distinct model size(s) ({listed}); "
-                f"a quadratic in log N needs at least {MIN_SIZES} sizes per budget: add runs, or leave the budget out with --max-budget or by not passing its runs"
+                f"budget {compute:.4g} FLOPs has {len(members)} run(s) at {len(sizes)} distinct model "
+                f"size(s) ({listed}); a quadratic in log N needs at least {MIN_SIZES} sizes per budget: "
+                "add runs, or leave the budget out with --max-budget or by not passing its runs"
             )
         groups.append(
             BudgetGroup(
@@ -124,7 +128,10 @@ def vertices(group: BudgetGroup, losses: Float[np.ndarray, "r n"]) -> Vertices:
 
 
 def residual_noise(groups: Sequence[BudgetGroup]) -> tuple[float, int]:
-    """Pooled standard deviation of the runs around their budgets' parabolas, and its degrees of freedom (0: no estimate)."""
+    """Pooled standard deviation of the runs around their budgets' parabolas, and its degrees of freedom.
+
+    0 degrees of freedom: no estimate.
+    """
     squares = sum(float(np.sum((g.losses - fitted_losses(g)) ** 2)) for g in groups)
     dof = sum(len(g.runs) - MIN_SIZES for g in groups)
     return (float(np.sqrt(squares / dof)) if dof else 0.0), dof
@@ -135,11 +142,13 @@ def describe(group: BudgetGroup, vertex: Vertices) -> list[str]:
     warnings = []
     if not vertex.quadratic[0]:
         warnings.append(
-            f"budget {group.compute:.4g}: the parabola opens downwards (curvature {vertex.curvature[0]:.3g}); its minimum is the lowest run, {group.runs[int(np.argmin(group.losses))].label()}"
+            f"budget {group.compute:.4g}: the parabola opens downwards (curvature {vertex.curvature[0]:.3g}); "
+            f"its minimum is the lowest run, {group.runs[int(np.argmin(group.losses))].label()}"
         )
     elif not group.log_params.min() <= vertex.log_params[0] <= group.log_params.max():
         where = "clamped to one sampled span beyond" if vertex.clamped[0] else "outside"
         warnings.append(
-            f"budget {group.compute:.4g}: the minimum N={np.exp(vertex.log_params[0]):.4g} is {where} the sampled sizes {np.exp(group.log_params.min()):.4g}..{np.exp(group.log_params.max()):.4g}; widen the widths"
+            f"budget {group.compute:.4g}: the minimum N={np.exp(vertex.log_params[0]):.4g} is {where} the sampled "
+            f"sizes {np.exp(group.log_params.min()):.4g}..{np.exp(group.log_params.max()):.4g}; widen the widths"
         )
     return warnings

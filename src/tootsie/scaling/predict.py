@@ -29,7 +29,8 @@ def load_fit(path: str | Path) -> dict[str, object]:
         raise TootsieError(f"fit file not found: {path}; write one with `tootsie scaling fit RUNS... --out {path}`")
     if payload.get("format") != FIT_FORMAT:
         raise TootsieError(
-            f"{path} is not a tootsie scaling fit (format {payload.get('format')!r}, expected {FIT_FORMAT!r}); write it with `tootsie scaling fit`"
+            f"{path} is not a tootsie scaling fit (format {payload.get('format')!r}, "
+            f"expected {FIT_FORMAT!r}); write it with `tootsie scaling fit`"
         )
     return payload
 

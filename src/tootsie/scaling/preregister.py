@@ -85,23 +85,29 @@ def load_record(path: str | Path) -> dict[str, object]:
         raise TootsieError(f"preregistration record not found: {path}")
     if record.get("format") != RECORD_FORMAT:
         raise TootsieError(
-            f"{path} is not a preregistration record (format {record.get('format')!r}); write one with `tootsie scaling preregister`"
+            f"{path} is not a preregistration record (format {record.get('format')!r}); "
+            "write one with `tootsie scaling preregister`"
         )
     if record.get("sha256") != canonical_hash(record):
         raise TootsieError(
-            f"{path} was modified after it was written: its content no longer matches its sha256 {record.get('sha256')!r}; a changed preregistration cannot be scored"
+            f"{path} was modified after it was written: its content no longer matches its "
+            f"sha256 {record.get('sha256')!r}; a changed preregistration cannot be scored"
         )
     return record
 
 
 def outcome_from_runs(paths: Sequence[str | Path], compute: float) -> tuple[float, str, str | None]:
-    """(loss, how it was measured, earliest training start) of the runs at `compute`: one run's loss, or the isoflop minimum of 3+ sizes."""
+    """(loss, how it was measured, earliest training start) of the runs at `compute`.
+
+    The loss is one run's loss, or the isoflop minimum of 3+ sizes.
+    """
     loaded = load_runs(paths)
     matching = [run for run in loaded.runs if budget_key(run["compute"]) == budget_key(compute)]
     if not matching:
         budgets = sorted({budget_key(run["compute"]) for run in loaded.runs})
         raise TootsieError(
-            f"no run at the preregistered budget {compute:.4g} FLOPs among {', '.join(map(str, paths))} (budgets: {budgets})"
+            f"no run at the preregistered budget {compute:.4g} FLOPs "
+            f"among {', '.join(map(str, paths))} (budgets: {budgets})"
         )
     starts = [str(run.extra["train_started_at"]) for run in matching if run.extra.get("train_started_at")]
     started = min(starts, key=datetime.fromisoformat) if len(starts) == len(matching) else None

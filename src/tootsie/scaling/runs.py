@@ -67,7 +67,8 @@ def _expand(path: Path) -> list[tuple[Path, bool]]:
         if (path / RUNS_FILE).is_file():
             return [(path / RUNS_FILE, False)]
         raise TootsieError(
-            f"{path} holds neither {RUN_FILE} (one sweep run's eval step) nor {RUNS_FILE} (a sweep's collect step); pass one of those directories or a JSONL file"
+            f"{path} holds neither {RUN_FILE} (one sweep run's eval step) nor {RUNS_FILE} "
+            "(a sweep's collect step); pass one of those directories or a JSONL file"
         )
     if not path.is_file():
         raise TootsieError(f"run file not found: {path}")
@@ -99,7 +100,10 @@ def _number(value: object) -> float | None:
 
 
 def parse_record(source: str, payload: object, fields: Sequence[str]) -> RunRecord:
-    """One record, with every required field a number, sizes positive and finite; the loss may be non-finite (checked by the caller)."""
+    """One record, with every required field a number, sizes positive and finite.
+
+    The loss may be non-finite (checked by the caller).
+    """
     if not isinstance(payload, dict):
         raise TootsieError(f"{source}: expected a JSON object with {', '.join(fields)}, got {type(payload).__name__}")
     name = payload.get("name") if isinstance(payload.get("name"), str) else None
@@ -142,7 +146,8 @@ def load_runs(
                     dropped.append(record)
                 else:
                     raise TootsieError(
-                        f"{record.label()}: loss is {record['loss']} (the run diverged or its eval failed); rerun it, or pass --drop-nonfinite to leave such runs out (they are listed in the fit)"
+                        f"{record.label()}: loss is {record['loss']} (the run diverged or its eval failed); "
+                        "rerun it, or pass --drop-nonfinite to leave such runs out (they are listed in the fit)"
                     )
     if not runs:
         raise TootsieError(f"no usable runs in {', '.join(map(str, paths))}")

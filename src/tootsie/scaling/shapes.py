@@ -67,7 +67,8 @@ class WidthRule:
         heads = max(1, width // self.head_dim)
         if width <= 0 or width % heads or heads % self.kv_group or (width // heads) % 2:
             raise ValueError(
-                f"width {width} gives {heads} head(s) of {width / heads:g}: the width must split into an even head width and the heads into groups of kv_group={self.kv_group}; "
+                f"width {width} gives {heads} head(s) of {width / heads:g}: the width must split "
+                f"into an even head width and the heads into groups of kv_group={self.kv_group}; "
                 f"pick a multiple of {self.head_dim * self.kv_group} (or a smaller even width)"
             )
         return LlamaConfig(

@@ -38,7 +38,10 @@ class SweepConfig:
     widths: tuple[int, ...]
     """Hidden widths to try at every budget (or the candidates `window` picks from)."""
     window: int | None = None
-    """Per budget, only this many consecutive widths, centred where tokens/params is closest to `tokens_per_param`; None: all widths."""
+    """Per budget, only this many consecutive widths, centred where tokens/params is closest to `tokens_per_param`.
+
+    None: all widths.
+    """
     tokens_per_param: float = 20.0
     """Centre of the `window` (Chinchilla's ~20 tokens per parameter)."""
     vocab_size: int = 4096
@@ -66,7 +69,7 @@ class SweepConfig:
     weight_decay: float = 0.1
     """AdamW weight decay (Marin: 0.1)."""
     seeds: tuple[int, ...] = (0,)
-    """Initialization and data-order seeds: every pair is trained once per seed (repeats measure the run-to-run noise)."""
+    """Initialization and data-order seeds: every pair is trained once per seed (repeats measure run-to-run noise)."""
 
     def __post_init__(self) -> None:
         if not self.budgets or any(not (b > 0 and math.isfinite(b)) for b in self.budgets):
@@ -93,7 +96,8 @@ class SweepConfig:
             0 <= self.warmup_fraction and 0 <= self.decay_fraction and self.warmup_fraction + self.decay_fraction <= 1
         ):
             raise ValueError(
-                f"need warmup_fraction, decay_fraction >= 0 with a sum <= 1, got {self.warmup_fraction=}, {self.decay_fraction=}"
+                "need warmup_fraction, decay_fraction >= 0 with a sum <= 1, "
+                f"got {self.warmup_fraction=}, {self.decay_fraction=}"
             )
 
 
@@ -241,6 +245,7 @@ def load_plan(path: str | Path) -> SweepPlan:
     plan = plan_sweep(from_plain(SweepConfig, payload["config"], f"{Path(path).name}:config"))
     if plan_to_json(plan)["runs"] != payload.get("runs"):
         raise TootsieError(
-            f"{path}: its runs differ from what its config plans (edited by hand, or written by another tootsie version); rewrite it with `tootsie scaling sweep`"
+            f"{path}: its runs differ from what its config plans (edited by hand, or "
+            "written by another tootsie version); rewrite it with `tootsie scaling sweep`"
         )
     return plan

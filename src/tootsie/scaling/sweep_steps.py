@@ -70,7 +70,10 @@ class CollectRunsConfig:
 
 
 def evaluate_run(config: RunEvalConfig, output_path: str) -> dict[str, object]:
-    """Write `run.json`: compute, params, tokens and the final held-out macro loss (nats/token), plus BPB per domain and when training started."""
+    """Write `run.json`: compute, params, tokens and the final held-out macro loss (nats/token).
+
+    It also holds BPB per domain and when training started.
+    """
     model = load_model(config.model, str(config.checkpoint))
     byte_lengths = token_byte_lengths(load_tokenizer(str(config.tokenizer)))
     results = {

@@ -132,7 +132,10 @@ def latest_checkpoint(root: str | Path) -> Path | None:
 def load_checkpoint(
     path: str | Path, templates: dict[str, Tree], shardings: dict[str, Tree] | None = None
 ) -> tuple[dict[str, Tree], dict[str, object]]:
-    """Restore each named tree from `path` into its template's structure (placed with `shardings[name]` when given); also return state.json.
+    """Restore each named tree from `path` into its template's structure; also return state.json.
+
+    Each tree is placed with `shardings[name]` when given.
+
 
     Templates may be abstract (`jax.ShapeDtypeStruct` leaves): only shapes and dtypes are read from them.
     """
@@ -151,11 +154,15 @@ def load_checkpoint(
 
 
 def read_checkpoint_state(checkpoint: str | Path) -> dict[str, Any]:
-    """A finished checkpoint's state.json (step, tokens, model config, ...); errors name the file when it is missing or unreadable."""
+    """A finished checkpoint's state.json (step, tokens, model config, ...).
+
+    Errors name the file when it is missing or unreadable.
+    """
     file = Path(checkpoint) / STATE_FILE
     if not file.is_file():
         raise TootsieError(
-            f"{file} not found: {checkpoint} is not a finished checkpoint; pass a checkpoints/step-N directory that holds {STATE_FILE}"
+            f"{file} not found: {checkpoint} is not a finished checkpoint; "
+            f"pass a checkpoints/step-N directory that holds {STATE_FILE}"
         )
     try:
         state = json.loads(file.read_text(encoding="utf-8"))
@@ -176,7 +183,8 @@ def model_config_of(checkpoint: str | Path) -> LlamaConfig:
     model = read_checkpoint_state(checkpoint).get("model")
     if not isinstance(model, dict):
         raise TootsieError(
-            f"{file} records no model config (its 'model' entry is {model!r}; written by an older tootsie); retrain or resave the checkpoint with a current trainer"
+            f"{file} records no model config (its 'model' entry is {model!r}; written by "
+            "an older tootsie); retrain or resave the checkpoint with a current trainer"
         )
     return from_plain(LlamaConfig, model, f"{file}:model")
 

@@ -60,7 +60,10 @@ class WarmStartConfig:
     checkpoint: str
     """A checkpoint directory, or a training output directory (its newest checkpoint)."""
     load_optimizer: bool = True
-    """Load the optimizer state: tensors match by what they are (Adam's moments by parameter, across optimizers and stability wrappers); new statistics start fresh."""
+    """Load the optimizer state: tensors match by what they are; new statistics start fresh.
+
+    Adam's moments match by parameter, across optimizers and stability wrappers.
+    """
     reset_step: bool = False
     """Start counting steps (and the data position) at 0 instead of at the checkpoint's step."""
     add_qk_norm: bool = False
@@ -69,7 +72,10 @@ class WarmStartConfig:
 
 @dataclass(frozen=True)
 class InLoopEvalConfig:
-    """Held-out bits-per-byte (raw and EMA weights) and lm-eval tasks (raw weights) during training; logged, it never changes the weights."""
+    """Held-out bits-per-byte (raw and EMA weights) and lm-eval tasks (raw weights) during training.
+
+    It is logged and never changes the weights.
+    """
 
     heldout: dict[str, str]
     """Domain name → held-out token cache ({} to run only lm-eval tasks)."""
@@ -80,7 +86,10 @@ class InLoopEvalConfig:
     max_sequences: int | None = 32
     """Sequences per domain; None for all."""
     lm_eval_tasks: tuple[str, ...] = ()
-    """lm-eval tasks from local files (built-in `tootsie_*` or under lm_eval_include_paths), logged as `eval/lm/<task>/<metric>`; needs `tootsie[lmeval]`."""
+    """lm-eval tasks from local files (built-in `tootsie_*` or under lm_eval_include_paths).
+
+    Logged as `eval/lm/<task>/<metric>`; needs `tootsie[lmeval]`.
+    """
     lm_eval_include_paths: tuple[str, ...] = ()
     """Directories of lm-eval task YAMLs with local data_files."""
     lm_eval_limit: int | None = None
@@ -112,7 +121,10 @@ class TrainConfig:
     schedule: ScheduleChoice = field(default_factory=WSDConfig)
     """Learning-rate schedule over global steps (a registry entry)."""
     stability: StabilityConfig = field(default_factory=StabilityConfig)
-    """Update-norm clipping and bad-step skipping (both off by default, see `StabilityConfig`; the 32B recipe turns them on)."""
+    """Update-norm clipping and bad-step skipping (both off by default, see `StabilityConfig`).
+
+    The 32B recipe turns them on.
+    """
     ema: EMAConfig | None = field(default_factory=EMAConfig)
     """EMA of the weights, checkpointed and evaluable; None turns it off."""
     objective: ObjectiveChoice = field(default_factory=NextTokenObjective)
@@ -130,7 +142,10 @@ class TrainConfig:
     checkpoints: CheckpointConfig = field(default_factory=CheckpointConfig)
     """Checkpoint cadence and retention (not hashed)."""
     eval: InLoopEvalConfig | None = None
-    """In-loop held-out evaluation, run by `tootsie.eval.training.run_training` (hashed: its caches are inputs of the step)."""
+    """In-loop held-out evaluation, run by `tootsie.eval.training.run_training`.
+
+    Hashed: its caches are inputs of the step.
+    """
     rewind: RewindConfig | None = None
     """Rewind to the last good checkpoint and skip the data window when a loss spike becomes a plateau (off: None)."""
     trackers: tuple[TrackerChoice, ...] = unhashed(())
@@ -138,7 +153,10 @@ class TrainConfig:
     profile_steps: tuple[int, int] | None = unhashed(None)
     """Capture a JAX profiler trace of steps [a, b) into `<out>/profile/` (not hashed)."""
     mesh: MeshConfig = unhashed(MeshConfig())
-    """Device mesh data × fsdp × tensor (default: data parallel over every device); not hashed, see the module docstring."""
+    """Device mesh data × fsdp × tensor (default: data parallel over every device).
+
+    Not hashed, see the module docstring.
+    """
     distributed: DistributedConfig | None = unhashed(None)
     """Multi-host: join with `jax.distributed.initialize` first (None: one process); not hashed."""
 
@@ -148,8 +166,10 @@ class TrainConfig:
         end = self.schedule.end_step
         if end is not None and self.num_steps > end:
             raise ValueError(
-                f"num_steps={self.num_steps} runs past the schedule's end at step {end} (schedule.end_step), where the LR is held at its final value; "
-                f"end the schedule at num_steps or later, or lower num_steps to {end} (stopping before the end is fine: a warm start can continue the same schedule)"
+                f"num_steps={self.num_steps} runs past the schedule's end at step {end} (schedule.end_step), "
+                "where the LR is held at its final value; "
+                f"end the schedule at num_steps or later, or lower num_steps to {end} "
+                "(stopping before the end is fine: a warm start can continue the same schedule)"
             )
         if self.compute_dtype not in COMPUTE_DTYPES:
             raise ValueError(f"compute_dtype must be one of {COMPUTE_DTYPES}, got {self.compute_dtype!r}")

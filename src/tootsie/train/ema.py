@@ -27,7 +27,7 @@ Tree = TypeVar("Tree")
 
 
 def ema_update(ema_params: Tree, params: Tree, beta: float | Float[Array, ""]) -> Tree:
-    """`beta * ema + (1 - beta) * params` on floating-point leaves, in the EMA's dtype; other leaves come from `params`."""
+    """`beta * ema + (1 - beta) * params` on float leaves, in the EMA's dtype; other leaves come from `params`."""
 
     def mix(ema: object, new: object) -> object:
         if not eqx.is_inexact_array(ema):

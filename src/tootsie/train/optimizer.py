@@ -102,7 +102,7 @@ def _check_adam_fields(config: "AdamWConfig | AdamCConfig | NAdamWConfig | MuonC
 
 
 class ScheduledByGlobalStep:
-    """Base of every optimizer config: which of its states count the steps a learning-rate schedule reads, and how to set them.
+    """Base of every optimizer config: which of its states count the steps an LR schedule reads, and how to set them.
 
     The train step calls `at_global_step` before every update, so the LR applied
     is always `schedule(global step)`: without it the schedule would read the
@@ -211,7 +211,7 @@ class AdamCConfig(ScheduledByGlobalStep):
     """AdamC's decay factor `lr(t) / peak_lr` also reads the schedule at its own count."""
 
     weight_decay: float = 0.1
-    """Decay at the peak learning rate; the step applies `lr * weight_decay * lr / peak_lr * p`, peak_lr the schedule's."""
+    """Decay at the peak LR; the step applies `lr * weight_decay * lr / peak_lr * p`, peak_lr the schedule's."""
     beta1: float = 0.9
     """First-moment decay."""
     beta2: float = 0.95
@@ -265,7 +265,10 @@ class MuonConfig(ScheduledByGlobalStep):
     ns_steps: int = 5
     """Newton-Schulz iterations per orthogonalization."""
     consistent_rms: float | None = 0.2
-    """Scale Muon updates to this RMS (0.2 matches AdamW's, Liu et al. 2025), so AdamW's schedule transfers; None: width scaling."""
+    """Scale Muon updates to this RMS (0.2 matches AdamW's, Liu et al. 2025), so AdamW's schedule transfers.
+
+    None: width scaling.
+    """
     weight_decay: float = 0.1
     """Decoupled weight decay on weight matrices, both branches."""
     beta1: float = 0.9

@@ -171,7 +171,9 @@ class RewarmConfig:
             warmup = "warmup_steps" if number == 1 else "rewarmup_steps"
             _check(
                 need <= length,
-                f"cycle {number} ({start} to {cycle.end}) has {length} steps, fewer than {warmup}={cycle.warmup_steps} plus decay={cycle.decay_steps}; lengthen the cycle (cycles={self.cycles}) or shorten the warmup/decay",
+                f"cycle {number} ({start} to {cycle.end}) has {length} steps, fewer "
+                f"than {warmup}={cycle.warmup_steps} plus decay={cycle.decay_steps}; "
+                f"lengthen the cycle (cycles={self.cycles}) or shorten the warmup/decay",
             )
             start = cycle.end
 
@@ -238,7 +240,8 @@ class WSDConfig:
         fits = 0 < self.total_steps and self.warmup_steps + self.decay_steps <= self.total_steps
         _check(
             fits,
-            f"need 0 <= warmup_steps + decay_steps <= total_steps (> 0), got {self.warmup_steps=}, {self.decay_steps=}, {self.total_steps=}; shorten warmup/decay or raise total_steps",
+            f"need 0 <= warmup_steps + decay_steps <= total_steps (> 0), got {self.warmup_steps=}, "
+            f"{self.decay_steps=}, {self.total_steps=}; shorten warmup/decay or raise total_steps",
         )
         check_decay_shape(self.decay_shape, self.min_lr_ratio)
 
@@ -338,7 +341,8 @@ class _WarmupDecayConfig:
         _check_steps(warmup_steps=self.warmup_steps, total_steps=self.total_steps)
         _check(
             self.warmup_steps < self.total_steps,
-            f"warmup_steps={self.warmup_steps} must be < total_steps={self.total_steps}; shorten the warmup or raise total_steps",
+            f"warmup_steps={self.warmup_steps} must be < "
+            f"total_steps={self.total_steps}; shorten the warmup or raise total_steps",
         )
         check_decay_shape(self.decay_shape, self.min_lr_ratio)
 

@@ -88,7 +88,8 @@ def check_decay_shape(decay_shape: str, min_lr_ratio: float) -> None:
         raise ValueError(f"decay_shape={decay_shape!r} is not one of {sorted(DECAY_SHAPES)}; pick one of those")
     if decay_shape == "inv_sqrt" and min_lr_ratio <= 0:
         raise ValueError(
-            f"decay_shape='inv_sqrt' never reaches 0, got {min_lr_ratio=}; set min_lr_ratio > 0 or use decay_shape='sqrt'"
+            f"decay_shape='inv_sqrt' never reaches 0, got {min_lr_ratio=}; "
+            "set min_lr_ratio > 0 or use decay_shape='sqrt'"
         )
 
 
@@ -155,7 +156,7 @@ def cycle_segments(cycles: Sequence[Cycle]) -> list[Segment]:
 
 
 def segment_learning_rate(segments: Sequence[Segment], decay_shape: str) -> Callable[[Int[Array, ""] | int], Scalar]:
-    """`learning_rate(step)` (float32) over `segments`, sorted by start; jitted once, so eager calls cost one dispatch."""
+    """`learning_rate(step)` (float32) over `segments`, sorted by start; jitted once: eager calls cost one dispatch."""
     shape = DECAY_SHAPES[decay_shape]
     starts = jnp.asarray([s.start for s in segments], jnp.int32)
     lengths = jnp.asarray([s.length for s in segments], jnp.float32)
@@ -200,7 +201,8 @@ def spaced_cycles(*spans: tuple[int, int]) -> tuple[int, ...]:
         start = ends[-1] if ends else 0
         if every <= 0 or until <= start or (until - start) % every:
             raise ValueError(
-                f"span (every={every}, until={until}) must tile ({start}, {until}] in whole cycles; make until - {start} a positive multiple of every"
+                f"span (every={every}, until={until}) must tile ({start}, {until}] "
+                f"in whole cycles; make until - {start} a positive multiple of every"
             )
         ends += range(start + every, until + 1, every)
     return tuple(ends)

@@ -67,12 +67,18 @@ ENV_COORDINATOR, ENV_NUM_PROCESSES, ENV_PROCESS_ID = (
 
 @dataclass(frozen=True)
 class MeshConfig:
-    """Devices per mesh axis; `data × fsdp × tensor` must equal the run's device count, and one axis may be -1 (the rest)."""
+    """Devices per mesh axis; `data × fsdp × tensor` must equal the run's device count.
+
+    One axis may be -1 (the rest).
+    """
 
     data: int = -1
     """Data-parallel groups (-1: every device the other axes leave)."""
     fsdp: int = 1
-    """Devices each weight matrix and its optimizer moments are split over (on the hidden dimension); batch rows are split over data × fsdp."""
+    """Devices each weight matrix and its optimizer moments are split over (on the hidden dimension).
+
+    Batch rows are split over data × fsdp.
+    """
     tensor: int = 1
     """Devices the other matrix dimension (vocab, attention heads, MLP width) is split over."""
 
@@ -92,7 +98,8 @@ class MeshConfig:
             sizes = tuple(device_count // known if size == -1 else size for size in sizes)
         if int(np.prod(sizes)) != device_count:
             raise TootsieError(
-                f"mesh data={self.data} × fsdp={self.fsdp} × tensor={self.tensor} does not fit the {device_count} devices of this run; "
+                f"mesh data={self.data} × fsdp={self.fsdp} × tensor={self.tensor} "
+                f"does not fit the {device_count} devices of this run; "
                 "make the product equal the device count, or set one axis to -1 to take the rest"
             )
         return sizes
@@ -110,9 +117,16 @@ class DistributedConfig:
     """Join a multi-host run with `jax.distributed.initialize`; every host runs the same command."""
 
     coordinator_address: str | None = None
-    """`host:port` of process 0's coordinator; None: $TOOTSIE_COORDINATOR_ADDRESS, else detected (Cloud TPU, Slurm, Open MPI)."""
+    """`host:port` of process 0's coordinator.
+
+    None: $TOOTSIE_COORDINATOR_ADDRESS, else detected (Cloud TPU, Slurm, Open MPI).
+    """
     num_processes: int | None = None
-    """Processes (hosts) in the run; None: $TOOTSIE_NUM_PROCESSES, else detected. The process id, the one value that differs per host, comes from $TOOTSIE_PROCESS_ID or detection."""
+    """Processes (hosts) in the run.
+
+    None: $TOOTSIE_NUM_PROCESSES, else detected. The process id, the one value that differs per host,
+    comes from $TOOTSIE_PROCESS_ID or detection.
+    """
 
     def __post_init__(self) -> None:
         if self.num_processes is not None and self.num_processes < 1:
@@ -141,15 +155,19 @@ def initialize_distributed(config: DistributedConfig | None) -> None:
         jax.distributed.initialize(address, num_processes, _env_int(ENV_PROCESS_ID))
     except (RuntimeError, ValueError) as error:
         raise TootsieError(
-            f"jax.distributed.initialize failed: {error}. Call it before any JAX computation, and outside Cloud TPU / Slurm / Open MPI "
-            f"set {ENV_COORDINATOR}=host:port, {ENV_NUM_PROCESSES} and {ENV_PROCESS_ID} (or the config's distributed fields)"
+            f"jax.distributed.initialize failed: {error}. Call it before any JAX computation, "
+            f"and outside Cloud TPU / Slurm / Open MPI set {ENV_COORDINATOR}=host:port, "
+            f"{ENV_NUM_PROCESSES} and {ENV_PROCESS_ID} (or the config's distributed fields)"
         ) from error
 
 
 def partition_specs(
     axes: Mapping[str, tuple[str, ...]], shapes: Mapping[str, tuple[int, ...]], mesh_shape: Mapping[str, int]
 ) -> dict[str, PartitionSpec]:
-    """The PartitionSpec of every weight: a logical axis goes on its rule's mesh axis when that axis (of size > 1) divides it, else it is replicated."""
+    """The PartitionSpec of every weight.
+
+    A logical axis goes on its rule's mesh axis when that axis (of size > 1) divides it, else it is replicated.
+    """
     specs = {}
     for name, names in axes.items():
         dims: list[str | None] = []
@@ -174,7 +192,7 @@ def partition_specs(
 
 @dataclass(frozen=True)
 class Layout:
-    """Where a run's arrays live: the mesh, and the shardings of the params (and EMA), the optimizer state and batches."""
+    """Where a run's arrays live: the mesh, and the shardings of the params (and EMA), optimizer state and batches."""
 
     mesh: Mesh
     params: Any
@@ -215,13 +233,17 @@ def check_batch_sizes(schedule: BatchSchedule, mesh: Mesh) -> None:
     uneven = [(step, size) for step, size in schedule.stages if size % groups]
     if uneven:
         raise TootsieError(
-            f"batch sizes {[size for _, size in uneven]} (from steps {[step for step, _ in uneven]}) do not split over data × fsdp = {groups} devices; "
-            "choose batch sizes divisible by it, or a mesh with fewer data/fsdp devices (more tensor)"
+            f"batch sizes {[size for _, size in uneven]} (from steps {[step for step, _ in uneven]}) "
+            f"do not split over data × fsdp = {groups} devices; choose batch sizes divisible by it, "
+            "or a mesh with fewer data/fsdp devices (more tensor)"
         )
 
 
 def place(tree: Any, shardings: Any) -> Any:
-    """Every leaf (a host array, or a device array with the same value on every process) on its sharding; each device gets only its slice."""
+    """Every leaf (a host array, or a device array with the same value on every process) on its sharding.
+
+    Each device gets only its slice.
+    """
 
     def put(leaf: Any, sharding: NamedSharding) -> jax.Array:
         if isinstance(leaf, jax.Array) and leaf.sharding.is_equivalent_to(sharding, leaf.ndim):
@@ -240,7 +262,10 @@ def gather(tree: Any) -> Any:
 
 
 def global_batch(data: MixtureDataset, step: int, sharding: NamedSharding) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """(tokens, segment_ids, loss_mask) of `batch(step)` as global arrays; this process computes only the rows its devices hold."""
+    """(tokens, segment_ids, loss_mask) of `batch(step)` as global arrays.
+
+    This process computes only the rows its devices hold.
+    """
     size = data.config.batch_schedule.batch_size(step)
     shape = (size, data.config.seq_len)
     built: dict[tuple[int, int], Any] = {}

@@ -242,13 +242,19 @@ class StabilityConfig:
     clip_update_sigma: float = 2.0
     """Clip updates above mean + this many σ (2.0 — 32B run)."""
     skip_bad_steps: bool = False
-    """Skip steps whose loss or gradient norm is an outlier, or non-finite (off by default; on in the 32B run from step 72,233)."""
+    """Skip steps whose loss or gradient norm is an outlier, or non-finite.
+
+    Off by default; on in the 32B run from step 72,233.
+    """
     skip_window: int = 128
     """Steps of loss / gradient-norm history (128 — Levanter's SkipStepConfig default, also the 32B run's)."""
     skip_sigma: float = 6.0
     """Skip above mean + this many σ (6.0 — Levanter's SkipStepConfig default; the 32B run used 2.0)."""
     max_consecutive_skips: int = 16
-    """Outlier skips in a row read as a level shift, which resets the skip history (16 — our choice: bad batches come alone)."""
+    """Outlier skips in a row read as a level shift, which resets the skip history.
+
+    16 — our choice: bad batches come alone.
+    """
     max_nonfinite_steps: int = 8
     """`check_nonfinite_steps` raises once this many steps had NaN/inf loss, gradients or updates (8 — our choice)."""
 
@@ -308,9 +314,9 @@ def check_nonfinite_steps(opt_state: optax.OptState, max_nonfinite_steps: int, s
     seen = nonfinite_steps(opt_state)
     if seen >= max_nonfinite_steps:
         raise TootsieError(
-            f"{seen} steps up to step {step} had a NaN/inf loss, gradient or update ({max_nonfinite_steps=}); they were skipped, "
-            "but the run is diverging: resume from an earlier checkpoint with a lower learning rate or tighter max_grad_norm, "
-            "and check the batches of those steps"
+            f"{seen} steps up to step {step} had a NaN/inf loss, gradient or update ({max_nonfinite_steps=}); "
+            "they were skipped, but the run is diverging: resume from an earlier checkpoint with a lower "
+            "learning rate or tighter max_grad_norm, and check the batches of those steps"
         )
 
 
@@ -369,7 +375,8 @@ def accumulate_gradients(
     rows = batch_arrays[0].shape[0]
     if microbatches < 1 or any(a.shape[0] != rows for a in batch_arrays) or rows % microbatches:
         raise ValueError(
-            f"every batch array needs the same leading size divisible by microbatches; got {[a.shape for a in batch_arrays]}, {microbatches=}"
+            "every batch array needs the same leading size divisible by "
+            f"microbatches; got {[a.shape for a in batch_arrays]}, {microbatches=}"
         )
     split = tuple(a.reshape(microbatches, rows // microbatches, *a.shape[1:]) for a in batch_arrays)
     weights = (

@@ -122,7 +122,10 @@ def resolve_checkpoint(path: str) -> Path:
 
 
 def load_model(model_config: LlamaConfig, checkpoint: str, weights: str = "model") -> LlamaModel:
-    """A model with weights from a checkpoint (or a training output directory's newest one); `weights="ema"` for the EMA."""
+    """A model with weights from a checkpoint (or a training output directory's newest one).
+
+    `weights="ema"` for the EMA.
+    """
     params, static = eqx.partition(LlamaModel(model_config, key=jax.random.PRNGKey(0)), eqx.is_array)
     trees, _ = load_checkpoint(resolve_checkpoint(checkpoint), {weights: params})
     return eqx.combine(trees[weights], static)
@@ -134,7 +137,10 @@ def build_optimizer(config: TrainConfig) -> optax.GradientTransformationExtraArg
 
 
 def make_train_step(config: TrainConfig, optimizer: optax.GradientTransformationExtraArgs, layout: Layout):
-    """The jitted step `(model, opt_state, ema, step, tokens, segments, mask) -> (model, opt_state, ema, metrics)`, keeping `layout`'s shardings."""
+    """The jitted train step, keeping `layout`'s shardings.
+
+    `(model, opt_state, ema, step, tokens, segments, mask) -> (model, opt_state, ema, metrics)`.
+    """
     compute_dtype = jnp.dtype(config.compute_dtype)
     replicated = NamedSharding(layout.mesh, PartitionSpec())
 
@@ -195,7 +201,10 @@ def make_train_step(config: TrainConfig, optimizer: optax.GradientTransformation
 
 
 def abstract_state(config: TrainConfig, optimizer: optax.GradientTransformation) -> tuple[Any, Any, Any]:
-    """(params, static part of the model, optimizer state) as shapes only: templates for layouts and restores, nothing allocated."""
+    """(params, static part of the model, optimizer state) as shapes only: templates for layouts and restores.
+
+    Nothing is allocated.
+    """
     params, static = eqx.partition(eqx.filter_eval_shape(init_model, config), is_tensor)
     return params, static, jax.eval_shape(optimizer.init, params)
 
@@ -216,7 +225,7 @@ def _init_opt_state(optimizer: optax.GradientTransformation, params: Any, layout
 def initial_state(
     config: TrainConfig, optimizer: optax.GradientTransformation, output: Path, layout: Layout
 ) -> TrainState:
-    """Resume from this run's newest checkpoint, else warm-start, else initialize; every array placed as `layout` says."""
+    """Resume from this run's newest checkpoint, else warm-start, else initialize; arrays placed as `layout` says."""
     params, static, opt_state = abstract_state(config, optimizer)
     own = latest_checkpoint(output / CHECKPOINTS)
     if own is not None:
@@ -235,7 +244,10 @@ def initial_state(
 def warm_started_state(
     config: TrainConfig, optimizer: optax.GradientTransformation, layout: Layout, template: LlamaModel
 ) -> TrainState:
-    """The state a warm start begins from: converted weights, the optimizer state matched by identity (moments by parameter), EMA, step."""
+    """The state a warm start begins from: converted weights, the optimizer state, EMA, step.
+
+    The optimizer state is matched by identity (moments by parameter).
+    """
     warm = config.warm_start
     source = resolve_checkpoint(warm.checkpoint)
     model = warm_start_model(source, template, add_qk_norm=warm.add_qk_norm)
@@ -269,7 +281,10 @@ def warm_started_state(
 
 
 def _copy(tree: Any) -> Any:
-    """Fresh buffers for every leaf (same shardings): a buffer donated to the step must not appear twice in its arguments."""
+    """Fresh buffers for every leaf (same shardings).
+
+    A buffer donated to the step must not appear twice in its arguments.
+    """
     return jax.tree_util.tree_map(jnp.copy, tree)
 
 
@@ -353,10 +368,14 @@ def _try_rewind(
     events: list[dict[str, object]],
     skips: DataSkips,
 ) -> tuple[TrainState, list[dict[str, object]]] | None:
-    """Go back to the newest checkpoint before a plateau spike found at `step`, recording the data it skips; None if it cannot."""
+    """Go back to the newest checkpoint before a plateau spike found at `step`, recording the data it skips.
+
+    None if it cannot.
+    """
     if len(events) >= config.rewind.max_rewinds:
         logger.warning(
-            "loss plateau from step %d (found at step %d), but the run already rewound max_rewinds=%d times; training on",
+            "loss plateau from step %d (found at step %d), but the "
+            "run already rewound max_rewinds=%d times; training on",
             spike["step"],
             step,
             config.rewind.max_rewinds,
@@ -377,7 +396,8 @@ def _try_rewind(
     barrier(f"rewind-{step}")
     start, end = event["skipped_data_steps"]
     logger.warning(
-        "loss plateau from step %d (%.4g above %.4g), final at step %d: rewound to the checkpoint at step %d, skipping data steps [%d, %d)",
+        "loss plateau from step %d (%.4g above %.4g), final at step %d: "
+        "rewound to the checkpoint at step %d, skipping data steps [%d, %d)",
         spike["step"],
         spike["height"],
         spike["baseline"],
@@ -407,7 +427,8 @@ def train_loop(
             else "an evaluation hook was given but config.eval is None"
         )
         raise TootsieError(
-            f"{mismatch}: train through tootsie.eval.training.run_training, which builds the evaluation from config.eval"
+            f"{mismatch}: train through tootsie.eval.training.run_training, "
+            "which builds the evaluation from config.eval"
         )
     hooks = (evaluation, *hooks) if evaluation is not None else tuple(hooks)
     initialize_distributed(config.distributed)
@@ -467,8 +488,9 @@ def train_loop(
             nonfinite += not np.isfinite(values["loss"])
             if max(nonfinite, int(values.get("skip/nonfinite_steps", 0))) >= config.stability.max_nonfinite_steps:
                 raise TootsieError(
-                    f"{config.stability.max_nonfinite_steps} steps up to step {state.step} had a NaN/inf loss or gradient: the run is diverging; "
-                    "resume from an earlier checkpoint with a lower learning rate or tighter max_grad_norm, and inspect those steps' batches"
+                    f"{config.stability.max_nonfinite_steps} steps up to step {state.step} had a NaN/inf "
+                    "loss or gradient: the run is diverging; resume from an earlier checkpoint with a "
+                    "lower learning rate or tighter max_grad_norm, and inspect those steps' batches"
                 )
             spike = watch.observe(state.step, values["loss"]) if watch is not None else None
             rewound = (

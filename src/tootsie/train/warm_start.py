@@ -1,4 +1,4 @@
-"""Warm starts: load a checkpoint's weights into a model (converting between architectures) and carry its optimizer state.
+"""Warm starts: load a checkpoint's weights into a model (converting architectures) and carry its optimizer state.
 
 Weights. The one conversion the seeds needed is Marin 32B's Phase 3 surgery:
 Llama weights into the same shape with QK-norm (Qwen3 style). Every tensor of
@@ -96,7 +96,10 @@ def _split(name: str) -> tuple[str, str, str]:
 
 
 def state_identities(names: Iterable[str]) -> tuple[dict[str, str], list[str]]:
-    """Identity (`<state kind>:<field><parameter path>`) of each optimizer-state tensor name, and the names whose identity is not unique."""
+    """Identity of each optimizer-state tensor name, and the names whose identity is not unique.
+
+    An identity is `<state kind>:<field><parameter path>`.
+    """
     parts = {name: _split(name) for name in names}
     fields: dict[str, set[str]] = defaultdict(set)
     for state, field, _ in parts.values():
@@ -110,7 +113,10 @@ def state_identities(names: Iterable[str]) -> tuple[dict[str, str], list[str]]:
 
 
 def carry_optimizer_state(fresh: Tree, saved: dict[str, np.ndarray]) -> tuple[Tree, list[str], list[str]]:
-    """`fresh` with every leaf whose identity and shape match a saved tensor replaced by it (a host array in the leaf's dtype).
+    """`fresh` with every leaf whose identity and shape match a saved tensor replaced by it.
+
+    Each replacement is a host array in the leaf's dtype.
+
 
     Returns the tree, the names of leaves left fresh (new statistics, ambiguous
     identities, reshaped tensors) and the saved tensors left unused.
