@@ -91,10 +91,14 @@ def main() -> None:
         "ratio_to_baseline": round(baseline_seconds / batch_seconds, 3),
     }
     print(
-        f"batch(step): {result['tokens_per_s'] / 1e6:.1f} M tokens/s, {result['sequences_per_s']} sequences/s on one core; index math {100 * result['index_math_share']:.0f} % of the time"
+        f"batch(step): {result['tokens_per_s'] / 1e6:.1f} M tokens/s, "
+        f"{result['sequences_per_s']} sequences/s on one core; "
+        f"index math {100 * result['index_math_share']:.0f} % of the time"
     )
     print(
-        f"baseline random {args.seq_len}-token memmap slices: {result['baseline_random_slice_tokens_per_s'] / 1e6:.1f} M tokens/s (batch/baseline {result['ratio_to_baseline']:.2f})"
+        f"baseline random {args.seq_len}-token memmap slices: "
+        f"{result['baseline_random_slice_tokens_per_s'] / 1e6:.1f} M tokens/s "
+        f"(batch/baseline {result['ratio_to_baseline']:.2f})"
     )
     print(json.dumps(result))
 

@@ -41,10 +41,20 @@ stage, args = sys.argv[1], json.loads(sys.argv[2])
 started = time.perf_counter()
 if stage == "normalize":
     from tootsie.datakit.normalize import NormalizeConfig, normalize
-    result = normalize(NormalizeConfig(inputs=(args["input"],), engine=EngineConfig(workers=args["workers"], progress=False)), args["out"])
+    result = normalize(
+        NormalizeConfig(inputs=(args["input"],), engine=EngineConfig(workers=args["workers"], progress=False)),
+        args["out"],
+    )
 elif stage == "tokenize":
     from tootsie.datakit.tokenize import TokenizeConfig, tokenize_documents
-    result = tokenize_documents(TokenizeConfig(input=args["input"], tokenizer=args["tokenizer"], engine=EngineConfig(workers=args["workers"], progress=False)), args["out"])
+    result = tokenize_documents(
+        TokenizeConfig(
+            input=args["input"],
+            tokenizer=args["tokenizer"],
+            engine=EngineConfig(workers=args["workers"], progress=False),
+        ),
+        args["out"],
+    )
 elif stage == "raw_encode":
     from tootsie.datakit.parquet_io import iter_texts
     from tootsie.datakit.tokenizer import load_tokenizer
@@ -152,18 +162,22 @@ def main() -> None:
             figures, tokenizer = bench_size(Path(tmp), size, args.workers, args.repeats, tokenizer)
             results.append(figures)
             print(
-                f"{figures['megabytes']} MB, {figures['docs']} docs, {args.workers} cores per side, {args.repeats} rounds (median [min-max])"
+                f"{figures['megabytes']} MB, {figures['docs']} docs, {args.workers} cores per side, "
+                f"{args.repeats} rounds (median [min-max])"
             )
             for stage in ("normalize", "tokenize", "raw_encode_batch"):
                 r = figures[stage]
                 print(
-                    f"  {stage:<17} {r['seconds']['median']:>8.1f} s [{r['seconds']['min']:.1f}-{r['seconds']['max']:.1f}]  "
+                    f"  {stage:<17} {r['seconds']['median']:>8.1f} s "
+                    f"[{r['seconds']['min']:.1f}-{r['seconds']['max']:.1f}]  "
                     f"{r['mb_per_s']['median']:>6.2f} MB/s [{r['mb_per_s']['min']:.2f}-{r['mb_per_s']['max']:.2f}]  "
-                    f"{r['mb_per_s_per_core']['median']:>6.2f} MB/s/core  worker RSS {r['peak_rss_mb_worker']:>7.1f} MB  main RSS {r['peak_rss_mb_main']:>7.1f} MB"
+                    f"{r['mb_per_s_per_core']['median']:>6.2f} MB/s/core  "
+                    f"worker RSS {r['peak_rss_mb_worker']:>7.1f} MB  main RSS {r['peak_rss_mb_main']:>7.1f} MB"
                 )
             ratio = figures["tokenize_vs_raw_encode_ratio"]
             print(
-                f"  tokenize / raw encode_batch throughput: {ratio['median']:.2f} [{ratio['min']:.2f}-{ratio['max']:.2f}]"
+                f"  tokenize / raw encode_batch throughput: "
+                f"{ratio['median']:.2f} [{ratio['min']:.2f}-{ratio['max']:.2f}]"
             )
     print(
         json.dumps(

@@ -150,17 +150,21 @@ def main() -> None:
             "stats": stats,
         }
         print(
-            f"corpus: {len(documents):,} docs, {corpus_mb:.1f} MB; eval: {len(items):,} items, {len(index.keys):,} distinct {config.ngram}-grams (index built in {index_seconds * 1e3:.0f} ms)"
+            f"corpus: {len(documents):,} docs, {corpus_mb:.1f} MB; eval: {len(items):,} items, "
+            f"{len(index.keys):,} distinct {config.ngram}-grams (index built in {index_seconds * 1e3:.0f} ms)"
         )
         print(
-            f"stage with {args.workers} worker(s): {stage_seconds:.2f} s wall -> {result['docs_per_s_per_core']:,} docs/s/core, {result['mb_per_s_per_core']} MB/s/core"
+            f"stage with {args.workers} worker(s): {stage_seconds:.2f} s wall -> "
+            f"{result['docs_per_s_per_core']:,} docs/s/core, {result['mb_per_s_per_core']} MB/s/core"
         )
         print(
-            f"stage CPU time (all processes): {stage_cpu:.2f} s -> {result['docs_per_cpu_s']:,} docs per CPU-second, {result['mb_per_cpu_s']} MB per CPU-second"
+            f"stage CPU time (all processes): {stage_cpu:.2f} s -> "
+            f"{result['docs_per_cpu_s']:,} docs per CPU-second, {result['mb_per_cpu_s']} MB per CPU-second"
         )
         print(f"scan phases in one process: {result['scan_phases_s']} -> {result['scan_only_mb_per_s']} MB/s")
         print(
-            f"planted recall: {found}/{len(planted)}; siblings flagged: {sibling_flagged:.1%} (median max_overlap {sibling_overlap:.3f}); stats: {stats}"
+            f"planted recall: {found}/{len(planted)}; siblings flagged: {sibling_flagged:.1%} "
+            f"(median max_overlap {sibling_overlap:.3f}); stats: {stats}"
         )
         print(json.dumps(result))
     finally:

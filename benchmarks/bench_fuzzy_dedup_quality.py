@@ -188,7 +188,8 @@ def main() -> None:
     merged = np.array([group[a] == group[b] for a, b, _ in labelled])
     rows = []
     print(
-        f"{len(docs)} documents ({args.bases} bases x {args.variants} variants), {len(labelled)} labelled pairs, threshold {args.threshold}"
+        f"{len(docs)} documents ({args.bases} bases x {args.variants} variants), "
+        f"{len(labelled)} labelled pairs, threshold {args.threshold}"
     )
     print(f"{'true Jaccard':<14}{'pairs':>7}{'merged':>8}{'rate':>8}")
     for lo, hi in itertools.pairwise(BUCKETS):
@@ -236,14 +237,17 @@ def main() -> None:
         by_kind[kind] = round(float(np.mean(pairs)), 4) if pairs else None
     result["recall_by_kind"] = by_kind
     print(
-        f"recall (true J >= {args.threshold}): {recall:.4f} (goal >= 0.95)   precision: {precision:.4f} ({len(cross)} merges across families)"
+        f"recall (true J >= {args.threshold}): {recall:.4f} (goal >= 0.95)   "
+        f"precision: {precision:.4f} ({len(cross)} merges across families)"
     )
     print(
-        f"precision of base-variant pairs alone (no transitive merges between variants): {result['precision_base_variant']:.4f}"
+        "precision of base-variant pairs alone (no transitive merges between variants): "
+        f"{result['precision_base_variant']:.4f}"
     )
     print("recall of base-variant pairs by kind: " + ", ".join(f"{k} {v}" for k, v in by_kind.items()))
     print(
-        f"LSH index: {result['index_bytes_per_doc']} bytes/doc; signatures for verification: {4 * num_perms} bytes/doc (memory-mapped)"
+        f"LSH index: {result['index_bytes_per_doc']} bytes/doc; "
+        f"signatures for verification: {4 * num_perms} bytes/doc (memory-mapped)"
     )
     print(f"dedup stage: {seconds:.2f} s, {len(docs) / seconds:.0f} docs/s with {args.workers} workers")
     print(json.dumps(result))

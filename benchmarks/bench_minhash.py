@@ -1,4 +1,4 @@
-"""Throughput of tootsie's MinHash against datasketch's and rensa's, text to signature, each peer on its documented fast path.
+"""Throughput of tootsie's MinHash vs datasketch and rensa, text to signature, each peer on its documented fast path.
 
 Documents are cut from the running Python's standard library (source files and
 module docstrings) into pieces of 2-5 KB, shuffled with a fixed seed. Every
@@ -230,7 +230,7 @@ def spread(values: list[float]) -> dict[str, float]:
 
 
 def main() -> None:
-    """Build the documents, time every implementation in rotating order, check accuracy, print a table and a JSON line."""
+    """Build documents, time every implementation in rotating order, check accuracy, print a table and a JSON line."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", type=int, default=3000, help="documents to sign")
     parser.add_argument(
@@ -251,10 +251,12 @@ def main() -> None:
     mb = sum(len(d.encode("utf-8")) for d in docs) / 1e6
     shingles = sum(len(word_shingles(d)) for d in docs)
     print(
-        f"{len(docs)} documents, {mb:.2f} MB, {shingles / len(docs):.0f} word 5-grams per document, {NUM_PERMS} permutations, batches of {BATCH_ROWS}"
+        f"{len(docs)} documents, {mb:.2f} MB, {shingles / len(docs):.0f} word 5-grams per document, "
+        f"{NUM_PERMS} permutations, batches of {BATCH_ROWS}"
     )
     print(
-        f"datasketch {datasketch.__version__}, rensa {version('rensa')}, numpy {np.__version__}, RAYON_NUM_THREADS={os.environ['RAYON_NUM_THREADS']}"
+        f"datasketch {datasketch.__version__}, rensa {version('rensa')}, numpy {np.__version__}, "
+        f"RAYON_NUM_THREADS={os.environ['RAYON_NUM_THREADS']}"
     )
     runs = implementations(docs)
     names = list(runs)
@@ -273,10 +275,12 @@ def main() -> None:
         "loadavg_1min": spread(load),
     }
     print(
-        f"\n1-minute load average on {os.cpu_count()} CPUs, before the run and after each repeat: median {np.median(load):.2f} [{min(load):.2f}-{max(load):.2f}]"
+        f"\n1-minute load average on {os.cpu_count()} CPUs, before the run and after each repeat: "
+        f"median {np.median(load):.2f} [{min(load):.2f}-{max(load):.2f}]"
     )
     print(
-        f"{'implementation':<22} {'docs/s wall: median [min-max]':>32} {'docs/CPU-s: median [min-max]':>32} {'CPU/wall':>9}"
+        f"{'implementation':<22} {'docs/s wall: median [min-max]':>32} "
+        f"{'docs/CPU-s: median [min-max]':>32} {'CPU/wall':>9}"
     )
     for name in names:
         wall = spread([len(docs) / w for w, _ in times[name]])
@@ -284,7 +288,8 @@ def main() -> None:
         load = np.median([c / w for w, c in times[name]])
         result[name] = {"docs_per_s": wall, "docs_per_cpu_s": cpu, "cpu_over_wall": float(load)}
         print(
-            f"{name:<22} {wall['median']:>12,.0f} [{wall['min']:>7,.0f}-{wall['max']:>7,.0f}] {cpu['median']:>14,.0f} [{cpu['min']:>7,.0f}-{cpu['max']:>7,.0f}] {load:>9.2f}"
+            f"{name:<22} {wall['median']:>12,.0f} [{wall['min']:>7,.0f}-{wall['max']:>7,.0f}] "
+            f"{cpu['median']:>14,.0f} [{cpu['min']:>7,.0f}-{cpu['max']:>7,.0f}] {load:>9.2f}"
         )
     print("\ntootsie's speed-up per repeat, median [min-max]:")
     for peer in [
@@ -298,7 +303,8 @@ def main() -> None:
         cpu = spread([p[1] / t[1] for t, p in zip(times["tootsie"], times[peer], strict=True)])
         result[f"speedup_over_{peer}"] = {"wall": wall, "cpu": cpu}
         print(
-            f"  over {peer:<22} wall {wall['median']:5.2f}x [{wall['min']:.2f}-{wall['max']:.2f}]  CPU {cpu['median']:5.2f}x [{cpu['min']:.2f}-{cpu['max']:.2f}]"
+            f"  over {peer:<22} wall {wall['median']:5.2f}x [{wall['min']:.2f}-{wall['max']:.2f}]  "
+            f"CPU {cpu['median']:5.2f}x [{cpu['min']:.2f}-{cpu['max']:.2f}]"
         )
     sketch = spread([r[1] / t[1] for t, r in zip(times["sketch:tootsie"], times["sketch:rensa"], strict=True)])
     print(f"  sketch only (same shingle keys), CPU: {sketch['median']:.2f}x [{sketch['min']:.2f}-{sketch['max']:.2f}]")
@@ -307,7 +313,8 @@ def main() -> None:
     errors = accuracy(docs, args.pairs, args.seed)
     result["accuracy"] = errors
     print(
-        f"\naccuracy on {args.pairs} edited pairs (mean true J {errors['truth']['mean']:.3f}), MAE +- standard error (mean signed error):"
+        f"\naccuracy on {args.pairs} edited pairs (mean true J {errors['truth']['mean']:.3f}), "
+        "MAE +- standard error (mean signed error):"
     )
     for name in ["tootsie", "datasketch", "datasketch-xxh32", "rensa", f"rensa@{RENSA_EQUAL_ERROR_PERMS}"]:
         e = errors[name]

@@ -73,7 +73,8 @@ def main() -> None:
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
     print(
-        f"tootsie train, {result['parameters'] / 1e6:.1f} M parameters: {result['tokens_per_s']:.0f} tokens/s, peak RSS {result['peak_rss_mb']:.0f} MB"
+        f"tootsie train, {result['parameters'] / 1e6:.1f} M parameters: {result['tokens_per_s']:.0f} tokens/s, "
+        f"peak RSS {result['peak_rss_mb']:.0f} MB"
     )
     print(json.dumps(result))
 

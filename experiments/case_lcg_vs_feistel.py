@@ -3,7 +3,8 @@
 Steps (see `tootsie.recipes.case_shuffle` for the mechanism and the statistics):
 
     tiny/...                        the tiny recipes' data: web and math token caches (shared)
-    case_lcg/ordered-corpus         400k tokens of web, then 400k of math: one component stored by kind, not pre-shuffled
+    case_lcg/ordered-corpus         400k tokens of web, then 400k of math: one component stored by kind,
+                                    not pre-shuffled
     case_lcg/seed                   first mixture seed whose LCG stride reads 3 bands N/3 apart that sweep 1-3 times
     case_lcg/train-linear           300 steps with the linear (LCG) permutation
     case_lcg/train-feistel          the same with the Feistel permutation (the Mantis fix)

@@ -1,4 +1,4 @@
-"""A tiny isoflop sweep on the demo data: 4 budgets × 3 widths on CPU, then `tootsie scaling fit`.
+r"""A tiny isoflop sweep on the demo data: 4 budgets × 3 widths on CPU, then `tootsie scaling fit`.
 
 Flow: the demo's datakit steps (tokenizer + token caches, reused from
 `experiments/demo.py`) → one training step per (budget, width) → one eval step
@@ -6,7 +6,8 @@ per run writing its final held-out macro loss to `run.json` →
 `isoflop_tiny/runs` collecting them into `runs.jsonl`.
 
     tootsie run experiments/isoflop_tiny.py --prefix /tmp/scaling-demo
-    tootsie scaling fit /tmp/scaling-demo/isoflop_tiny/runs-<hash> --fixed-asymptote 1.6 --max-budget 5e11 --out fit.json
+    tootsie scaling fit /tmp/scaling-demo/isoflop_tiny/runs-<hash> \
+        --fixed-asymptote 1.6 --max-budget 5e11 --out fit.json
     tootsie scaling predict --fit fit.json --compute 1e12
 
 Budgets double from 1.25e11 to 1e12 FLOPs; per budget, the window takes the
@@ -27,7 +28,8 @@ from tootsie.scaling.shapes import WidthRule
 from tootsie.scaling.sweep import SweepConfig, load_plan, plan_sweep
 from tootsie.scaling.sweep_steps import sweep_steps
 
-# Proportional to the two train caches' sizes (0.92M code, 0.57M prose tokens), so runs repeat as little data as possible.
+# Proportional to the two train caches' sizes (0.92M code, 0.57M prose tokens), so runs repeat as little data
+# as possible.
 MIX = {"code": 0.6, "prose": 0.4}
 SWEEP = SweepConfig(
     budgets=(1.25e11, 2.5e11, 5e11, 1e12),

@@ -147,7 +147,9 @@ RECIPE = Recipe(
             permutation="linear",
             parent="phase1d",
             add_qk_norm=True,
-            note="exp1395_qwen3_32b: warm start from the 80k Llama checkpoint into QK-norm, 1,000-step re-warm, LR held",
+            note=(
+                "exp1395_qwen3_32b: warm start from the 80k Llama checkpoint into QK-norm, 1,000-step re-warm, LR held"
+            ),
         ),
         Phase(
             name="bison",
@@ -169,7 +171,7 @@ RECIPE = Recipe(
 )
 
 TINY = tiny_scale(step_factor=1 / 400, batch_factor=1 / 256)
-"""`--scale tiny`: the same phases for real on a CPU, components backed by local text (docs/recipes.md, "Tiny scale")."""
+"""`--scale tiny`: the same phases for real on a CPU, on local-text components (docs/recipes.md, "Tiny scale")."""
 TINY_EVAL_EVERY = 20
 """Held-out bits-per-byte every this many steps at tiny scale."""
 EXPERIMENT = RecipeExperiment(RECIPE, tiny=TINY, tiny_eval_every=TINY_EVAL_EVERY)

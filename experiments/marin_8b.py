@@ -11,7 +11,8 @@ Steps, each warm-started from its parent (global steps; tokens at seq 4096):
     marin_8b/raccoon          819,907 → 827,854      branch: deep cooldown 1.7e-4 → 1.7e-5 (~100B tokens)
     marin_8b/spoonbill        819,907 → 827,854      branch: to 3e-5, + Tulu v3 0.3% and FLAN 1%
     marin_8b/spoonbill-zloss  819,907 → 827,854      branch: Spoonbill with the z-loss 1e-4 fix
-    marin_8b/starling         1,322,149 → 1,402,019  cooldown 1.7e-3 → 1.7e-5, 16Mi tokens/step, z-loss, Starling mix → 12.44T
+    marin_8b/starling         1,322,149 → 1,402,019  cooldown 1.7e-3 → 1.7e-5, 16Mi tokens/step, z-loss,
+                                                     Starling mix                                              → 12.44T
 
 The released model is Starling (its lineage: Kestrel, Ocelot, Jellyfish,
 Phoenix, Starling); the deep cooldowns are side branches.
@@ -141,7 +142,10 @@ RECIPE = Recipe(
             mixture=(mix_stage(t.JELLYFISH_END, t.PHOENIX_MIX, transition_steps=t.PHOENIX_TRANSITION_STEPS),),
             parent="jellyfish",
             **LATER,
-            note="reheat: LR 1.7e-4 -> 1.7e-3 and mixture Jellyfish -> Nemotron-CC, both linear over 2,000 steps, then hold",
+            note=(
+                "reheat: LR 1.7e-4 -> 1.7e-3 and mixture Jellyfish -> Nemotron-CC, both linear over 2,000 steps, "
+                "then hold"
+            ),
         ),
         Phase(
             name="raccoon",
@@ -180,13 +184,16 @@ RECIPE = Recipe(
             batch_sizes=((t.PHOENIX_END, t.STARLING_BATCH),),
             parent="phoenix",
             **LATER,
-            note="second cooldown 1.7e-3 -> 1.7e-5 over 1.34T tokens, batch 16Mi, z-loss 1e-4, Starling mix with oversampling",
+            note=(
+                "second cooldown 1.7e-3 -> 1.7e-5 over 1.34T tokens, batch 16Mi, z-loss 1e-4, "
+                "Starling mix with oversampling"
+            ),
         ),
     ),
 )
 
 TINY = tiny_scale(step_factor=1 / 2000, batch_factor=1 / 128)
-"""`--scale tiny`: the same phases for real on a CPU, components backed by local text (docs/recipes.md, "Tiny scale")."""
+"""`--scale tiny`: the same phases for real on a CPU, on local-text components (docs/recipes.md, "Tiny scale")."""
 TINY_EVAL_EVERY = 25
 """Held-out bits-per-byte every this many steps at tiny scale."""
 EXPERIMENT = RecipeExperiment(RECIPE, tiny=TINY, tiny_eval_every=TINY_EVAL_EVERY)

@@ -16,12 +16,13 @@ def finish(process: subprocess.Popen, timeout: float) -> int:
 
 
 def communicate(process: subprocess.Popen, timeout: float) -> tuple[str, str]:
-    """`process.communicate()` with a limit: kill the child and fail the test (showing its output) past `timeout` seconds."""
+    """`process.communicate()` with a limit: past `timeout` s, kill the child and fail the test (showing its output)."""
     try:
         return process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         process.kill()
         out, err = process.communicate(timeout=30)
         pytest.fail(
-            f"{process.args} still ran after {timeout} s; killed it. Its output ended:\n{str(out)[-2000:]}\n{str(err)[-2000:]}"
+            f"{process.args} still ran after {timeout} s; killed it. "
+            f"Its output ended:\n{str(out)[-2000:]}\n{str(err)[-2000:]}"
         )

@@ -1,4 +1,7 @@
-"""Guards of the suite itself: under CI=true a skip fails the run (tests/conftest.py), locally it stays a skip; every test has a time limit."""
+"""Guards of the suite itself: under CI=true a skip fails the run, locally it stays a skip; every test has a time limit.
+
+The skip guard lives in tests/conftest.py.
+"""
 
 import os
 import subprocess
@@ -27,7 +30,7 @@ def test_never_collected():
 
 
 def _run_pytest(tmp_path: Path, body: str, ci: str | None) -> subprocess.CompletedProcess[str]:
-    """pytest over a generated test file and a plain one, with this suite's conftest loaded as a plugin and CI set as given."""
+    """pytest over a generated test file and a plain one, this suite's conftest loaded as a plugin, CI set as given."""
     (tmp_path / "test_generated.py").write_text(body)
     (tmp_path / "test_plain.py").write_text("def test_plain():\n    assert 1 + 1 == 2\n")
     env = {key: value for key, value in os.environ.items() if key != "CI"} | {"PYTHONPATH": str(REPO)}

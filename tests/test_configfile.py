@@ -70,15 +70,18 @@ def test_registered_unions_are_tagged_by_kind(tmp_path) -> None:
         ),
         (
             lambda t: t.replace("decay_shape: linear", "decay_shape: exp"),
-            r"config.schedule.decay_shape: unknown name 'exp'; choose one of \['cosine', 'inv_sqrt', 'linear', 'sqrt'\]",
+            r"config.schedule.decay_shape: unknown name 'exp'; "
+            r"choose one of \['cosine', 'inv_sqrt', 'linear', 'sqrt'\]",
         ),
         (
             lambda t: t.replace("kind: wsd\n", "kind: wsdx\n"),
-            r"config.schedule.kind: unknown kind 'wsdx'; choose one of \['cosine', 'inverse_sqrt', 'linear', 'rewarm', 'wsd', 'wsd_s'\]",
+            r"config.schedule.kind: unknown kind 'wsdx'; "
+            r"choose one of \['cosine', 'inverse_sqrt', 'linear', 'rewarm', 'wsd', 'wsd_s'\]",
         ),
         (
             lambda t: t.replace("kind: feistel\n", "kind: fiestel\n"),
-            r"config.data.permutation.kind: unknown kind 'fiestel'; choose one of \['block', 'era', 'feistel', 'linear'\]",
+            r"config.data.permutation.kind: unknown kind 'fiestel'; "
+            r"choose one of \['block', 'era', 'feistel', 'linear'\]",
         ),
         (
             lambda t: t.replace("  kind: adamw\n", "  kind: adamx\n"),
@@ -109,7 +112,10 @@ def test_a_bare_name_where_a_kind_belongs_says_what_to_write() -> None:
         from_plain(TrainConfig, {**_plain(), "schedule": "cosine"}, "config")
     with pytest.raises(
         TootsieError,
-        match=r"config.data.permutation: unknown kind 'random'; choose one of \['block', 'era', 'feistel', 'linear'\], written as \{kind: NAME\}",
+        match=(
+            r"config.data.permutation: unknown kind 'random'; "
+            r"choose one of \['block', 'era', 'feistel', 'linear'\], written as \{kind: NAME\}"
+        ),
     ):
         from_plain(TrainConfig, {**_plain(), "data": {**_plain()["data"], "permutation": "random"}}, "config")
 

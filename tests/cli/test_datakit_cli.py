@@ -91,14 +91,18 @@ def test_filter_dedup_decontaminate_consolidate_json(tmp_path, capsys) -> None:
     words = texts[1].split(" ")
     texts.append(" ".join(words[:40] + ["CHANGED"] + words[41:]))  # a near duplicate of document 1
     texts += [
-        "Please solve: Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. How many clips did Natalia sell altogether in April and May?"
+        "Please solve: Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
+        "How many clips did Natalia sell altogether in April and May?"
     ]
     (tmp_path / "in.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
     (tmp_path / "eval.jsonl").write_text(
         json.dumps(
             {
                 "id": "gsm8k-0",
-                "question": "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. How many clips did Natalia sell altogether in April and May?",
+                "question": (
+                    "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
+                    "How many clips did Natalia sell altogether in April and May?"
+                ),
             }
         )
         + "\n"

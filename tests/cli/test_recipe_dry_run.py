@@ -1,4 +1,4 @@
-"""`tootsie run --dry-run --json` and `tootsie status --json` print an experiment's PLAN: the 32B recipe's phases and totals."""
+"""`run --dry-run --json` and `status --json` print an experiment's PLAN: the 32B recipe's phases and totals."""
 
 import contextlib
 import io

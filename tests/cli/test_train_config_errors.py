@@ -1,4 +1,7 @@
-"""`tootsie train` refuses a misspelt registry choice when it loads the config: one line naming the field and the choices, no output directory."""
+"""`tootsie train` refuses a misspelt registry choice when it loads the config.
+
+It prints one line naming the field and the choices, and makes no output directory.
+"""
 
 import subprocess
 import sys
@@ -37,15 +40,18 @@ def _train(tmp_path: Path, permutation: str) -> tuple[int, str, Path]:
     [
         (
             "{kind: fiestel}",
-            "tootsie: bad.yaml:train.data.permutation.kind: unknown kind 'fiestel'; choose one of ['block', 'era', 'feistel', 'linear']",
+            "tootsie: bad.yaml:train.data.permutation.kind: unknown kind 'fiestel'; "
+            "choose one of ['block', 'era', 'feistel', 'linear']",
         ),
         (
             "{kind: era, era_lenght: 64}",
-            "tootsie: bad.yaml:train.data.permutation: unknown field 'era_lenght' for EraConfig; known fields: era_length, rounds",
+            "tootsie: bad.yaml:train.data.permutation: unknown field 'era_lenght' for EraConfig; "
+            "known fields: era_length, rounds",
         ),
         (
             "feistel",
-            "tootsie: bad.yaml:train.data.permutation: a bare name 'feistel' is not accepted here; write {kind: feistel} (options of the kind as more keys)",
+            "tootsie: bad.yaml:train.data.permutation: a bare name 'feistel' is not accepted here; "
+            "write {kind: feistel} (options of the kind as more keys)",
         ),
     ],
     ids=["misspelt-kind", "misspelt-option", "bare-name"],

@@ -1,4 +1,7 @@
-"""Block-stratified mixtures: exact counts, batches as uniform slices of blocks, stages and interpolation, batch-size changes, workers, resume."""
+"""Block-stratified mixtures: exact counts, batches as uniform slices of blocks, stages and interpolation.
+
+Also batch-size changes, workers, and resume.
+"""
 
 from math import ceil, comb
 from pathlib import Path
@@ -174,9 +177,9 @@ def _one_stage(caches: dict[str, str], weights: list[float], batch: int, block: 
 
 
 # Tolerances: over 794 random shapes of both tests (about 800 batches each), the variance ratio stayed in 0.87–1.19
-# (standard deviation 0.045) and the parity z-score in −3.1..3.6 (standard deviation 1.03). The Feistel slot shuffle this
-# replaced gives a ratio of 0.04 at block 256, batch 16 (the example) and fails 48 of 77 random shapes (ratios 0.32–2.05,
-# parity z-scores up to 28).
+# (standard deviation 0.045) and the parity z-score in −3.1..3.6 (standard deviation 1.03). The Feistel slot shuffle
+# this replaced gives a ratio of 0.04 at block 256, batch 16 (the example) and fails 48 of 77 random shapes (ratios
+# 0.32–2.05, parity z-scores up to 28).
 @settings(
     max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )  # caches are read-only

@@ -1,4 +1,4 @@
-"""Consolidate drops and cuts exactly what the attributes say, counts it per filter, and refuses misaligned attributes."""
+"""Consolidate drops and cuts exactly what attributes say, counts it per filter, and refuses misaligned attributes."""
 
 import json
 import random

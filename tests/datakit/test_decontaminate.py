@@ -27,25 +27,77 @@ from tootsie.datakit.stats import STATS_FILE
 from tootsie.errors import TootsieError
 
 NAMES = {
-    "she": "Natalia Weng Betty Julie Mia Tina Rosa Carla Aisha Priya Leah Nadia Olivia Greta Ines Yuki Fatima Zoe Hannah Lucia".split(),
-    "he": "James Mark Tobias Ravi Omar Kenji Diego Lucas Samuel Felix Andre Marco Ethan Noah Ivan Pedro Hugo Malik Arjun Leo".split(),
+    "she": (
+        "Natalia Weng Betty Julie Mia Tina Rosa Carla Aisha Priya Leah Nadia Olivia Greta Ines Yuki Fatima Zoe "
+        "Hannah Lucia"
+    ).split(),
+    "he": (
+        "James Mark Tobias Ravi Omar Kenji Diego Lucas Samuel Felix Andre Marco Ethan Noah Ivan Pedro Hugo Malik "
+        "Arjun Leo"
+    ).split(),
 }
 PRONOUNS = {"she": {"he": "she", "his": "her", "him": "her"}, "he": {"he": "he", "his": "his", "him": "him"}}
-OBJECTS = "clips marbles stickers pencils cupcakes seashells stamps baseball cards apples oranges cookies books crayons buttons postcards tulips".split()
+OBJECTS = (
+    "clips marbles stickers pencils cupcakes seashells stamps baseball cards apples oranges cookies books crayons "
+    "buttons postcards tulips"
+).split()
 MONTHS = "January February March April May June July August September October November December".split()
 TEMPLATES = [
-    "{name} sold {n1} {obj} to {his} friends in {month}, and then {he} sold half as many {obj} in {month2}. How many {obj} did {name} sell altogether in {month} and {month2}?",
-    "{name} earns ${n1} an hour for {job}. Yesterday, {he} did {n2} minutes of {job} for a neighbor. How much money did {name} earn for that work?",
-    "{name} is saving money for a new {thing} which costs ${n3}. {He} has only half of the money {he} needs. {His} parents give {him} ${n1}, and {his} grandparents give twice as much. How much more money does {name} need?",
-    "{name} is reading a {n3}-page book about {topic}. Yesterday {he} read {n1} pages, and today {he} read twice as many pages as yesterday. If {he} wants to read half of the remaining pages tomorrow, how many pages should {he} read?",
-    "A {store} near {name}'s school has {n1} boxes of {obj}, and each box holds {n2} {obj}. {name} buys {n4} boxes and gives {n5} {obj} to {name2}. How many {obj} does {name} keep?",
-    "{name} wants to plant {n1} rows of {plant} in the garden. Each row needs {n2} seeds, and one packet costs ${n4} and contains {n5} seeds. How many dollars will {name} spend on packets of seeds?",
-    "There are {n3} students in {name}'s {grade} class. {frac} of them play {sport} after school, and {n1} of the others join the {club} club. How many students in the class do neither of these activities?",
-    "Every {day}, {name} drives {n1} miles to the {place} and then drives back home. {His} car can go {n2} miles on one gallon of gas, which costs ${n4}. How much does {name} spend on gas in {n5} weeks?",
-    "At the {event}, {name} bought {n4} {food} for ${n5} each and {n2} bottles of juice for ${n6} each. {He} paid with a ${bill} bill. How much change did the cashier give back to {name}?",
-    "{name} and {name2} collect {obj} for a class project about {topic}. On {day}, {name} found {n1} {obj} and {name2} found {n2} more than {name} did. They need {n3} {obj} in all. How many more do they need?",
-    "A baker in {city} bakes {n3} loaves of {bread} each morning. {name} helps {him2} sell {n1} loaves before noon and {frac} of the remaining loaves in the afternoon. How many loaves are left when the shop closes?",
-    "If {name} runs {n2} laps around a {n6}00-meter track every {day} for {n4} weeks, how many meters does {he} run in total? After that, {he} rests for {n5} days before the {event} begins.",
+    (
+        "{name} sold {n1} {obj} to {his} friends in {month}, and then {he} sold half as many {obj} in {month2}. "
+        "How many {obj} did {name} sell altogether in {month} and {month2}?"
+    ),
+    (
+        "{name} earns ${n1} an hour for {job}. Yesterday, {he} did {n2} minutes of {job} for a neighbor. "
+        "How much money did {name} earn for that work?"
+    ),
+    (
+        "{name} is saving money for a new {thing} which costs ${n3}. {He} has only half of the money {he} needs. "
+        "{His} parents give {him} ${n1}, and {his} grandparents give twice as much. "
+        "How much more money does {name} need?"
+    ),
+    (
+        "{name} is reading a {n3}-page book about {topic}. "
+        "Yesterday {he} read {n1} pages, and today {he} read twice as many pages as yesterday. "
+        "If {he} wants to read half of the remaining pages tomorrow, how many pages should {he} read?"
+    ),
+    (
+        "A {store} near {name}'s school has {n1} boxes of {obj}, and each box holds {n2} {obj}. "
+        "{name} buys {n4} boxes and gives {n5} {obj} to {name2}. How many {obj} does {name} keep?"
+    ),
+    (
+        "{name} wants to plant {n1} rows of {plant} in the garden. "
+        "Each row needs {n2} seeds, and one packet costs ${n4} and contains {n5} seeds. "
+        "How many dollars will {name} spend on packets of seeds?"
+    ),
+    (
+        "There are {n3} students in {name}'s {grade} class. "
+        "{frac} of them play {sport} after school, and {n1} of the others join the {club} club. "
+        "How many students in the class do neither of these activities?"
+    ),
+    (
+        "Every {day}, {name} drives {n1} miles to the {place} and then drives back home. "
+        "{His} car can go {n2} miles on one gallon of gas, which costs ${n4}. "
+        "How much does {name} spend on gas in {n5} weeks?"
+    ),
+    (
+        "At the {event}, {name} bought {n4} {food} for ${n5} each and {n2} bottles of juice for ${n6} each. "
+        "{He} paid with a ${bill} bill. How much change did the cashier give back to {name}?"
+    ),
+    (
+        "{name} and {name2} collect {obj} for a class project about {topic}. "
+        "On {day}, {name} found {n1} {obj} and {name2} found {n2} more than {name} did. They need {n3} {obj} in all. "
+        "How many more do they need?"
+    ),
+    (
+        "A baker in {city} bakes {n3} loaves of {bread} each morning. "
+        "{name} helps {him2} sell {n1} loaves before noon and {frac} of the remaining loaves in the afternoon. "
+        "How many loaves are left when the shop closes?"
+    ),
+    (
+        "If {name} runs {n2} laps around a {n6}00-meter track every {day} for {n4} weeks, "
+        "how many meters does {he} run in total? After that, {he} rests for {n5} days before the {event} begins."
+    ),
 ]
 POOLS = {
     "job": "babysitting|dog walking|tutoring|mowing lawns|washing cars|raking leaves".split("|"),
@@ -319,8 +371,14 @@ def test_eval_set_is_gsm8k_like() -> None:
 
 
 def test_module_docstring_example(tmp_path) -> None:
-    question = "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. How many clips did she sell?"
-    document = "## Practice\n\n**Q:** NATALIA sold clips to 48 of her\nfriends in April, and then she sold half as many clips in May. How many clips did she sell?"
+    question = (
+        "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
+        "How many clips did she sell?"
+    )
+    document = (
+        "## Practice\n\n**Q:** NATALIA sold clips to 48 of her\n"
+        "friends in April, and then she sold half as many clips in May. How many clips did she sell?"
+    )
     rows = _scan(tmp_path, [document, "unrelated text"], [{"id": "gsm:1", "question": question}])
     assert [(row["contaminated"], row["max_overlap"], row["matched_eval_ids"]) for row in rows] == [
         (True, 1.0, ["gsm:1"]),

@@ -55,7 +55,12 @@ def test_normalize_killed_mid_run_resumes_to_identical_bytes(tmp_path) -> None:
     script = textwrap.dedent(f"""
         from tootsie.datakit.engine import EngineConfig
         from tootsie.datakit.normalize import NormalizeConfig, normalize
-        normalize(NormalizeConfig(inputs=({str(inputs)!r},), shard_bytes=200_000, engine=EngineConfig(workers=1, progress=False)), {str(tmp_path / "killed")!r})
+        normalize(
+            NormalizeConfig(
+                inputs=({str(inputs)!r},), shard_bytes=200_000, engine=EngineConfig(workers=1, progress=False)
+            ),
+            {str(tmp_path / "killed")!r},
+        )
     """)
     done = tmp_path / "killed" / ".normalize" / "done"
     _kill_when(script, lambda: done.is_dir() and len(list(done.glob("*.json"))) >= 8, tmp_path / "killed" / STATS_FILE)
@@ -78,7 +83,14 @@ def test_tokenize_killed_mid_run_resumes_to_identical_bytes(tmp_path) -> None:
     script = textwrap.dedent(f"""
         from tootsie.datakit.engine import EngineConfig
         from tootsie.datakit.tokenize import TokenizeConfig, tokenize_documents
-        tokenize_documents(TokenizeConfig(input={str(docs)!r}, tokenizer={str(tmp_path / "tok")!r}, engine=EngineConfig(workers=1, progress=False)), {str(tmp_path / "killed")!r})
+        tokenize_documents(
+            TokenizeConfig(
+                input={str(docs)!r},
+                tokenizer={str(tmp_path / "tok")!r},
+                engine=EngineConfig(workers=1, progress=False),
+            ),
+            {str(tmp_path / "killed")!r},
+        )
     """)
     done = tmp_path / "killed" / ".shards" / "done"
     _kill_when(

@@ -64,7 +64,10 @@ def test_normalization_lowercases_and_drops_punctuation_on_both_paths() -> None:
 
 
 def test_non_word_is_exactly_not_alnum_and_not_underscore() -> None:
-    """`words` replaces non-ASCII non-word characters found with `not str.isalnum()`; Python's `\\W` agrees on every code point."""
+    """`words` replaces non-ASCII non-word characters found with `not str.isalnum()`.
+
+    Python's `\\W` agrees on every code point.
+    """
     everything = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c < 0xE000)
     assert re.sub(r"\W", " ", everything) == "".join(c if c.isalnum() or c == "_" else " " for c in everything)
 

@@ -1,4 +1,4 @@
-"""Each quality rule fails the text it is meant for and passes clean prose; the stage writes co-partitioned attributes."""
+"""Every quality rule fails its target text and passes clean prose; the stage writes co-partitioned attributes."""
 
 import base64
 import json

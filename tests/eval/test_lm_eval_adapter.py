@@ -57,7 +57,10 @@ def _logprobs(model: LlamaModel, tokens: jax.Array) -> jax.Array:
 
 
 def log_softmax(model: LlamaModel, tokens: list[int]) -> np.ndarray:
-    """Log-softmax of the logits at every position of one sequence, run right-padded to WIDTH (exact under the causal mask; one compile)."""
+    """Log-softmax of the logits at every position of one sequence, run right-padded to WIDTH.
+
+    Padding on the right is exact under the causal mask, and one WIDTH means one compile.
+    """
     return np.asarray(_logprobs(model, jnp.asarray([tokens + [0] * (WIDTH - len(tokens))])))[: len(tokens)]
 
 

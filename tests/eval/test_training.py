@@ -1,4 +1,4 @@
-"""The one training entry point honours every hashed field of `TrainConfig`: changing any of them changes what a run does."""
+"""The one training entry point honours every hashed field of `TrainConfig`: changing any changes what a run does."""
 
 import dataclasses
 import json
@@ -98,7 +98,10 @@ def _weights_differ(a: Run, b: Run) -> bool:
 
 
 Variant = Callable[[TrainConfig, Path], tuple[TrainConfig, Callable[[Run, Run], bool]]]
-"""From the base config and the test root: a config with one hashed field changed, and how its run must differ from the base run."""
+"""From the base config and the test root: a config with one hashed field changed, and how its run must differ.
+
+The second element checks that run against the base run.
+"""
 
 VARIANTS: dict[str, Variant] = {
     "model": lambda c, root: (
@@ -160,7 +163,10 @@ VARIANTS: dict[str, Variant] = {
 
 
 def _counts_in_the_hash(field: dataclasses.Field) -> bool:
-    """Not `unhashed()`, and not a config made only of unhashed fields (`checkpoints`; a config without fields still counts by its kind)."""
+    """Not `unhashed()`, and not a config made only of unhashed fields (`checkpoints`).
+
+    A config without fields still counts, by its kind.
+    """
     default = field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
     inner = dataclasses.fields(default) if dataclasses.is_dataclass(default) else ()
     return not is_unhashed(field) and (not inner or any(not is_unhashed(f) for f in inner))

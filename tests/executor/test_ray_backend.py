@@ -53,7 +53,12 @@ def work(config, output_path):
         if not os.path.exists(path):
             raise FileNotFoundError(path)
     time.sleep(config.sleep)
-    span = {{"pid": os.getpid(), "start": start, "end": time.time(), "resources": ray.get_runtime_context().get_assigned_resources()}}
+    span = {{
+        "pid": os.getpid(),
+        "start": start,
+        "end": time.time(),
+        "resources": ray.get_runtime_context().get_assigned_resources(),
+    }}
     with open(os.path.join(output_path, "span.json"), "w") as handle:
         json.dump(span, handle)
 '''

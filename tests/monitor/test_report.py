@@ -1,4 +1,4 @@
-"""The HTML run report on synthetic runs: every panel, the spike, mixture and config sections, damaged metrics, offline-only."""
+"""HTML run report on synthetic runs: every panel, spike, mixture and config sections, damaged metrics, offline-only."""
 
 import base64
 import json
@@ -58,7 +58,11 @@ def config_plain(stages: tuple[MixtureStage, ...], steps: int = 200) -> dict:
 
 
 def write_synthetic_run(directory: Path, steps: range = range(200), spike: bool = True, damaged: bool = True) -> Path:
-    """metrics.jsonl with a loss spike led by the grad norm, WSD phases, in-loop eval, clip/skip events and (optionally) damage; plus config.json."""
+    """Write metrics.jsonl and config.json for a synthetic run.
+
+    The metrics have a loss spike led by the grad norm, WSD phases, in-loop eval, clip/skip events and (optionally)
+    damage.
+    """
     rng = np.random.default_rng(0)
     directory.mkdir(parents=True, exist_ok=True)
     lines = []

@@ -27,7 +27,7 @@ RECORDS = [
 
 
 def _written_losses(kind: str, directory: Path) -> list[tuple[int, float]]:
-    """(step, loss) in the order a tracker wrote them, read back from its own files; a purge on rewind shows as (step, -1)."""
+    """(step, loss) in the order a tracker wrote them, read back from its own files; a rewind's purge is (step, -1)."""
     if kind == "wandb":
         (run_file,) = (directory / "wandb").glob("offline-run-*/run-*.wandb")
         return [(row["step"], row["loss"]) for row in _wandb_history(run_file) if "loss" in row]
@@ -39,7 +39,8 @@ def _written_losses(kind: str, directory: Path) -> list[tuple[int, float]]:
 
 
 WRITTEN_LOSSES = {
-    # W&B keeps every row (charts key on the logged `step`, so the re-run step 1 overlays the abandoned one); NaN stays NaN.
+    # W&B keeps every row (charts key on the logged `step`, so the re-run step 1 overlays the abandoned one);
+    # NaN stays NaN.
     "wandb": [(0, 3.0), (1, "nan"), (2, 2.0), (1, 2.5)],
     # TensorBoard leaves NaN as a gap; the rewind opens a second file whose START at step 1 purges the old step 1.
     "tensorboard": [(0, 3.0), (2, 2.0), (1, -1.0), (1, 2.5)],

@@ -1,4 +1,7 @@
-"""Cached contamination: the fix gets a new cache path, the unfixed cache is caught, and Marin-style versioning serves the stale one."""
+"""Cached contamination: the fix gets a new cache path and the unfixed cache is caught.
+
+Marin-style versioning serves the stale one.
+"""
 
 import gzip
 import json

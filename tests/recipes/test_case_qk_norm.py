@@ -1,4 +1,4 @@
-"""QK-norm switch: penalty and recovery read off paired control / qk-norm losses (the training runs are in the case study)."""
+"""QK-norm switch: penalty and recovery read off paired control / qk-norm losses (training runs: the case study)."""
 
 import json
 from pathlib import Path
@@ -48,7 +48,8 @@ def test_penalty_and_recovery_in_steps_and_tokens(tmp_path: Path) -> None:
     assert results["penalty"]["mean_first_10"] == pytest.approx(float(bump[:10].mean()))
     # 0.3·exp(-t/10) <= 0.02 first at t = 28 (10·ln 15 = 27.1).
     assert results["recovered_to_control"] == {"steps": 28, "tokens": 28 * TOKENS_PER_STEP}
-    # control + bump <= 3.505 (the base's last step, smooth_steps=1): 0.3·e^(-t/10) <= 0.005 + 0.001·t first holds at t = 24.
+    # control + bump <= 3.505 (the base's last step, smooth_steps=1):
+    # 0.3·e^(-t/10) <= 0.005 + 0.001·t first holds at t = 24.
     assert results["loss_before_switch"] == pytest.approx(3.505)
     assert results["recovered_to_pre_switch_loss"] == {"steps": 24, "tokens": 24 * TOKENS_PER_STEP}
     assert results["first_update_norm"] == {"control": 0.5, "qk-norm": 0.5}

@@ -1,4 +1,4 @@
-"""LCG vs Feistel on an ordered corpus: the poor-seed search, the batch-composition drift, and the train-vs-eval statistic.
+"""LCG vs Feistel on an ordered corpus: the poor-seed search, the batch-composition drift, the train-vs-eval statistic.
 
 The training runs of the case study take minutes (experiments/case_lcg_vs_feistel.py, numbers in
 docs/case-studies.md); these tests check the mechanism on the data stream itself, which needs no training.
@@ -32,7 +32,7 @@ STEPS = 100
 
 @pytest.fixture(scope="module")
 def ordered(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """Two kinds stored one after the other: 120k tokens of ids 0..31, then 120k of ids 32..63 (3,750 sequences of 64)."""
+    """Two kinds stored one after another: 120k tokens of ids 0..31, then 120k of ids 32..63 (3,750 sequences of 64)."""
     from tootsie.datakit.token_cache import TokenCacheWriter
 
     root = tmp_path_factory.mktemp("ordered")
@@ -91,8 +91,8 @@ def test_a_poor_seed_makes_the_batch_composition_drift_and_feistel_does_not(orde
         shares = batch_composition(ordered, found["seed"], permutation, STEPS, 2)
         assert np.allclose(shares.sum(axis=1), 1.0)
         smoothed[permutation] = trailing_mean(shares[:, 1], 10)[9:]
-    # The LCG's three bands hold one or two stretches of each kind: the second kind's share wanders between about 1/3 and 2/3,
-    # slowly; the Feistel stream's share only has batch noise, which a 10-step mean averages away.
+    # The LCG's three bands hold one or two stretches of each kind: the second kind's share wanders between
+    # about 1/3 and 2/3, slowly; the Feistel stream's share only has batch noise, which a 10-step mean averages away.
     assert smoothed["linear"].std() > 3 * smoothed["feistel"].std()
     assert smoothed["linear"].max() - smoothed["linear"].min() > 0.25 and 0.4 < smoothed["feistel"].mean() < 0.6
     assert region_of_sequences(ordered, np.array([0, 1874, 1875, 3749])).tolist() == [0, 0, 1, 1]

@@ -127,7 +127,8 @@ def test_learning_rates(configs: dict[str, TrainConfig]) -> None:
     def lr(name: str, step: int) -> float:
         return float(configs[name].schedule.build().learning_rate(step))
 
-    # Phase 1: AdamW 7e-4, warmup 1 % and decay 40 % of the assumed 192k-step plan: warmup ends on step 1,919, no decay before 80k.
+    # Phase 1: AdamW 7e-4, warmup 1 % and decay 40 % of the assumed 192k-step plan:
+    # warmup ends on step 1,919, no decay before 80k.
     assert lr("phase1a", 0) == pytest.approx(7e-4 / 1920, rel=1e-5)
     assert lr("phase1a", 1919) == lr("phase1d", 79_999) == pytest.approx(7e-4, rel=1e-6)
     # Phase 3: a 1,000-step re-warm from 0 at 80k, then the peak is held.

@@ -57,7 +57,8 @@ def test_tables_match_the_paper_outline(table: MixTable, section: str, anchor: s
 
 
 def test_derived_tables() -> None:
-    # Phoenix = the 32B pretraining mix ("Mirrors our 8B Phoenix data mix"); Spoonbill = Jellyfish + Tulu v3 0.3 % + FLAN 1 %.
+    # Phoenix = the 32B pretraining mix ("Mirrors our 8B Phoenix data mix");
+    # Spoonbill = Jellyfish + Tulu v3 0.3 % + FLAN 1 %.
     assert t.PHOENIX_MIX.rows == marin_32b_tables.PRETRAINING_MIX.rows
     spoonbill, jellyfish = t.SPOONBILL_MIX.percents(), t.JELLYFISH_MIX.percents()
     assert (spoonbill["tulu_v3"], spoonbill["dolmino/flan"]) == (0.3, 1.0)
@@ -80,7 +81,8 @@ def test_step_boundaries_follow_the_token_boundaries(plan: dict[str, Any]) -> No
     }
     tokens = {p["name"]: p["tokens"] for p in plan["phases"]}
     cumulative = np.cumsum([tokens[name] for name in ("kestrel", "ocelot", "jellyfish", "phoenix", "starling")]) / 1e12
-    # Seeds: batch increase at ~2.77T, Ocelot to 3.78T, Jellyfish to 4.78T, Phoenix to 11.1T; then Starling's 1.34T cooldown.
+    # Seeds: batch increase at ~2.77T, Ocelot to 3.78T, Jellyfish to 4.78T, Phoenix to 11.1T;
+    # then Starling's 1.34T cooldown.
     assert [round(x, 2) for x in cumulative[:4]] == [2.77, 3.78, 4.78, 11.10]
     assert tokens["jellyfish"] == 79_500 * 12 * Mi and round(tokens["jellyfish"] / 1e12, 3) == 1.000
     assert round(tokens["starling"] / 1e12, 2) == 1.34 and round(tokens["raccoon"] / 1e9) == 100

@@ -1,4 +1,7 @@
-"""A real run of the 32B recipe's phase chain at a quarter of the tiny scale, on synthetic component caches (slow: one compile per phase)."""
+"""A real run of the 32B recipe's phase chain at a quarter of the tiny scale, on synthetic component caches.
+
+Slow: one compile per phase.
+"""
 
 from pathlib import Path
 

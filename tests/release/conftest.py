@@ -58,7 +58,10 @@ def tokenizer_file(tmp_path_factory) -> Path:
 
 
 def random_params(config: LlamaConfig, seed: int) -> LlamaModel:
-    """Random parameters (NumPy, no JAX computation: fast) with every norm scale off 1, so a mis-mapped norm changes the logits."""
+    """Random parameters with every norm scale off 1, so a mis-mapped norm changes the logits.
+
+    Drawn with NumPy, no JAX computation: fast.
+    """
     names, shapes, treedef = model_layout(config)
     rng = np.random.default_rng(seed)
     leaves = [
@@ -71,7 +74,7 @@ def random_params(config: LlamaConfig, seed: int) -> LlamaModel:
 def make_checkpoint(
     run: Path, config: LlamaConfig, step: int = 10, tokens: int = 1280, seed: int = 0, ema: bool = True
 ) -> Path:
-    """A tootsie checkpoint of random weights (raw and, unless `ema=False`, different EMA weights) under `run/checkpoints`."""
+    """A tootsie checkpoint of random weights in `run/checkpoints`: raw and, unless `ema=False`, different EMA ones."""
     trees = {"model": random_params(config, seed)} | ({"ema": random_params(config, seed + 100)} if ema else {})
     return save_checkpoint(
         run / "checkpoints", step, trees, {"tokens": tokens, "kind": "permanent", "model": to_plain(config)}

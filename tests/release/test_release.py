@@ -1,4 +1,4 @@
-"""`release` on executor records: phases through warm starts, the mixture manifest, the model card, the metrics history."""
+"""`release` on executor records: phases through warm starts, mixture manifest, model card, metrics history."""
 
 import json
 import shutil

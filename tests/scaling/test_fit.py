@@ -1,4 +1,4 @@
-"""The full fit on sweeps drawn from a known law with noise: parameters inside their intervals, honest coverage, clear errors."""
+"""The full fit on noisy sweeps from a known law: parameters inside their intervals, honest coverage, clear errors."""
 
 import numpy as np
 import pytest
@@ -42,7 +42,8 @@ def test_known_law_is_recovered_within_the_reported_intervals(tmp_path) -> None:
 
 
 def test_interval_coverage_over_seeds(tmp_path) -> None:
-    # 90 % intervals should hold the truth about 90 % of the time; 20 seeds at p = 0.9 fall to <= 14 hits with probability ~1 %.
+    # 90 % intervals should hold the truth about 90 % of the time;
+    # 20 seeds at p = 0.9 fall to <= 14 hits with probability ~1 %.
     hits = np.zeros(3)
     for seed in range(20):
         fit = _fit(

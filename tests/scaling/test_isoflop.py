@@ -37,7 +37,10 @@ def test_fewer_than_three_sizes_names_the_budget_and_its_runs() -> None:
     runs = _runs(1e12, [1e5, 2e5, 4e5], [3.0, 2.9, 3.1]) + _runs(2e12, [1e5, 1e5, 2e5], [2.9, 2.91, 2.8])
     with pytest.raises(
         TootsieError,
-        match=r"budget 2e\+12 FLOPs has 3 run\(s\) at 2 distinct model size\(s\) \(runs.jsonl:1 \(r0\), .*at least 3 sizes",
+        match=(
+            r"budget 2e\+12 FLOPs has 3 run\(s\) at 2 distinct model size\(s\) "
+            r"\(runs.jsonl:1 \(r0\), .*at least 3 sizes"
+        ),
     ):
         group_runs(runs)
 

@@ -31,7 +31,8 @@ def test_exact_laws_are_recovered(e: float, alpha: float, gap: float) -> None:
 
 
 def test_free_asymptote_stays_physical() -> None:
-    # Minima bending the "wrong" way (the pull that gave Marin a -0.1 asymptote) cannot push E below 0 or above the losses.
+    # Minima bending the "wrong" way (the pull that gave Marin a -0.1 asymptote) cannot push E below 0
+    # or above the losses.
     losses = np.array([[3.0, 2.8, 2.55, 2.25, 1.9]])
     fit = fit_law(BUDGETS, losses)
     assert fit.E[0] == 0.0 and fit.A[0] > 0

@@ -1,4 +1,4 @@
-"""Run records load from JSONL files and sweep directories; every bad record is an error naming it, never a silent drop."""
+"""Run records load from JSONL files and sweep directories; a bad record is an error naming it, never a silent drop."""
 
 import json
 import math

@@ -33,7 +33,10 @@ def test_num_steps_may_stop_at_or_before_the_schedule_end_but_not_after(schedule
     assert config(end // 2, schedule).num_steps == end // 2  # a phase that a warm start continues on the same schedule
     with pytest.raises(
         ValueError,
-        match=rf"num_steps={end + 1} runs past the schedule's end at step {end} \(schedule.end_step\).*or lower num_steps to {end}",
+        match=(
+            rf"num_steps={end + 1} runs past the schedule's end at step {end} \(schedule.end_step\)"
+            rf".*or lower num_steps to {end}"
+        ),
     ):
         config(end + 1, schedule)
 

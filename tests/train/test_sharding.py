@@ -1,4 +1,7 @@
-"""Sharded training: mesh sizes, shardings by logical axis, and 8 fake CPU devices matching one device, across meshes and resumes."""
+"""Sharded training: mesh sizes, shardings by logical axis, and 8 fake CPU devices matching one device.
+
+The match holds across meshes and resumes.
+"""
 
 import json
 import os

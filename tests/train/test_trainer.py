@@ -108,7 +108,7 @@ def init_model_for_mask():
 
 
 def test_llama_to_qk_norm_warm_start_continues_and_recovers(config: TrainConfig, tmp_path) -> None:
-    """Marin 32B phase 3 at toy scale: QK-norm surgery, a 4-step rewarm, loss finite and back near its pre-switch level."""
+    """Marin 32B phase 3 at toy scale: QK-norm surgery, a 4-step rewarm, loss finite and back near pre-switch level."""
     from tootsie.train.schedule import RewarmConfig
     from tootsie.train.stability import StabilityConfig
 

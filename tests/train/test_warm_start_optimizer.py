@@ -1,4 +1,4 @@
-"""Warm starts carry Adam's moments by what they are, and the applied LR follows the global step, across optimizer changes."""
+"""Warm starts carry Adam's moments by what they are; the applied LR follows the global step over optimizer changes."""
 
 import json
 import logging
@@ -99,7 +99,8 @@ def test_adamw_to_adamc_with_guards_carries_moments_and_applies_the_global_step_
     assert ".inner_state[1].history" in fresh_log and ".losses" in fresh_log and ".peak_lr" in fresh_log
     assert ".mu." not in fresh_log and ".nu." not in fresh_log
 
-    # The first step's update is -schedule(4) times (Adam's direction from the carried moments + AdamC's decay at lr(4) / peak).
+    # The first step's update is -schedule(4) times
+    # (Adam's direction from the carried moments + AdamC's decay at lr(4) / peak).
     run_training(target, str(tmp_path / "adamc"))
     before, after = load_model(MODEL, str(tmp_path / "adamw")), load_model(MODEL, str(tmp_path / "adamc"))
     batch = MixtureDataset(source.data).batch(4)
