@@ -1,6 +1,6 @@
 # tootsie: two commands on a fresh machine.
 #   make demo   install into .venv and run the end-to-end demo (no network at run time)
-#   make test   install the dev and every optional extra into .venv and run the test suite
+#   make test   install the dev and every optional extra into .venv, check format and lint (ruff), run the tests
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -28,6 +28,8 @@ demo: install
 	$(BIN)/tootsie demo --out $(OUT)
 
 test: install-dev
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 
 clean:

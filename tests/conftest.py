@@ -18,6 +18,24 @@ import jax  # noqa: E402 - the platform must be chosen before JAX initializes
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
+from pathlib import Path  # noqa: E402
+
+from jaxtyping import install_import_hook  # noqa: E402
+
+import tests.shape_check  # noqa: E402, F401 - the hook below names its checker by this path
+
+# Shape annotations are checked at run time in the tests: every module that writes them (imports jaxtyping) is
+# imported through jaxtyping's hook, with beartype over the array hints (tests/shape_check.py), so a call whose
+# arrays disagree with `Float[Array, "batch seq"]`, or with each other's named axes, fails where it happens.
+# The modules are found by scanning, so new ones are covered too.
+_SOURCE = Path(__file__).resolve().parents[1] / "src"
+_SHAPED_MODULES = sorted(
+    ".".join(path.relative_to(_SOURCE).with_suffix("").parts)
+    for path in (_SOURCE / "tootsie").rglob("*.py")
+    if "from jaxtyping import" in path.read_text(encoding="utf-8")
+)
+install_import_hook(_SHAPED_MODULES, "tests.shape_check.check_shapes")
+
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402

@@ -331,7 +331,8 @@ class MixtureDataset:
         if (component, epoch) in self._permutations:
             return self._permutations[component, epoch]
         mixed = splitmix64(
-            np.uint64(self._name_keys[component]) ^ splitmix64([self.config.seed, epoch]).sum(dtype=np.uint64)
+            np.uint64(self._name_keys[component])
+            ^ splitmix64(np.array([self.config.seed, epoch], dtype=np.uint64)).sum(dtype=np.uint64)
         )
         length = self.sources[self.component_names[component]].num_sequences
         permutation = self.config.permutation.build(length, int(mixed[0] >> np.uint64(1)))

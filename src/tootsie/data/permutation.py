@@ -37,7 +37,7 @@ Worked example (N = 10, seed 0): `EraConfig(era_length=4).build(10, 0)` (or
 
 from dataclasses import dataclass, fields
 from math import gcd
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 from jaxtyping import Int64, Integer, UInt64
@@ -54,6 +54,7 @@ Indices = Integer[np.ndarray, "*shape"]
 Positions = Int64[np.ndarray, "*shape"]
 
 
+@runtime_checkable
 class Permutation(Protocol):
     """A bijection on `[0, length)` evaluated elementwise; returns int64 of the input's shape."""
 
@@ -77,7 +78,7 @@ def _as_int64(values: UInt64[np.ndarray, "*shape"]) -> Positions:
     return values.view(np.int64)  # every value is < N < 2^63, so the bits read the same
 
 
-def splitmix64(values: int | Integer[np.ndarray, "*shape"]) -> UInt64[np.ndarray, "*shape"]:
+def splitmix64(values: int | np.integer | Integer[np.ndarray, "*shape"]) -> UInt64[np.ndarray, "*shape"]:
     """The splitmix64 finalizer of `values + gamma`: a well-mixed hash of uint64 values (at least 1-d, wrapping)."""
     z = np.array(values, dtype=np.uint64, ndmin=1) + np.uint64(SPLITMIX_GAMMA)
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
@@ -367,6 +368,7 @@ class BlockPermutation:
         return _as_int64(blocks.reshape(x.shape))
 
 
+@runtime_checkable
 class PermutationConfig(Protocol):
     """A registry entry: a frozen config that builds a permutation of `[0, length)` from an integer seed."""
 

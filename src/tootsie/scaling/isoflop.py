@@ -81,7 +81,7 @@ def group_runs(runs: Sequence[RunRecord]) -> list[BudgetGroup]:
                 runs=members,
                 log_params=np.log([run["params"] for run in members]),
                 log_tokens=np.log([run["tokens"] for run in members]),
-                losses=np.array([run["loss"] for run in members]),
+                losses=np.array([run["loss"] for run in members], dtype=np.float64),
             )
         )
     return groups

@@ -39,7 +39,7 @@ class LawFit:
 
 
 def _solve(
-    z: Float[np.ndarray, "r g n"], y: Float[np.ndarray, "r 1 n"], fixed_e: float | None
+    z: Float[np.ndarray, "#r g n"], y: Float[np.ndarray, "r 1 n"], fixed_e: float | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(E, A0, SSE) of `y = E + A0·z` for every replicate and candidate α, within the bounds."""
     n = y.shape[-1]

@@ -35,7 +35,7 @@ from typing import Any, ClassVar, NamedTuple
 import jax
 import jax.numpy as jnp
 import optax
-from jaxtyping import Array, Float, Int
+from jaxtyping import Array, ArrayLike, Float, Int
 
 from tootsie.configfile import registry_union
 from tootsie.train.schedule import LearningRate as ScheduleLearningRate
@@ -295,7 +295,7 @@ class MuonConfig(ScheduledByGlobalStep):
         """The optimizer for a learning-rate schedule."""
         ratio = self.muon_lr_ratio
 
-        def muon_lr(count: Int[Array, ""]) -> Float[Array, ""]:
+        def muon_lr(count: Int[ArrayLike, ""]) -> Float[ArrayLike, ""]:
             return ratio * learning_rate(count)
 
         # Inside the partition every unmasked leaf is a Muon matrix, so optax's Muon

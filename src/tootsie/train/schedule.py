@@ -27,7 +27,7 @@ there ("end"). See docs/schedules.md for each schedule's formula and Marin run.
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar, Protocol
+from typing import ClassVar, Protocol, runtime_checkable
 
 import jax
 import jax.numpy as jnp
@@ -75,6 +75,7 @@ class Schedule:
     """Name of the schedule phase of a (Python int) step, logged with every step."""
 
 
+@runtime_checkable
 class ScheduleConfig(Protocol):
     """A registry entry: a frozen config that builds a `Schedule`."""
 
