@@ -13,11 +13,10 @@ both means over the positions where `mask` is on.
 """
 
 from dataclasses import dataclass
-from typing import Union
 
 from jaxtyping import Array, Float, Int
 
-from tootsie.configfile import register_kinds
+from tootsie.configfile import registry_union
 from tootsie.models.llama import LlamaModel
 from tootsie.train.loss import next_token_loss
 
@@ -46,5 +45,5 @@ class NextTokenObjective:
 
 
 OBJECTIVES: dict[str, type] = {"next_token": NextTokenObjective}
-register_kinds(OBJECTIVES)
-ObjectiveChoice = Union[tuple(OBJECTIVES.values())]  # noqa: UP007 - built from the registry, so a new objective needs no second edit
+ObjectiveChoice = registry_union(OBJECTIVES)
+"""Any registered objective, written `{kind: NAME}` in a config; a new objective is one registry entry."""
