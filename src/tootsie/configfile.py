@@ -23,6 +23,7 @@ import dataclasses
 import json
 import types
 import typing
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -189,15 +190,24 @@ def load_config(path: str | Path, cls: type[T], root: str = "config") -> T:
     return from_plain(cls, data, f"{file.name}:{root}")
 
 
-def to_plain(value: Any) -> Any:
-    """A config as plain dicts, lists and scalars (tuples become lists)."""
+def _every_field(field: dataclasses.Field[Any]) -> bool:
+    return True
+
+
+def to_plain(value: Any, keep: Callable[[dataclasses.Field[Any]], bool] = _every_field) -> Any:
+    """A config as plain dicts, lists and scalars (tuples become lists).
+
+    `keep` picks the dataclass fields written (all by default; the train layer's drift check keeps the hashed ones).
+    """
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         kind = {KIND_KEY: _KIND_OF[type(value)]} if type(value) in _KIND_OF else {}
-        return kind | {f.name: to_plain(getattr(value, f.name)) for f in dataclasses.fields(value) if f.init}
+        return kind | {
+            f.name: to_plain(getattr(value, f.name), keep) for f in dataclasses.fields(value) if f.init and keep(f)
+        }
     if isinstance(value, (list, tuple)):
-        return [to_plain(v) for v in value]
+        return [to_plain(v, keep) for v in value]
     if isinstance(value, dict):
-        return {k: to_plain(v) for k, v in value.items()}
+        return {k: to_plain(v, keep) for k, v in value.items()}
     return value
 
 

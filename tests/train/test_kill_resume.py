@@ -19,8 +19,11 @@ from tootsie.train.config import CheckpointConfig, TrainConfig
 from tootsie.train.schedule import WSDConfig
 from tootsie.train.stability import StabilityConfig
 
-STEPS = 16
+STEPS = 24
 KILLS = 3
+SPACING = 4
+"""The k-th kill waits for about k * SPACING logged steps, so even a run that overshoots its kill point by
+several steps (a loaded machine, a fast tiny step) leaves steps for the next kill."""
 
 
 def _config(caches: dict[str, str]) -> TrainConfig:
@@ -64,7 +67,7 @@ def test_killed_runs_resume_to_identical_losses(tmp_path, make_cache) -> None:
         if kills == KILLS:
             finish(process, timeout=300)
             break
-        target = start_lines + rng.randint(2, 4)
+        target = max(start_lines + 1, (kills + 1) * SPACING + rng.randint(-1, 1))
         while process.poll() is None and (not metrics.exists() or len(metrics.read_text().splitlines()) < target):
             time.sleep(0.002)
         time.sleep(rng.uniform(0.0, 0.03))  # land anywhere in the next step or its checkpoint write

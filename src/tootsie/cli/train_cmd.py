@@ -14,14 +14,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from tootsie.cli.demo_cmd import DEFAULT_OUT
-from tootsie.configfile import dump_config, load_config, to_plain
+from tootsie.configfile import dump_config, load_config
 from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.demos.stdlib_demo import SOURCES, DemoSettings, build_data_steps
 from tootsie.errors import TootsieError
 from tootsie.eval.training import run_training
 from tootsie.executor import failure_summary, run_experiment
-from tootsie.jsonfile import write_json_atomic
 from tootsie.models.llama import LlamaConfig
 from tootsie.monitor.metrics_log import METRICS_FILE
 from tootsie.monitor.trackers import TRACKERS
@@ -61,6 +60,11 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         help="also log to this tracker with its default settings (repeatable)",
     )
     parser.add_argument(
+        "--allow-config-change",
+        action="store_true",
+        help="resume even though hashed config fields changed (the diff is recorded in OUT/config_changes.jsonl)",
+    )
+    parser.add_argument(
         "--json", action="store_true", help="print one JSON object (final step and loss) as the last line"
     )
     parser.set_defaults(handler=train_command)
@@ -92,8 +96,7 @@ def train_command(args: argparse.Namespace) -> int:
         if not any(isinstance(t, TRACKERS[kind]) for t in config.trackers)
     )
     config = replace(config, trackers=config.trackers + added, profile_steps=args.profile or config.profile_steps)
-    write_json_atomic(Path(args.out) / "config.json", to_plain(config))  # the resolved config, read by `tootsie report`
-    state = run_training(config, args.out)
+    state = run_training(config, args.out, allow_config_change=args.allow_config_change)
     lines = (Path(args.out) / METRICS_FILE).read_text(encoding="utf-8").splitlines()
     final = json.loads(lines[-1]) if lines else {}
     result = {"step": state.step, "loss": final.get("loss"), "out": str(Path(args.out).resolve())}

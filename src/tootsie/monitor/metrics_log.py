@@ -14,6 +14,8 @@ from typing import TextIO
 
 METRICS_FILE = "metrics.jsonl"
 """The name of a run's metrics log inside its output directory; every reader and writer uses this one."""
+CONFIG_FILE = "config.json"
+"""The resolved config of a training run, next to its metrics log (written by the trainer, read by reports)."""
 
 
 def _json_safe(value: object) -> object:

@@ -26,7 +26,7 @@ from tootsie.executor.hashing import STEP_KEY
 from tootsie.executor.metadata import INFO_FILE
 from tootsie.executor.storage import write_bytes
 from tootsie.jsonfile import read_json
-from tootsie.monitor.metrics_log import METRICS_FILE, MetricsRead, read_metrics
+from tootsie.monitor.metrics_log import CONFIG_FILE, METRICS_FILE, MetricsRead, read_metrics
 from tootsie.monitor.report_html import ReportContent, RunConfig, render_page
 from tootsie.monitor.report_panels import (
     Records,
@@ -45,7 +45,6 @@ from tootsie.monitor.report_panels import (
 from tootsie.monitor.spikes import SpikeConfig, find_spikes, series
 
 SUMMARY_FILE = "summary.json"
-CONFIG_FILE = "config.json"
 REPORT_FILE = "report.html"
 CHECKED_METRICS = ("loss", "grad_norm", "update_norm", "lr", "tokens_per_s")
 """Series whose null or non-finite values count as damage (`mfu` is null by design on devices of unknown peak)."""
