@@ -20,7 +20,7 @@ from tootsie.cli import (
     scaling_cmd,
     train_cmd,
 )
-from tootsie.errors import TootsieError
+from tootsie.errors import PREEMPTED_EXIT_CODE, Preempted, TootsieError
 
 COMMAND_MODULES = (
     executor_cmd,
@@ -47,13 +47,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse `argv`, run the chosen command, and turn user errors into one line on stderr."""
+    """Parse `argv`, run the chosen command, and turn user errors into one line on stderr.
+
+    Exit codes: 0 success, 1 a failed step, 2 a user error, 75 preempted (SIGTERM; rerun to resume), 130 Ctrl-C.
+    """
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
     except TootsieError as error:
         print(f"tootsie: {error}", file=sys.stderr)
         return 2
+    except Preempted as stop:
+        print(f"tootsie: {stop}", file=sys.stderr)
+        return PREEMPTED_EXIT_CODE
     except KeyboardInterrupt:
         print("tootsie: interrupted", file=sys.stderr)
         return 130
