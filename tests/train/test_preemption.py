@@ -1,0 +1,109 @@
+"""SIGTERM while training: the run finishes its step, commits a checkpoint, exits 75, and a rerun resumes to the bit."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from tests.processes import communicate
+from tests.train.test_kill_resume import _config as kill_resume_config
+from tests.train.test_kill_resume import _losses
+from tootsie.configfile import dump_config
+from tootsie.errors import PREEMPTED_EXIT_CODE, Preempted
+from tootsie.train.checkpoint import STATE_FILE, checkpoint_dir, latest_checkpoint, load_checkpoint
+from tootsie.train.config import CheckpointConfig, TrainConfig
+from tootsie.train.preemption import StopSignal
+from tootsie.train.schedule import WSDConfig
+from tootsie.train.trainer import abstract_state, build_optimizer
+
+STEPS = 40
+
+
+def test_sigterm_sets_the_flag_instead_of_ending_the_process_and_the_old_handler_comes_back() -> None:
+    seen: list[int] = []
+    previous = signal.signal(signal.SIGTERM, lambda number, frame: seen.append(number))
+    try:
+        stop = StopSignal()
+        stop.install()
+        assert not stop.requested()
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop.requested() and seen == []
+        stop.restore()
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert seen == [signal.SIGTERM]
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def test_preempted_passes_except_exception_like_keyboard_interrupt() -> None:
+    with pytest.raises(Preempted, match="stopped after step 7 .* rerun the same command to resume"):
+        try:
+            raise Preempted(7, "run/checkpoints/step-7")
+        except Exception:  # noqa: BLE001 - the point: a handler for errors must not swallow a stop request
+            pytest.fail("Preempted was caught as an Exception")
+
+
+def _config(caches: dict[str, str]) -> TrainConfig:
+    """test_kill_resume's tiny run (2 layers, a batch size change, skip-bad-steps), longer and checkpointed every 7."""
+    return replace(
+        kill_resume_config(caches),
+        num_steps=STEPS,
+        schedule=WSDConfig(peak_lr=1e-2, warmup_steps=3, decay_steps=10, total_steps=STEPS),
+        checkpoints=CheckpointConfig(every_steps=7, every_minutes=None),
+    )
+
+
+def _final_state(out: Path, config: TrainConfig) -> list[np.ndarray]:
+    params, _, opt_state = abstract_state(config, build_optimizer(config))
+    trees, _ = load_checkpoint(latest_checkpoint(out / "checkpoints"), {"model": params, "opt_state": opt_state})
+    return [np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(trees)]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_sigterm_checkpoints_exits_75_and_the_rerun_matches_an_uninterrupted_run_bit_for_bit(
+    tmp_path, make_cache
+) -> None:
+    caches = {
+        "a": make_cache("a", [[(3 * i + k) % 37 + 2 for i in range(40)] for k in range(30)], 40),
+        "b": make_cache("b", [[(7 * i) % 31 + 3 for i in range(25)] for _ in range(30)], 40),
+    }
+    config = _config(caches)
+    (tmp_path / "train.yaml").write_text(dump_config(config))
+    command = [sys.executable, "-m", "tootsie.cli.main", "train", "--config", str(tmp_path / "train.yaml"), "--out"]
+    straight = subprocess.Popen([*command, str(tmp_path / "straight")], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    preempted = tmp_path / "preempted"
+    process = subprocess.Popen([*command, str(preempted)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    metrics, deadline = preempted / "metrics.jsonl", time.monotonic() + 120
+    while process.poll() is None and not (metrics.exists() and metrics.read_text().count("\n") >= 2):
+        assert time.monotonic() < deadline, "the run logged no step within 120 s"
+        time.sleep(0.005)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = communicate(process, timeout=120)
+    assert process.returncode == PREEMPTED_EXIT_CODE, stderr[-2000:]
+    reached = len(_losses(preempted))
+    assert 2 <= reached < STEPS and f"stopped after step {reached} " in stderr
+    checkpoint = latest_checkpoint(preempted / "checkpoints")
+    assert checkpoint == checkpoint_dir(preempted / "checkpoints", reached)
+    state = json.loads((checkpoint / STATE_FILE).read_text())
+    assert state["step"] == reached and state["kind"] == ("permanent" if reached % 7 == 0 else "temporary")
+
+    resumed = subprocess.run([*command, str(preempted)], capture_output=True, text=True, timeout=180)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    communicate(straight, timeout=120)
+    assert straight.returncode == 0
+    assert _losses(preempted) == _losses(tmp_path / "straight")
+    assert [step for step, _ in _losses(preempted)] == list(range(STEPS))
+    final, reference = _final_state(preempted, config), _final_state(tmp_path / "straight", config)
+    assert len(final) == len(reference) > 0
+    for index, (value, expected) in enumerate(zip(final, reference, strict=True)):
+        np.testing.assert_array_equal(value, expected, err_msg=f"leaf {index} of (model, opt_state)")
