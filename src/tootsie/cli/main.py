@@ -9,12 +9,14 @@ import sys
 
 from tootsie import __version__
 from tootsie.cli import (
+    checkpoint_cmd,
     data_cmd,
     datakit_cmd,
     demo_cmd,
     eval_cmd,
     executor_cmd,
     monitor_cmd,
+    plan_cmd,
     release_cmd,
     report_cmd,
     scaling_cmd,
@@ -28,11 +30,13 @@ COMMAND_MODULES = (
     datakit_cmd,
     data_cmd,
     train_cmd,
+    checkpoint_cmd,
     eval_cmd,
     monitor_cmd,
     report_cmd,
     release_cmd,
     scaling_cmd,
+    plan_cmd,
 )
 
 

@@ -16,6 +16,7 @@ from tootsie.datakit.tokenizer import load_tokenizer, token_byte_lengths
 from tootsie.eval.bpb import domain_bpb, summarize
 from tootsie.jsonfile import write_json_atomic
 from tootsie.models.llama import LlamaConfig, LlamaModel
+from tootsie.train.checkpoint import has_tree
 from tootsie.train.trainer import load_model, resolve_checkpoint
 
 BPB_FILE = "bpb.json"
@@ -53,7 +54,7 @@ def _models(config: EvalBPBConfig) -> Iterator[tuple[str, LlamaModel]]:
             yield label, LlamaModel(config.model, key=jax.random.PRNGKey(config.seed))
             continue
         yield label, load_model(config.model, checkpoint)
-        if config.ema and (resolve_checkpoint(checkpoint) / "ema.safetensors").is_file():
+        if config.ema and has_tree(resolve_checkpoint(checkpoint), "ema"):
             yield f"{label}_ema", load_model(config.model, checkpoint, weights="ema")
 
 

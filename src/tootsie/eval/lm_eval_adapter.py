@@ -44,7 +44,7 @@ from tootsie.errors import TootsieError  # noqa: E402
 from tootsie.eval.lm_eval_tasks import builtin_tasks, write_tasks  # noqa: E402
 from tootsie.eval.lm_scoring import Scorer  # noqa: E402
 from tootsie.models.llama import LlamaModel  # noqa: E402
-from tootsie.train.checkpoint import model_config_of  # noqa: E402
+from tootsie.train.checkpoint import has_tree, model_config_of  # noqa: E402
 from tootsie.train.trainer import load_model, resolve_checkpoint  # noqa: E402
 
 DEFAULT_MAX_GEN_TOKS = 256
@@ -81,10 +81,8 @@ class TootsieLM(TemplateLM):
         """Load a checkpoint (or a training output directory's newest one) with the model config in its state.json."""
         path = resolve_checkpoint(checkpoint)
         config = model_config_of(path)
-        if weights == "ema" and not (path / "ema.safetensors").is_file():
-            raise TootsieError(
-                f"{path} has no EMA weights (ema.safetensors); evaluate weights='model' or train with ema enabled"
-            )
+        if weights == "ema" and not has_tree(path, "ema"):
+            raise TootsieError(f"{path} has no EMA weights; evaluate weights='model' or train with ema enabled")
         model = load_model(config, str(path), weights=weights)
         return cls(model, tokenizer, max_length=max_length, batch_size=batch_size)
 

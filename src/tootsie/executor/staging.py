@@ -22,6 +22,12 @@ in place, as always. With a prefix in object storage (`s3://bucket/runs`):
    attempt, on any machine, resumes from it; an attempt killed outright loses
    its unsaved work, not its correctness.
 
+Checkpoints are the exception (`DIRECT_OUTPUTS`): a preempted host must lose
+nothing since its last checkpoint, so they are written straight to the store.
+While a staged function runs, `final_output(workdir)` gives the step's URL,
+the trainer writes `<URL>/checkpoints/step-N/` there and resumes from there,
+and staging neither downloads nor uploads a top-level `checkpoints/`.
+
 The version hash never sees any of this: it names inputs by their ids, not
 their paths, so a step has the same hash under every prefix and scheme.
 
@@ -32,6 +38,7 @@ and its output ends up under `s3://b/runs/demo/tokenize-<hash>/`.
 """
 
 import contextlib
+import contextvars
 import dataclasses
 import fcntl
 import logging
@@ -55,6 +62,9 @@ from tootsie.jsonfile import read_json
 CACHE_ENV = "TOOTSIE_CACHE_DIR"
 EXECUTOR_FILES = frozenset({STATUS_FILE, LEASE_FILE, MUTEX_FILE, INFO_FILE, LOG_FILE})
 """The executor's own files in an output directory: never staged, uploaded or deleted with the step's output."""
+DIRECT_OUTPUTS = frozenset({"checkpoints"})
+"""Top-level names a staged step writes straight to its final URL (`final_output`), never staged or uploaded."""
+_running: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar("staged_step", default=None)
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +101,17 @@ class StepCall:
     def staged(self) -> bool:
         """Whether `fn` writes a local staging directory that is uploaded to `output` afterwards."""
         return self.workdir != self.output
+
+
+def final_output(path: str) -> str:
+    """Where a step's output finally lives: its URL when `path` is the staging directory of the running step.
+
+    Any other path is returned as it is (a local step writes in place).
+    """
+    running = _running.get()
+    if running is not None and os.path.abspath(path) == os.path.abspath(running[0]):
+        return running[1]
+    return path
 
 
 def prepare_call(graph: Graph, node: Node, root: str | None = None) -> StepCall:
@@ -139,12 +160,15 @@ def _run(call: StepCall) -> None:
     for source, copy in call.inputs:
         materialize(source, copy)
     stage(call.output, call.workdir)
+    token = _running.set((call.workdir, call.output))
     try:
         call.fn(call.config, call.workdir)
     except Exception:
         _save_partial(call)
         raise
-    storage.upload_tree(call.workdir, call.output, skip=EXECUTOR_FILES)
+    finally:
+        _running.reset(token)
+    storage.upload_tree(call.workdir, call.output, skip=EXECUTOR_FILES | DIRECT_OUTPUTS)
     shutil.rmtree(call.workdir)
     logger.info("step %s: uploaded its output to %s", call.name, call.output)
 
@@ -152,7 +176,7 @@ def _run(call: StepCall) -> None:
 def _save_partial(call: StepCall) -> None:
     """Upload what a failed attempt wrote, so a retry resumes from it; an upload error is logged, not raised."""
     try:
-        storage.upload_tree(call.workdir, call.output, skip=EXECUTOR_FILES)
+        storage.upload_tree(call.workdir, call.output, skip=EXECUTOR_FILES | DIRECT_OUTPUTS)
     except (OSError, TootsieError) as error:
         logger.error("step %s: could not upload its partial output to %s (%s)", call.name, call.output, error)
 
@@ -215,7 +239,7 @@ def stage(output: str, workdir: str) -> None:
     shutil.rmtree(workdir, ignore_errors=True)
     fresh = f"{workdir}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:
-        storage.download_tree(output, fresh, skip=EXECUTOR_FILES)
+        storage.download_tree(output, fresh, skip=EXECUTOR_FILES | DIRECT_OUTPUTS)
         os.rename(fresh, workdir)
     finally:
         shutil.rmtree(fresh, ignore_errors=True)

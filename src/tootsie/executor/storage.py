@@ -180,10 +180,15 @@ def list_tree(url: str) -> list[str]:
     return sorted(path[len(root) + 1 :] for path in fs.find(root) if path.startswith(root + "/"))
 
 
+def _top(name: str) -> str:
+    """The top-level component of a "/"-separated relative path (`checkpoints` of `checkpoints/step-1/state.json`)."""
+    return name.split("/", 1)[0]
+
+
 def download_tree(url: str, local: str, *, skip: Collection[str] = ()) -> None:
     """Copy every object under `url` into the local directory `local`, leaving out top-level names in `skip`."""
     fs, root = filesystem(url)
-    names = [name for name in list_tree(url) if name not in skip]
+    names = [name for name in list_tree(url) if _top(name) not in skip]
     os.makedirs(local, exist_ok=True)
     for name in names:
         os.makedirs(os.path.dirname(os.path.join(local, name)), exist_ok=True)
@@ -208,10 +213,10 @@ def upload_tree(local: str, url: str, *, skip: Collection[str] = ()) -> None:
     sent = set()
     for path in files:
         name = path.relative_to(base).as_posix()
-        if name in skip:
+        if _top(name) in skip:
             continue
         fs.put_file(str(path), f"{root}/{name}")
         sent.add(name)
     for name in list_tree(url):
-        if name not in sent and name not in skip:
+        if name not in sent and _top(name) not in skip:
             fs.rm_file(f"{root}/{name}")

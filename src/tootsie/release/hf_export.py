@@ -72,19 +72,19 @@ def checkpoint_tensors(checkpoint: Path, config: LlamaConfig, weights: str) -> d
     tensors = read_tensors(checkpoint, weights)
     if tensors is None:
         raise TootsieError(
-            f"checkpoint {checkpoint} has no {weights}.safetensors"
+            f"checkpoint {checkpoint} has no {weights} weights"
             + (" (the run trained without EMA); export without --ema" if weights == "ema" else "")
         )
     missing, unexpected = sorted(set(names) - set(tensors)), sorted(set(tensors) - set(names))
     if missing or unexpected:
         raise TootsieError(
-            f"{checkpoint}/{weights}.safetensors does not match its state.json "
+            f"{checkpoint}/{weights} does not match its state.json "
             f"model config: missing {missing[:3]}, unexpected {unexpected[:3]}"
         )
     for name, shape in zip(names, shapes):
         if tensors[name].shape != shape.shape:
             raise TootsieError(
-                f"{checkpoint}/{weights}.safetensors: {name} has shape "
+                f"{checkpoint}/{weights}: {name} has shape "
                 f"{tensors[name].shape}, the model config implies {shape.shape}"
             )
     return tensors

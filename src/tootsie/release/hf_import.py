@@ -1,7 +1,7 @@
 """`tootsie import hf`: a local Hugging Face Llama/Qwen3 folder as a tootsie checkpoint, for warm starts.
 
 The output is a training output directory (`<out>/checkpoints/step-N/` with
-`model.safetensors` and `state.json`), so `WarmStartConfig(checkpoint=<out>)`,
+its arrays and `state.json`), so `WarmStartConfig(checkpoint=<out>)`,
 `tootsie eval bpb --checkpoint <out>` and `tootsie export hf <out>` take it as
 they are. A folder that tootsie exported keeps its step and token count (from
 `tootsie_export.json`); any other starts at step 0. The tokenizer.json, if the

@@ -28,7 +28,7 @@ from tootsie.errors import TootsieError
 from tootsie.monitor.metrics_log import METRICS_FILE, read_metrics
 from tootsie.release.hf_export import read_state, revision_name, run_directory, training_step
 from tootsie.release.step_info import StepInfo, find_steps
-from tootsie.train.checkpoint import STATE_FILE, list_checkpoints
+from tootsie.train.checkpoint import STATE_FILE, has_tree, list_checkpoints
 from tootsie.train.trainer import CHECKPOINTS, resolve_checkpoint
 
 
@@ -139,7 +139,7 @@ def _checkpoints(run: Path, end_step: int, token_offset: int) -> tuple[Checkpoin
                     step,
                     token_offset + int(state.get("tokens", 0)),
                     str(state.get("kind", "")),
-                    (path / "ema.safetensors").is_file(),
+                    has_tree(path, "ema"),
                 )
             )
     return tuple(records)

@@ -1,49 +1,79 @@
-"""Atomic checkpoints of any pytree as safetensors, with a JSON state record.
+"""Sharded, asynchronous checkpoints on TensorStore (zarr v3), committed by a `state.json` written last.
 
-Layout: `<root>/step-000100/` holds `model.safetensors`, `opt_state.safetensors`
-and `state.json` (step, tokens, anything the trainer needs to resume). A
-checkpoint is written into a temporary sibling directory and renamed into place
-after every file is complete, and `state.json` is the last file written, so a
-crash mid-write leaves the previous checkpoint untouched and the partial one
-invisible. Tensors are keyed by their pytree path (`.layers.attn.wq`); restoring
-checks every key and shape against a template, and names the first mismatch.
+Layout: `<root>/step-000100/` holds one zarr array per tensor,
+`<tree>/<i>/` for the i-th array leaf of each tree (`model`, `opt_state`,
+`ema`), and `state.json` (`STATE_FILE`: step, tokens, data position, kind,
+model config, and under `tensors` the pytree path of every array, like
+`.layers.attn.wq`). `<root>` is a local directory or an `s3://`/`gs://` URL.
 
-Files hold whole (gathered) arrays, whatever mesh wrote them: the trainer
-gathers a sharded state before saving, and a restore given shardings has each
-device read only its slice of every tensor. So a checkpoint written on one
-mesh (say data × fsdp = 2 × 4) resumes on another (8 × 1, or one device).
+Writing (`start_checkpoint`): every process copies the shards it holds to host
+memory and starts writing them (`tensor_store.write_arrays`: no gather, no
+process writes another's data), then returns, and training goes on. A
+background thread waits for the writes, for every process (a barrier of the
+distributed client), and only then has process 0 write `state.json`: the
+commit marker. A step directory without it is never listed or restored, and
+process 0 deletes such leftovers when a run starts (`remove_uncommitted`). One
+write is in flight at a time: the next `start_checkpoint`, and
+`wait_for_checkpoints` at the end of training, wait for the previous one.
 
-`state.json` (`STATE_FILE`) also records the model config, so every reader
-(export, eval, release) rebuilds the model with `model_config_of(checkpoint)`.
+Restoring reads each tree into a template (abstract shapes are enough) and
+places it with the given shardings, each device reading only its slice, so a
+checkpoint written on one mesh (data × fsdp = 2 × 4) resumes on another (8 × 1,
+one device, another process count). The old format (whole tensors in
+`<tree>.safetensors`, `checkpoint_legacy`) still restores from local disk.
+
+Example: the trainer at step 100 calls `start_checkpoint(root, 100, trees,
+record)`; step 101 trains while `step-000100/model/0/c/...` are written; at
+step 200 the next save first waits for step 100's `state.json`.
 """
 
+import itertools
 import json
+import logging
 import os
 import re
 import shutil
+import threading
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import equinox as eqx
 import jax
 import numpy as np
-from safetensors import safe_open
-from safetensors.numpy import load_file, save_file
 
 from tootsie.configfile import from_plain
 from tootsie.errors import TootsieError
+from tootsie.executor import storage
 from tootsie.models.llama import LlamaConfig
+from tootsie.train import tensor_store
+from tootsie.train.checkpoint_legacy import CONVERT_HINT, is_legacy, legacy_tensors, legacy_tree, legacy_trees
+from tootsie.train.faults import checkpoint_fault
 
 CHECKPOINT_PATTERN = re.compile(r"^step-(\d+)$")
 STATE_FILE = "state.json"
-"""The name of a checkpoint's state record, written last; every reader and writer uses this one."""
+"""The name of a checkpoint's state record and commit marker, written last; every reader and writer uses this one."""
+TENSORS_KEY = "tensors"
+"""The state record's entry listing each tree's array paths, in leaf order (array i is stored at `<tree>/<i>`)."""
+COMMIT_TIMEOUT_MS = 30 * 60 * 1000
+"""How long a process waits for the others to finish writing a checkpoint (30 min: a 32B state to a slow store)."""
+Location = Path | str
+"""A local checkpoint path, or the URL of one in object storage."""
 Tree = TypeVar("Tree")
+logger = logging.getLogger(__name__)
+_barriers = itertools.count()
 
 
 def flatten_arrays(tree: object) -> dict[str, np.ndarray]:
-    """Every array leaf of `tree` keyed by its path (None leaves are skipped)."""
+    """Every array leaf of `tree` keyed by its path, as host arrays (None leaves are skipped)."""
+    return {name: np.asarray(leaf) for name, leaf in _flat(tree).items()}
+
+
+def _flat(tree: object) -> dict[str, Any]:
+    """Every array leaf of `tree` keyed by its path, as it is (device arrays stay on their devices)."""
     flat = jax.tree_util.tree_flatten_with_path(tree)[0]
-    return {jax.tree_util.keystr(path): np.asarray(leaf) for path, leaf in flat}
+    return {jax.tree_util.keystr(path): leaf for path, leaf in flat}
 
 
 def is_tensor(leaf: object) -> bool:
@@ -51,121 +81,285 @@ def is_tensor(leaf: object) -> bool:
     return isinstance(leaf, jax.ShapeDtypeStruct) or eqx.is_array(leaf)
 
 
-def _read_tree(template: Tree, handle: Any, source: Path, shardings: Tree | None) -> Tree:
-    """Fill `template`'s array leaves from an open safetensors file, checking names, shapes and dtypes.
-
-    With `shardings` (a tree of `jax.sharding.Sharding` like the template) each
-    device reads only its own slice of every tensor, so a process never holds
-    more than its part of the state; without, leaves land on the default device.
-    """
-    leaves_with_paths, treedef = jax.tree_util.tree_flatten_with_path(template)
-    expected = [jax.tree_util.keystr(path) for path, _ in leaves_with_paths]
-    stored = set(handle.keys())
-    missing, unexpected = sorted(set(expected) - stored), sorted(stored - set(expected))
-    if missing or unexpected:
-        raise TootsieError(
-            f"{source} does not match this model: missing {missing[:3]}, unexpected {unexpected[:3]}; "
-            "it was written for another architecture (warm-start with a conversion instead)"
-        )
-    placements = [None] * len(expected) if shardings is None else jax.tree_util.tree_leaves(shardings)
-    leaves = []
-    for name, (_, leaf), sharding in zip(expected, leaves_with_paths, placements, strict=True):
-        stored_slice, shape, dtype = handle.get_slice(name), tuple(np.shape(leaf)), np.dtype(leaf.dtype)
-        if tuple(stored_slice.get_shape()) != shape:
-            raise TootsieError(
-                f"{source}: tensor {name} has shape {tuple(stored_slice.get_shape())}, the model expects {shape}"
-            )
-        if sharding is None:
-            leaves.append(jax.numpy.asarray(handle.get_tensor(name), dtype=dtype))
-        else:
-            leaves.append(
-                jax.make_array_from_callback(
-                    shape, sharding, lambda index, part=stored_slice, dtype=dtype: np.asarray(part[index], dtype=dtype)
-                )
-            )
-    return jax.tree_util.tree_unflatten(treedef, leaves)
+def _join(base: Location, *parts: str) -> Location:
+    """`base` / parts: a Path for a local base, a "/"-joined URL for a remote one."""
+    return storage.join(str(base), *parts) if storage.is_remote(str(base)) else Path(base, *parts)
 
 
-def checkpoint_dir(root: str | Path, step: int) -> Path:
+def checkpoint_dir(root: Location, step: int) -> Location:
     """Directory of the checkpoint at `step`."""
-    return Path(root) / f"step-{step:06d}"
+    return _join(root, f"step-{step:06d}")
 
 
-def save_checkpoint(root: str | Path, step: int, trees: dict[str, object], state: dict[str, object]) -> Path:
-    """Write each tree to `<name>.safetensors` plus `state.json`, atomically, and return the directory."""
-    final = checkpoint_dir(root, step)
-    if (final / STATE_FILE).is_file():
-        return final
-    tmp = Path(root) / f".tmp-step-{step:06d}-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    for name, tree in trees.items():
-        save_file(flatten_arrays(tree), str(tmp / f"{name}.safetensors"))
-    (tmp / STATE_FILE).write_text(
-        json.dumps({"step": step, **state}, indent=2, sort_keys=True) + "\n", encoding="utf-8"
-    )
-    if final.exists():
-        shutil.rmtree(final)  # an unfinished leftover without state.json
-    os.replace(tmp, final)
-    return final
-
-
-def list_checkpoints(root: str | Path) -> list[tuple[int, Path]]:
-    """Finished checkpoints under `root` as (step, path), oldest first."""
-    base = Path(root)
-    if not base.is_dir():
-        return []
-    found = []
-    for child in base.iterdir():
-        match = CHECKPOINT_PATTERN.match(child.name)
-        if match and (child / STATE_FILE).is_file():
-            found.append((int(match.group(1)), child))
+def _step_dirs(root: Location) -> list[tuple[int, Location]]:
+    """Every `step-N` directory under `root`, committed or not, oldest first."""
+    if storage.is_remote(str(root)):
+        fs, inner = storage.filesystem(str(root))
+        fs.invalidate_cache(inner)
+        names = (
+            [entry.rstrip("/").rsplit("/", 1)[-1] for entry in fs.ls(inner, detail=False)] if fs.isdir(inner) else []
+        )
+    else:
+        names = [child.name for child in Path(root).iterdir() if child.is_dir()] if Path(root).is_dir() else []
+    found = [(int(match.group(1)), _join(root, name)) for name in names if (match := CHECKPOINT_PATTERN.match(name))]
     return sorted(found)
 
 
-def latest_checkpoint(root: str | Path) -> Path | None:
-    """The finished checkpoint with the highest step, or None."""
+def _exists(path: Location) -> bool:
+    """Whether the file or object `path` exists."""
+    if not storage.is_remote(str(path)):
+        return Path(path).is_file()
+    fs, inner = storage.filesystem(str(path))
+    return fs.exists(inner)
+
+
+def is_checkpoint(path: Location) -> bool:
+    """Whether `path` is a committed checkpoint directory (it holds `state.json`)."""
+    return _exists(_join(path, STATE_FILE))
+
+
+def list_checkpoints(root: Location) -> list[tuple[int, Location]]:
+    """Committed checkpoints under `root` (those with `state.json`) as (step, path), oldest first."""
+    return [(step, path) for step, path in _step_dirs(root) if is_checkpoint(path)]
+
+
+def latest_checkpoint(root: Location) -> Location | None:
+    """The committed checkpoint with the highest step, or None."""
     found = list_checkpoints(root)
     return found[-1][1] if found else None
 
 
+def delete_checkpoint(path: Location) -> None:
+    """Delete a checkpoint directory if it exists, uncommitting it first (`state.json` goes before any array)."""
+    if storage.is_remote(str(path)):
+        storage.remove(str(_join(path, STATE_FILE)))
+        fs, inner = storage.filesystem(str(path))
+        fs.invalidate_cache(inner)
+        if fs.exists(inner):
+            fs.rm(inner, recursive=True)
+        return
+    if not Path(path).exists():
+        return
+    hidden = Path(path).with_name(f".deleted-{Path(path).name}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    os.replace(path, hidden)  # one atomic step: it stops being a checkpoint
+    shutil.rmtree(hidden)
+
+
+def remove_uncommitted(root: Location) -> list[int]:
+    """Delete step directories without `state.json` (writes cut short by a crash); return their steps.
+
+    Call on process 0 only, before this run writes any checkpoint.
+    """
+    removed = []
+    for step, path in _step_dirs(root):
+        if not is_checkpoint(path):
+            delete_checkpoint(path)
+            removed.append(step)
+    if removed:
+        logger.warning("removed uncommitted checkpoints of steps %s under %s", removed, root)
+    return removed
+
+
+def _barrier(name: str) -> None:
+    """Wait until every process reaches `name`; callable from a background thread (the distributed client's barrier)."""
+    if jax.process_count() == 1:
+        return
+    from jax._src.distributed import global_state  # the client Orbax's barriers use as well
+
+    global_state.client.wait_at_barrier(name, COMMIT_TIMEOUT_MS)
+
+
+class PendingCheckpoint:
+    """A checkpoint being written in the background; `wait()` returns its path once it is committed."""
+
+    def __init__(self, path: Location, commit: Callable[[], None]) -> None:
+        self.path = path
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(commit,), name=f"checkpoint-{path}", daemon=True)
+        self._thread.start()
+
+    def _run(self, commit: Callable[[], None]) -> None:
+        try:
+            commit()
+        except BaseException as error:  # re-raised in the training thread by wait()
+            self._error = error
+
+    def wait(self) -> Location:
+        """Block until the checkpoint is committed; raise the write's error if it failed."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self.path
+
+
+_in_flight: PendingCheckpoint | None = None
+_in_flight_lock = threading.Lock()
+
+
+def wait_for_checkpoints() -> None:
+    """Block until the checkpoint being written (if any) is committed: the end of training calls this."""
+    global _in_flight
+    with _in_flight_lock:
+        pending, _in_flight = _in_flight, None
+    if pending is not None:
+        pending.wait()
+
+
+def _write_record(directory: Location, record: dict[str, Any]) -> None:
+    """Write `state.json` into `directory` atomically (a temporary file renamed, or one PUT)."""
+    text = json.dumps(record, indent=2, sort_keys=True) + "\n"
+    storage.write_bytes(str(_join(directory, STATE_FILE)), text.encode("utf-8"))
+
+
+def start_write(
+    directory: Location,
+    step: int,
+    flat_trees: dict[str, dict[str, Any]],
+    state: dict[str, object],
+    on_commit: Callable[[], None] | None = None,
+) -> PendingCheckpoint:
+    """Start writing `flat_trees` ({tree: {path: array}}) to `directory`; `state.json` follows once all are written.
+
+    Every process calls this with the same trees; each writes its own shards.
+    `on_commit` runs on process 0 after the marker (pruning older checkpoints).
+    """
+    global _in_flight
+    wait_for_checkpoints()
+    main = jax.process_index() == 0
+    if main:
+        delete_checkpoint(directory)  # a leftover of a cut-short write, or a step a rewind trains again
+    barrier = f"tootsie-checkpoint-{step}-{next(_barriers)}"
+    _barrier(f"{barrier}-clear")
+    futures = []
+    for tree, arrays in flat_trees.items():
+        indexed = {str(i): leaf for i, leaf in enumerate(arrays.values())}
+        futures.extend(tensor_store.write_arrays(str(_join(directory, tree)), indexed))
+    record = {
+        "step": step,
+        **state,
+        TENSORS_KEY: {tree: list(arrays) for tree, arrays in flat_trees.items()},
+    }
+
+    def commit() -> None:
+        for i, future in enumerate(futures):
+            future.result()
+            if i == len(futures) // 2:
+                checkpoint_fault("mid-tensor", step)
+        _barrier(f"{barrier}-written")
+        checkpoint_fault("before-commit", step)
+        if main:
+            _write_record(directory, record)
+            checkpoint_fault("after-commit", step)
+            if on_commit is not None:
+                on_commit()
+
+    pending = PendingCheckpoint(directory, commit)
+    with _in_flight_lock:
+        _in_flight = pending
+    return pending
+
+
+def start_checkpoint(
+    root: Location,
+    step: int,
+    trees: dict[str, object],
+    state: dict[str, object],
+    on_commit: Callable[[], None] | None = None,
+) -> PendingCheckpoint:
+    """Start writing each tree's arrays under `<root>/step-N` (asynchronously); see `start_write`."""
+    return start_write(
+        checkpoint_dir(root, step), step, {name: _flat(tree) for name, tree in trees.items()}, state, on_commit
+    )
+
+
+def save_checkpoint(root: Location, step: int, trees: dict[str, object], state: dict[str, object]) -> Location:
+    """Write each tree plus `state.json` under `<root>/step-N` and wait until it is committed; return the directory."""
+    return start_checkpoint(root, step, trees, state).wait()
+
+
+def _check_names(checkpoint: Location, tree: str, stored: list[str], expected: list[str]) -> None:
+    """A TootsieError naming the first missing and unexpected tensors when a tree does not match its template."""
+    missing, unexpected = sorted(set(expected) - set(stored)), sorted(set(stored) - set(expected))
+    if missing or unexpected:
+        raise TootsieError(
+            f"{checkpoint}/{tree} does not match this model: missing {missing[:3]}, unexpected {unexpected[:3]}; "
+            "it was written for another architecture (warm-start with a conversion instead)"
+        )
+
+
+def _read_tree(checkpoint: Location, state: dict[str, Any], tree: str, template: Tree, sharding: Tree | None) -> Tree:
+    """`template` with every array leaf read from the checkpoint's `tree`, placed on `sharding` when given."""
+    leaves_with_paths, treedef = jax.tree_util.tree_flatten_with_path(template)
+    expected = [jax.tree_util.keystr(path) for path, _ in leaves_with_paths]
+    stored = _stored_names(checkpoint, state, tree)
+    _check_names(checkpoint, tree, stored, expected)
+    position = {name: str(i) for i, name in enumerate(stored)}
+    stores = tensor_store.open_arrays(str(_join(checkpoint, tree)), [position[name] for name in expected])
+    placements = [None] * len(expected) if sharding is None else jax.tree_util.tree_leaves(sharding)
+    leaves = []
+    for name, (_, leaf), place in zip(expected, leaves_with_paths, placements, strict=True):
+        store, shape = stores[position[name]], tuple(np.shape(leaf))
+        if tuple(store.shape) != shape or store.dtype.numpy_dtype != np.dtype(leaf.dtype):
+            raise TootsieError(
+                f"{checkpoint}/{tree}: tensor {name} is {store.dtype.numpy_dtype}{list(store.shape)}, "
+                f"the model expects {np.dtype(leaf.dtype)}{list(shape)}"
+            )
+        if place is None:
+            leaves.append(jax.numpy.asarray(tensor_store.read_host(store)))
+        else:
+            leaves.append(tensor_store.read_placed(store, place))
+    return jax.tree_util.tree_unflatten(treedef, leaves)
+
+
+def _stored_names(checkpoint: Location, state: dict[str, Any], tree: str) -> list[str]:
+    """The array paths of `tree` as the state record lists them; a TootsieError when it has no such tree."""
+    if TENSORS_KEY not in state:
+        raise TootsieError(
+            f"{checkpoint} is in the old safetensors format, which restores from local disk only; {CONVERT_HINT}"
+        )
+    names = state[TENSORS_KEY].get(tree)
+    if names is None:
+        raise TootsieError(
+            f"checkpoint {checkpoint} has no {tree} (its {STATE_FILE} lists {sorted(state.get(TENSORS_KEY, {}))})"
+        )
+    return names
+
+
 def load_checkpoint(
-    path: str | Path, templates: dict[str, Tree], shardings: dict[str, Tree] | None = None
+    path: Location, templates: dict[str, Tree], shardings: dict[str, Tree] | None = None
 ) -> tuple[dict[str, Tree], dict[str, object]]:
     """Restore each named tree from `path` into its template's structure; also return state.json.
 
-    Each tree is placed with `shardings[name]` when given.
-
-
-    Templates may be abstract (`jax.ShapeDtypeStruct` leaves): only shapes and dtypes are read from them.
+    Each tree is placed with `shardings[name]` when given (each device reads
+    only its slice), else on the default device. Templates may be abstract
+    (`jax.ShapeDtypeStruct` leaves): only shapes and dtypes are read from them.
     """
-    directory = Path(path)
-    if not (directory / STATE_FILE).is_file():
-        raise TootsieError(f"{directory} is not a finished checkpoint ({STATE_FILE} missing)")
-    state = json.loads((directory / STATE_FILE).read_text(encoding="utf-8"))
+    state = read_checkpoint_state(path)
     trees = {}
     for name, template in templates.items():
-        file = directory / f"{name}.safetensors"
-        if not file.is_file():
-            raise TootsieError(f"checkpoint {directory} has no {file.name}")
-        with safe_open(str(file), framework="numpy") as handle:
-            trees[name] = _read_tree(template, handle, file, None if shardings is None else shardings[name])
+        sharding = None if shardings is None else shardings[name]
+        if is_legacy(path):
+            trees[name] = legacy_tree(path, name, template, sharding)
+        else:
+            trees[name] = _read_tree(path, state, name, template, sharding)
+        checkpoint_fault("restore", int(state["step"]))
     return trees, state
 
 
-def read_checkpoint_state(checkpoint: str | Path) -> dict[str, Any]:
-    """A finished checkpoint's state.json (step, tokens, model config, ...).
+def read_checkpoint_state(checkpoint: Location) -> dict[str, Any]:
+    """A committed checkpoint's state.json (step, tokens, model config, ...).
 
     Errors name the file when it is missing or unreadable.
     """
-    file = Path(checkpoint) / STATE_FILE
-    if not file.is_file():
+    file = _join(checkpoint, STATE_FILE)
+    data = storage.read_bytes(str(file))
+    if data is None:
         raise TootsieError(
             f"{file} not found: {checkpoint} is not a finished checkpoint; "
             f"pass a checkpoints/step-N directory that holds {STATE_FILE}"
         )
     try:
-        state = json.loads(file.read_text(encoding="utf-8"))
+        state = json.loads(data)
     except json.JSONDecodeError as error:
         raise TootsieError(
             f"{file} is not valid JSON ({error}); the checkpoint is damaged, use an earlier one"
@@ -177,9 +371,9 @@ def read_checkpoint_state(checkpoint: str | Path) -> dict[str, Any]:
     return state
 
 
-def model_config_of(checkpoint: str | Path) -> LlamaConfig:
+def model_config_of(checkpoint: Location) -> LlamaConfig:
     """The model config a checkpoint's state.json records: how export, eval and release rebuild its model."""
-    file = Path(checkpoint) / STATE_FILE
+    file = _join(checkpoint, STATE_FILE)
     model = read_checkpoint_state(checkpoint).get("model")
     if not isinstance(model, dict):
         raise TootsieError(
@@ -189,12 +383,12 @@ def model_config_of(checkpoint: str | Path) -> LlamaConfig:
     return from_plain(LlamaConfig, model, f"{file}:model")
 
 
-def prune_temporary(root: str | Path) -> None:
+def prune_temporary(root: Location) -> None:
     """Delete temporary checkpoints except the newest checkpoint; permanent ones are always kept."""
     found = list_checkpoints(root)
     for _, path in found[:-1]:
-        if json.loads((path / STATE_FILE).read_text(encoding="utf-8")).get("kind") == "temporary":
-            shutil.rmtree(path)
+        if read_checkpoint_state(path).get("kind") == "temporary":
+            delete_checkpoint(path)
 
 
 def fill_matching(template: Tree, tensors: dict[str, np.ndarray]) -> tuple[Tree, list[str], list[str]]:
@@ -219,7 +413,35 @@ def fill_matching(template: Tree, tensors: dict[str, np.ndarray]) -> tuple[Tree,
     return jax.tree_util.tree_unflatten(treedef, leaves), fresh, sorted(set(tensors) - used)
 
 
-def read_tensors(checkpoint: str | Path, name: str) -> dict[str, np.ndarray] | None:
-    """The tensors of `<checkpoint>/<name>.safetensors`, or None when the checkpoint has no such file."""
-    file = Path(checkpoint) / f"{name}.safetensors"
-    return load_file(str(file)) if file.is_file() else None
+def has_tree(checkpoint: Location, name: str) -> bool:
+    """Whether a committed checkpoint holds the tree `name` (`ema` exists only when the run kept an EMA)."""
+    if is_legacy(checkpoint):
+        return name in legacy_trees(checkpoint)
+    return name in read_checkpoint_state(checkpoint).get(TENSORS_KEY, {})
+
+
+def convert_legacy_checkpoint(old: Location, out: Location) -> Location:
+    """Rewrite an old-format checkpoint directory (`*.safetensors`) as a new one at `out`; return `out`."""
+    if not is_legacy(old):
+        raise TootsieError(f"{old} is not an old-format checkpoint (no model.safetensors); nothing to convert")
+    if is_checkpoint(out):
+        raise TootsieError(f"{out} already holds a checkpoint; pass a new --out directory")
+    state = read_checkpoint_state(old)
+    trees = {name: legacy_tensors(old, name) for name in legacy_trees(old)}
+    record = {key: value for key, value in state.items() if key not in ("step", TENSORS_KEY)}
+    return start_write(out, int(state["step"]), trees, record).wait()
+
+
+def read_tensors(checkpoint: Location, name: str) -> dict[str, np.ndarray] | None:
+    """The whole tensors of tree `name` as host arrays keyed by path, or None when the checkpoint has no such tree.
+
+    For warm starts and export, which read a checkpoint as saved, without a template.
+    """
+    if is_legacy(checkpoint):
+        return legacy_tensors(checkpoint, name)
+    state = read_checkpoint_state(checkpoint)
+    if TENSORS_KEY in state and name not in state[TENSORS_KEY]:
+        return None
+    names = _stored_names(checkpoint, state, name)
+    stores = tensor_store.open_arrays(str(_join(checkpoint, name)), [str(i) for i in range(len(names))])
+    return {path: tensor_store.read_host(stores[str(i)]) for i, path in enumerate(names)}

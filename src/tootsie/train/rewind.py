@@ -23,8 +23,6 @@ draws 41, and so on.
 """
 
 import math
-import os
-import shutil
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +31,7 @@ from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.jsonfile import read_json, write_json_atomic
 from tootsie.monitor.metrics_log import MetricsRead
 from tootsie.monitor.spikes import SpikeConfig, find_spikes
-from tootsie.train.checkpoint import list_checkpoints
+from tootsie.train.checkpoint import Location, delete_checkpoint, list_checkpoints
 
 REWINDS_FILE = "rewinds.json"
 
@@ -138,23 +136,23 @@ class PlateauWatch:
         return None
 
 
-def rewind_target(checkpoints: Path, spike_step: int) -> int | None:
+def rewind_target(checkpoints: Location, spike_step: int) -> int | None:
     """The newest finished checkpoint before the spike, or None when there is none."""
     before = [step for step, _ in list_checkpoints(checkpoints) if step < spike_step]
     return before[-1] if before else None
 
 
-def record_rewind(output: Path, checkpoints: Path, events: list[dict[str, object]], event: dict[str, object]) -> None:
+def record_rewind(
+    output: Path, checkpoints: Location, events: list[dict[str, object]], event: dict[str, object]
+) -> None:
     """Retire the checkpoints after the rewind target, then append `event` to `rewinds.json`.
 
-    A retired checkpoint is first renamed to a hidden name (one atomic step:
-    it stops being a resume candidate), then deleted.
+    A retired checkpoint is first uncommitted (one atomic step: it stops
+    being a resume candidate), then deleted (`checkpoint.delete_checkpoint`).
     """
     for step, path in list_checkpoints(checkpoints):
         if step > int(event["to_step"]):
-            hidden = path.with_name(f".rewound-{path.name}-{os.getpid()}")
-            os.replace(path, hidden)
-            shutil.rmtree(hidden)
+            delete_checkpoint(path)
     write_json_atomic(output / REWINDS_FILE, {"rewinds": [*events, event]})
 
 

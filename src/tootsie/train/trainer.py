@@ -42,25 +42,30 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from tootsie.configfile import to_plain
 from tootsie.data.mixture import MixtureDataset
-from tootsie.errors import Preempted, TootsieError
+from tootsie.errors import TootsieError
+from tootsie.executor import storage
+from tootsie.executor.staging import final_output
 from tootsie.models.llama import LlamaConfig, LlamaModel
 from tootsie.monitor.metrics_log import METRICS_FILE, read_metrics
 from tootsie.monitor.throughput import mfu
 from tootsie.monitor.trackers import Trackers, open_trackers
 from tootsie.train.checkpoint import (
-    STATE_FILE,
+    Location,
     checkpoint_dir,
     fill_matching,
+    is_checkpoint,
     is_tensor,
     latest_checkpoint,
     load_checkpoint,
     prune_temporary,
+    read_checkpoint_state,
     read_tensors,
-    save_checkpoint,
+    remove_uncommitted,
+    start_checkpoint,
+    wait_for_checkpoints,
 )
 from tootsie.train.config import TrainConfig
 from tootsie.train.loss import cast_floats
-from tootsie.train.preemption import StopSignal
 from tootsie.train.rewind import (
     DataSkips,
     PlateauWatch,
@@ -76,7 +81,6 @@ from tootsie.train.sharding import (
     agree,
     barrier,
     check_batch_sizes,
-    gather,
     global_batch,
     initialize_distributed,
     is_main_process,
@@ -111,14 +115,25 @@ def _init_params(model: LlamaConfig, seed: int) -> LlamaModel:
     return eqx.filter(LlamaModel(model, key=jax.random.PRNGKey(seed)), eqx.is_array)
 
 
-def resolve_checkpoint(path: str) -> Path:
-    """A checkpoint directory from either a checkpoint or a training output directory."""
-    candidate = Path(path)
-    if (candidate / STATE_FILE).is_file():
+def checkpoint_root(output: str | Path) -> Location:
+    """Where a run in `output` keeps its checkpoints: `<output>/checkpoints`, or the store's when `output` is staged.
+
+    A step staged for object storage writes its checkpoints straight to its
+    final URL (`executor.staging.final_output`), so a preempted host loses nothing.
+    """
+    final = final_output(str(output))
+    return storage.join(final, CHECKPOINTS) if storage.is_remote(final) else Path(output) / CHECKPOINTS
+
+
+def resolve_checkpoint(path: str) -> Location:
+    """A checkpoint directory from either a checkpoint or a training output directory (local or a URL)."""
+    candidate: Location = path if storage.is_remote(path) else Path(path)
+    if is_checkpoint(candidate):
         return candidate
-    latest = latest_checkpoint(candidate / CHECKPOINTS)
+    root = checkpoint_root(path)
+    latest = latest_checkpoint(root)
     if latest is None:
-        raise TootsieError(f"no finished checkpoint in {candidate} or {candidate / CHECKPOINTS}; train that run first")
+        raise TootsieError(f"no finished checkpoint in {candidate} or {root}; train that run first")
     return latest
 
 
@@ -228,7 +243,7 @@ def initial_state(
 ) -> TrainState:
     """Resume from this run's newest checkpoint, else warm-start, else initialize; arrays placed as `layout` says."""
     params, static, opt_state = abstract_state(config, optimizer)
-    own = latest_checkpoint(output / CHECKPOINTS)
+    own = latest_checkpoint(checkpoint_root(output))
     if own is not None:
         templates = {"model": params, "opt_state": opt_state} | ({"ema": params} if config.ema is not None else {})
         shardings = {"model": layout.params, "opt_state": layout.opt_state, "ema": layout.params}
@@ -276,7 +291,7 @@ def warm_started_state(
     if config.ema is not None:
         saved_ema = None if warm.add_qk_norm else read_tensors(source, "ema")
         ema = _copy(params) if saved_ema is None else place(fill_matching(_copy(params), saved_ema)[0], layout.params)
-    step = 0 if warm.reset_step else int(load_checkpoint(source, {})[1]["step"])
+    step = 0 if warm.reset_step else int(read_checkpoint_state(source)["step"])
     logger.info("warm start from %s at step %d", source, step)
     return TrainState(eqx.combine(params, template), opt_state, ema, step)
 
@@ -289,25 +304,27 @@ def _copy(tree: Any) -> Any:
     return jax.tree_util.tree_map(jnp.copy, tree)
 
 
-def save_state(output: Path, state: TrainState, config: TrainConfig, kind: str, skips: DataSkips = DataSkips()) -> Path:
-    """Checkpoint params, optimizer state, EMA, step, data position and the model config under `output/checkpoints`.
+def save_state(
+    output: Path, state: TrainState, config: TrainConfig, kind: str, skips: DataSkips = DataSkips()
+) -> Location:
+    """Start checkpointing params, optimizer state, EMA, step, data position and model config; return its directory.
 
-    Every process takes part in gathering the (sharded) arrays; process 0 writes them.
+    Every process writes its own shards, in the background; the checkpoint
+    counts once committed (`wait_for_checkpoints`, or the next save, waits for
+    that), and then process 0 prunes superseded temporary checkpoints.
     """
     trees = {"model": eqx.filter(state.model, eqx.is_array), "opt_state": state.opt_state} | (
         {"ema": state.ema} if state.ema is not None else {}
     )
-    gathered = gather(trees)
+    root = checkpoint_root(output)
     record = {
         "tokens": config.tokens_before(state.step, skips),
         "data_step": skips.data_step(state.step),
         "kind": kind,
         "model": to_plain(config.model),
     }
-    if is_main_process():
-        save_checkpoint(output / CHECKPOINTS, state.step, gathered, record)
-    barrier(f"checkpoint-{state.step}")
-    return checkpoint_dir(output / CHECKPOINTS, state.step)
+    start_checkpoint(root, state.step, trees, record, on_commit=lambda: prune_temporary(root))
+    return checkpoint_dir(root, state.step)
 
 
 def _scalars(metrics: dict[str, jax.Array]) -> dict[str, object]:
@@ -348,12 +365,6 @@ class ProfileWindow:
             logger.info("profiler trace of steps %s written under %s", self.steps, self.directory)
 
 
-def _prune(output: Path) -> None:
-    """Drop superseded temporary checkpoints (process 0 only: it owns the files)."""
-    if is_main_process():
-        prune_temporary(output / CHECKPOINTS)
-
-
 def _logged_records(output: Path) -> list[dict[str, object]]:
     """The logged records of this run (for the plateau watch), read back as a resume would."""
     return read_metrics(output / METRICS_FILE).records
@@ -382,7 +393,8 @@ def _try_rewind(
             config.rewind.max_rewinds,
         )
         return None
-    target = rewind_target(output / CHECKPOINTS, int(spike["step"]))
+    wait_for_checkpoints()
+    target = rewind_target(checkpoint_root(output), int(spike["step"]))
     if target is None:
         logger.warning(
             "loss plateau from step %d (found at step %d), but no checkpoint precedes it; training on "
@@ -393,7 +405,7 @@ def _try_rewind(
         return None
     event = rewind_event(spike, step, target, skips)
     if is_main_process():
-        record_rewind(output, output / CHECKPOINTS, events, event)
+        record_rewind(output, checkpoint_root(output), events, event)
     barrier(f"rewind-{step}")
     start, end = event["skipped_data_steps"]
     logger.warning(
@@ -437,7 +449,10 @@ def train_loop(
     data = MixtureDataset(config.data)
     schedule = config.schedule.build()
     optimizer = build_optimizer(config)
-    resuming = latest_checkpoint(output / CHECKPOINTS) is not None
+    if is_main_process():
+        remove_uncommitted(checkpoint_root(output))
+    barrier("checkpoints-cleaned")
+    resuming = latest_checkpoint(checkpoint_root(output)) is not None
     layout = build_layout(config, optimizer)
     state = initial_state(config, optimizer, output, layout)
     events = read_rewinds(output) if resuming else []
@@ -452,8 +467,6 @@ def train_loop(
     watch = PlateauWatch(config.rewind, _logged_records(output)) if config.rewind is not None else None
     profiler = ProfileWindow(config.profile_steps, output / PROFILE_DIR)
     last_save, nonfinite = time.monotonic(), 0
-    stop = StopSignal()
-    stop.install()
     try:
         while state.step < config.num_steps:
             profiler.before(state.step)
@@ -508,23 +521,17 @@ def train_loop(
                 watch = PlateauWatch(config.rewind, _logged_records(output))
                 continue
             state = TrainState(model, opt_state, ema, state.step + 1)
-            saved = None
             if state.step % config.checkpoints.every_steps == 0 and state.step < config.num_steps:
-                saved = save_state(output, state, config, "permanent", skips)
+                save_state(output, state, config, "permanent", skips)
                 last_save = time.monotonic()
             elif config.checkpoints.every_minutes is not None and agree(
                 time.monotonic() - last_save > 60 * config.checkpoints.every_minutes
             ):
-                saved = save_state(output, state, config, "temporary", skips)
-                _prune(output)
+                save_state(output, state, config, "temporary", skips)
                 last_save = time.monotonic()
-            if state.step < config.num_steps and stop.requested():
-                saved = saved or save_state(output, state, config, "temporary", skips)
-                raise Preempted(state.step, str(saved))
         save_state(output, state, config, "permanent", skips)
-        _prune(output)
     finally:
-        stop.restore()
+        wait_for_checkpoints()
         profiler.stop()
         trackers.close()
     return state

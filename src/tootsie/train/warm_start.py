@@ -29,17 +29,15 @@ Example: `[1][0].mu.layers.attn.wq` (AdamW) and `.inner_state[0][1].mu.layers.at
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
-from pathlib import Path
 from typing import TypeVar
 
 import equinox as eqx
 import jax
 import numpy as np
-from safetensors.numpy import load_file
 
 from tootsie.errors import TootsieError
 from tootsie.models.llama import LlamaModel
-from tootsie.train.checkpoint import is_tensor
+from tootsie.train.checkpoint import Location, is_tensor, read_tensors
 
 Tree = TypeVar("Tree")
 QK_NORM_KEYS = (".layers.attn.q_norm.weight", ".layers.attn.k_norm.weight")
@@ -49,15 +47,15 @@ _MOMENT = re.compile(r"\.(mu|nu)(?=[.\[]|$)")
 _FIELD = re.compile(r"\.(\w+)$")
 
 
-def warm_start_model(checkpoint: Path, template: LlamaModel, add_qk_norm: bool = False) -> LlamaModel:
-    """`template` with every tensor from `checkpoint/model.safetensors` as host arrays, adding QK-norm scales if asked.
+def warm_start_model(checkpoint: Location, template: LlamaModel, add_qk_norm: bool = False) -> LlamaModel:
+    """`template` with every tensor of the checkpoint's model as host arrays, adding QK-norm scales if asked.
 
     The template may be abstract (`eqx.filter_eval_shape`): only its structure, shapes and dtypes are used.
     """
-    file = Path(checkpoint) / "model.safetensors"
-    if not file.is_file():
+    file = f"{checkpoint}/model"
+    source = read_tensors(checkpoint, "model")
+    if source is None:
         raise TootsieError(f"{file} not found: warm starts need a finished tootsie checkpoint directory")
-    source = load_file(str(file))
     params, static = eqx.partition(template, is_tensor)
     leaves_with_paths, treedef = jax.tree_util.tree_flatten_with_path(params)
     expected = [jax.tree_util.keystr(path) for path, _ in leaves_with_paths]
