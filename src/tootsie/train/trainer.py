@@ -42,7 +42,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from tootsie.configfile import to_plain
 from tootsie.data.mixture import MixtureDataset
-from tootsie.errors import TootsieError
+from tootsie.errors import Preempted, TootsieError
 from tootsie.executor import storage
 from tootsie.executor.staging import final_output
 from tootsie.models.llama import LlamaConfig, LlamaModel
@@ -66,6 +66,7 @@ from tootsie.train.checkpoint import (
 )
 from tootsie.train.config import TrainConfig
 from tootsie.train.loss import cast_floats
+from tootsie.train.preemption import StopSignal
 from tootsie.train.rewind import (
     DataSkips,
     PlateauWatch,
@@ -467,6 +468,8 @@ def train_loop(
     watch = PlateauWatch(config.rewind, _logged_records(output)) if config.rewind is not None else None
     profiler = ProfileWindow(config.profile_steps, output / PROFILE_DIR)
     last_save, nonfinite = time.monotonic(), 0
+    stop = StopSignal()
+    stop.install()
     try:
         while state.step < config.num_steps:
             profiler.before(state.step)
@@ -521,17 +524,22 @@ def train_loop(
                 watch = PlateauWatch(config.rewind, _logged_records(output))
                 continue
             state = TrainState(model, opt_state, ema, state.step + 1)
+            saved = None
             if state.step % config.checkpoints.every_steps == 0 and state.step < config.num_steps:
-                save_state(output, state, config, "permanent", skips)
+                saved = save_state(output, state, config, "permanent", skips)
                 last_save = time.monotonic()
             elif config.checkpoints.every_minutes is not None and agree(
                 time.monotonic() - last_save > 60 * config.checkpoints.every_minutes
             ):
-                save_state(output, state, config, "temporary", skips)
+                saved = save_state(output, state, config, "temporary", skips)
                 last_save = time.monotonic()
+            if state.step < config.num_steps and stop.requested():
+                saved = saved or save_state(output, state, config, "temporary", skips)
+                raise Preempted(state.step, str(saved))
         save_state(output, state, config, "permanent", skips)
     finally:
         wait_for_checkpoints()
+        stop.restore()
         profiler.stop()
         trackers.close()
     return state
