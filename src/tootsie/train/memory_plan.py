@@ -1,0 +1,322 @@
+"""Per-device memory of a training step before launch: analytic bytes, checked against XLA's compiled analysis.
+
+A step's device memory is five parts: the fp32 params, the optimizer state
+(Adam's two fp32 moments, Muon's momentum, plus the EMA copy of the weights),
+the fp32 gradients, the activations kept for the backward pass (set by the
+remat policy) and the temporaries (one block's forward/backward working set,
+or, at another time, the loss chunk's logits; weights gathered by FSDP or cast to the compute
+dtype, and the updated weights, since the step does not donate the model).
+
+Params, optimizer state and gradients are exact: the abstract shapes of
+`abstract_state` (nothing allocated, so an 8B model costs nothing) divided by
+how the run's layout shards each tensor (`sharding.make_layout` on an abstract
+mesh). Activations and temporaries come from the shape formulas below, whose
+copy counts were measured against XLA's CPU buffer assignment
+(docs/training.md, "Memory planner"). Where the real step can be compiled, the
+plan also compiles it on abstract shapes over fake CPU devices and reports
+`memory_analysis()` per device; fake devices must exist before JAX starts, so
+that compile runs in a subprocess (`python -m tootsie.train.memory_plan`).
+
+Example: the 8B preset (8.03e9 params) on `fsdp=8` holds 4.01 GB of params,
+8.03 GB of Adam moments and 4.01 GB of EMA per device; with seq 4096 and 256
+rows (32 per device, full remat) the 32 saved block inputs add 2 copies × 32
+layers × 32 rows × 4096 × 4096 × 4 B = 137 GB in fp32: it does not fit an
+80 GiB H100 without microbatches.
+"""
+
+import json
+import math
+import os
+import subprocess
+import sys
+import warnings
+from dataclasses import dataclass, replace
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import AbstractMesh, AxisType, NamedSharding, PartitionSpec
+
+from tootsie.configfile import from_plain, to_plain
+from tootsie.errors import TootsieError
+from tootsie.train.config import TrainConfig
+from tootsie.train.sharding import BATCH_AXES, MESH_AXES, Layout, MeshConfig, make_layout
+from tootsie.train.trainer import abstract_state, build_optimizer, make_train_step
+
+GIB, GB = 2**30, 10**9
+PARTS = ("params", "optimizer", "gradients", "activations", "temporaries")
+"""The per-device parts, in the order printed; `total` is their sum."""
+RESIDUAL_COPIES = 2
+"""Copies of each saved block input under scan + remat (XLA CPU keeps ~2.25: the stacked residual and its copy)."""
+BLOCK_INTER_COPIES = 5
+"""Live `[rows, seq, intermediate]` tensors in one block's backward (gate, up, silu, product, their gradient)."""
+BLOCK_HIDDEN_COPIES = 9
+"""Live fp32 `[rows, seq, hidden]` tensors in one block's backward (norms, q/k/v/out, residual gradients)."""
+SCORE_COPIES = 2
+"""fp32 `[rows, heads, seq, seq]` tensors of materialized attention (scores and their gradient)."""
+LOSS_CHUNK_COPIES = 2
+"""fp32 `[chunk, vocab]` tensors live in the fused loss (logits and their gradient; XLA fuses the softmax)."""
+LOSS_CHUNK_TOKENS = 1024
+"""Positions the loss projects at once: `tootsie.train.loss.LOSS_CHUNK_TOKENS`."""
+HEADROOM = 0.9
+"""Fraction of device memory a plan may use: the rest goes to the runtime, allocator fragmentation and NCCL."""
+
+
+@dataclass(frozen=True)
+class DeviceKind:
+    """An accelerator's memory and how its attention runs."""
+
+    memory_bytes: int
+    """Physical memory per device."""
+    fused_attention: bool
+    """Attention runs as a fused kernel (no `[rows, heads, seq, seq]` scores in memory)."""
+    note: str
+    """What the figure is and where it comes from."""
+
+
+def _host_memory() -> int:
+    """This machine's physical memory in bytes."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+DEVICE_KINDS: dict[str, DeviceKind] = {
+    "h100": DeviceKind(80 * GIB, True, "h100: 80 GiB HBM3 (SXM/PCIe 80 GB); cuDNN fused attention assumed"),
+    "h200": DeviceKind(141 * GB, True, "h200: 141 GB HBM3e; cuDNN fused attention assumed"),
+    "a100": DeviceKind(80 * GIB, True, "a100: the 80 GB variant (use 40 GB cards at half); cuDNN attention assumed"),
+    "v5p": DeviceKind(95 * GB, False, "v5p: 95 GB HBM per chip; XLA attention (materialized scores) assumed"),
+    "cpu": DeviceKind(0, False, "cpu: this host's physical memory, shared by all fake devices"),
+}
+"""`--device-kind` → memory per device (cpu's is read from the host when planning)."""
+
+
+def parse_mesh(text: str) -> MeshConfig:
+    """`data=2,fsdp=4,tensor=1` → MeshConfig; axes left out are 1, so `fsdp=8` is 8 devices of FSDP."""
+    sizes = dict.fromkeys(MESH_AXES, 1)
+    given: set[str] = set()
+    for item in text.split(","):
+        name, _, value = item.partition("=")
+        name = name.strip()
+        if name not in MESH_AXES or name in given or not value.strip().lstrip("-").isdigit():
+            raise TootsieError(
+                f"--mesh {text!r}: {item!r} is not AXIS=SIZE with AXIS one of {MESH_AXES} (once each); "
+                "write it like data=2,fsdp=4,tensor=1 (-1 on one axis takes the rest)"
+            )
+        sizes[name] = int(value)
+        given.add(name)
+    try:
+        return MeshConfig(**sizes)
+    except ValueError as error:
+        raise TootsieError(f"--mesh {text!r}: {error}") from None
+
+
+def device_kind(name: str) -> DeviceKind:
+    """The DeviceKind of `--device-kind NAME` (cpu's memory read from this host)."""
+    if name not in DEVICE_KINDS:
+        raise TootsieError(f"unknown device kind {name!r}; choose one of {sorted(DEVICE_KINDS)}")
+    kind = DEVICE_KINDS[name]
+    return replace(kind, memory_bytes=_host_memory()) if name == "cpu" else kind
+
+
+def _abstract_layout(config: TrainConfig, devices: int) -> tuple[Layout, Any, Any, Any]:
+    """The run's layout on an abstract mesh of `devices` (no devices needed), with the abstract state it shards."""
+    optimizer = build_optimizer(config)
+    params, static, opt_state = abstract_state(config, optimizer)
+    sizes = config.mesh.shape(devices)
+    mesh = AbstractMesh(sizes, MESH_AXES, axis_types=(AxisType.Auto,) * len(MESH_AXES))
+    return make_layout(mesh, params, opt_state), params, static, opt_state
+
+
+def _shard_bytes(tree: Any, shardings: Any) -> int:
+    """Bytes of one device's shard of every leaf of `tree`."""
+    leaves, specs = jax.tree.leaves(tree), jax.tree.leaves(shardings)
+    return sum(int(np.prod(s.shard_shape(leaf.shape))) * leaf.dtype.itemsize for leaf, s in zip(leaves, specs))
+
+
+def analytic_bytes(config: TrainConfig, devices: int, fused_attention: bool) -> dict[str, int]:
+    """Per-device bytes of each part (and their pieces), from the shapes and the layout alone."""
+    layout, params, _, opt_state = _abstract_layout(config, devices)
+    mesh = dict(layout.mesh.shape)
+    model, tensor = config.model, mesh["tensor"]
+    rows = max(size for _, size in config.data.batch_schedule.stages)
+    rows = -(-rows // math.prod(mesh[axis] for axis in BATCH_AXES))
+    micro_rows = -(-rows // config.microbatches)
+    seq, hidden, vocab = config.data.seq_len, model.hidden_dim, model.vocab_size
+    inter, heads = model.intermediate_dim // tensor, max(model.num_heads // tensor, 1)
+    qkv = (model.num_heads + 2 * model.num_kv_heads) * model.resolved_head_dim // tensor
+    compute = jnp.dtype(config.compute_dtype).itemsize
+    tokens = micro_rows * seq
+
+    param_bytes = _shard_bytes(params, layout.params)
+    ema = param_bytes if config.ema is not None else 0
+    grads = param_bytes * (2 if config.microbatches > 1 else 1)
+    block = tokens * (BLOCK_INTER_COPIES * inter * compute + BLOCK_HIDDEN_COPIES * hidden * 4)
+    scores = 0 if fused_attention else micro_rows * seq * seq * (SCORE_COPIES * heads * 4 + 1)
+    saved_input = RESIDUAL_COPIES * model.num_layers * tokens * hidden * compute
+    saved = {
+        "full": 0,
+        "dots": model.num_layers * tokens * (qkv + 3 * hidden + 2 * inter) * compute,
+        "none": model.num_layers * (block + scores),
+    }[model.remat]
+    layer_params = model.num_parameters(include_embeddings=False) // model.num_layers // tensor
+    gathered = (2 * layer_params + vocab * hidden // tensor) * compute if mesh["fsdp"] > 1 else 0
+    cast = param_bytes // 4 * compute if compute != 4 else 0
+    loss = min(LOSS_CHUNK_TOKENS, tokens) * vocab // tensor * 4 * LOSS_CHUNK_COPIES + hidden * vocab // tensor * 4
+    return {
+        "params": param_bytes,
+        "optimizer": _shard_bytes(opt_state, layout.opt_state) + ema,
+        "gradients": grads,
+        "activations": saved_input + saved + rows * seq * 12,
+        "temporaries": param_bytes + max(block + scores, loss) + gathered + cast,
+        "ema": ema,
+        "saved_block_inputs": saved_input,
+        "attention_scores": scores,
+        "fsdp_gathered_weights": gathered,
+        "updated_params": param_bytes,
+        "rows_per_device": rows,
+    }
+
+
+def _abstract(tree: Any, shardings: Any) -> Any:
+    return jax.tree.map(lambda leaf, s: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=s), tree, shardings)
+
+
+def compiled_bytes(config: TrainConfig) -> dict[str, int]:
+    """XLA's memory analysis per device of the real train step, compiled on abstract shapes over this process's devices.
+
+    The step is `make_train_step`'s, jitted with the same donation (all but the model).
+    """
+    optimizer = build_optimizer(config)
+    params, static, opt_state = abstract_state(config, optimizer)
+    layout = make_layout(config.mesh.build(), params, opt_state)
+    model = eqx.combine(_abstract(params, layout.params), static)
+    rows = max(size for _, size in config.data.batch_schedule.stages)
+    batch = jax.ShapeDtypeStruct((rows, config.data.seq_len), jnp.int32, sharding=layout.batch)
+    mask = jax.ShapeDtypeStruct(batch.shape, jnp.float32, sharding=layout.batch)
+    step = jax.ShapeDtypeStruct((), jnp.int32, sharding=NamedSharding(layout.mesh, PartitionSpec()))
+    ema = _abstract(params, layout.params) if config.ema is not None else None
+    train_step = make_train_step(config, optimizer, layout).__wrapped__
+    with warnings.catch_warnings():  # the batch is donated as in the trainer; no output reuses it
+        warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
+        lowered = jax.jit(train_step, donate_argnums=(1, 2, 3, 4, 5, 6)).lower(
+            model, _abstract(opt_state, layout.opt_state), ema, step, batch, batch, mask
+        )
+    analysis = lowered.compile().memory_analysis()
+    sizes = {
+        "arguments": analysis.argument_size_in_bytes,
+        "outputs": analysis.output_size_in_bytes,
+        "aliased": analysis.alias_size_in_bytes,
+        "temp": analysis.temp_size_in_bytes,
+    }
+    return sizes | {"peak": sizes["arguments"] + sizes["temp"] + sizes["outputs"] - sizes["aliased"]}
+
+
+COMPILE_TIMEOUT_S = 300
+"""Longest wait for the compile subprocess; past it the plan is analytic only, with a note."""
+
+
+def compiled_bytes_in_subprocess(config: TrainConfig, devices: int, timeout: float = COMPILE_TIMEOUT_S) -> dict:
+    """`compiled_bytes` over `devices` fake CPU devices in a fresh process; `{"error": why}` when it cannot be had."""
+    env = os.environ | {
+        "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}",
+        "JAX_PLATFORMS": "cpu",
+    }
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "tootsie.train.memory_plan"],
+            input=json.dumps(to_plain(config)),
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        return {"error": f"compiling the step took over {timeout:.0f} s"}
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines() or [f"exit code {done.returncode}"]
+        return {"error": f"compiling the step failed: {lines[-1]}"}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """One device's bytes by part, the device's memory and whether the step fits, with the reasons."""
+
+    per_device: dict[str, int]
+    device_bytes: int
+    fits: bool
+    notes: tuple[str, ...]
+    analytic: dict[str, int]
+    xla: dict[str, Any] | None
+    mesh: dict[str, int]
+    device_kind: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The `tootsie plan memory --json` object."""
+        return {
+            "per_device": self.per_device,
+            "device_bytes": self.device_bytes,
+            "fits": self.fits,
+            "notes": list(self.notes),
+            "analytic": self.analytic,
+            "xla": self.xla,
+            "mesh": self.mesh,
+            "device_kind": self.device_kind,
+        }
+
+
+def plan_memory(
+    config: TrainConfig, devices: int, kind_name: str, compile_step: bool = True, timeout: float = COMPILE_TIMEOUT_S
+) -> MemoryPlan:
+    """The memory plan of `config` on `devices` devices of `kind_name`: analytic, and XLA's where it compiles.
+
+    On `cpu`, XLA's figures are the target's own, so the temporaries are set to
+    make the total equal XLA's peak; on accelerators the CPU compile (which
+    materializes attention scores a fused kernel never holds) is reported beside
+    the analytic plan, not folded into it.
+    """
+    kind = device_kind(kind_name)
+    sizes = dict(zip(MESH_AXES, config.mesh.shape(devices), strict=True))
+    analytic = analytic_bytes(config, devices, kind.fused_attention)
+    notes = [kind.note, f"fits = total <= {HEADROOM:.0%} of device memory (runtime, allocator and NCCL headroom)"]
+    if config.ema is not None:
+        notes.append("optimizer includes the fp32 EMA copy of the weights")
+    per_device = {part: analytic[part] for part in PARTS}
+    xla: dict[str, Any] | None = None
+    if compile_step:
+        xla = compiled_bytes_in_subprocess(config, devices, timeout)
+        if "error" in xla:
+            notes.append(f"analytic activations and temporaries only: {xla['error']}")
+        else:
+            ratio = (xla["peak"] - per_device["params"] - per_device["optimizer"]) / max(
+                sum(per_device[part] for part in ("gradients", "activations", "temporaries")), 1
+            )
+            notes.append(
+                f"XLA CPU compile on {devices} fake devices: step memory beyond the state = {ratio:.2f}x analytic"
+                + (" (the CPU compile materializes attention scores)" if kind.fused_attention else "")
+            )
+            if kind_name == "cpu":
+                state = sum(per_device[part] for part in ("params", "optimizer", "gradients", "activations"))
+                per_device["temporaries"] = max(xla["peak"] - state, 0)
+                notes.append("temporaries set so the total equals XLA's compiled peak on this backend")
+            if ratio > 1.5 and sizes["fsdp"] > 1:
+                notes.append(
+                    "XLA keeps far more than the batch-sharded estimate: under fsdp its partitioner does not "
+                    "keep activations split by batch rows (no activation sharding constraints in the step)"
+                )
+    per_device["total"] = sum(per_device[part] for part in PARTS)
+    budget = int(kind.memory_bytes * HEADROOM)
+    return MemoryPlan(
+        per_device, kind.memory_bytes, per_device["total"] <= budget, tuple(notes), analytic, xla, sizes, kind_name
+    )
+
+
+def main() -> None:
+    """Subprocess entry: read a TrainConfig as JSON on stdin, print `compiled_bytes` as JSON."""
+    config = from_plain(TrainConfig, json.loads(sys.stdin.read()), "train")
+    print(json.dumps(compiled_bytes(config)))
+
+
+if __name__ == "__main__":
+    main()
