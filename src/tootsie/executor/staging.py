@@ -18,9 +18,10 @@ in place, as always. With a prefix in object storage (`s3://bucket/runs`):
 3. when it returns, the staging directory is uploaded (`storage.upload_tree`:
    oldest file first, then stale objects removed), and only after that does
    the runner write SUCCESS. A half-uploaded output therefore never looks
-   finished. An attempt that raises uploads what it wrote too, so the next
-   attempt, on any machine, resumes from it; an attempt killed outright loses
-   its unsaved work, not its correctness.
+   finished. An attempt that raises (or is preempted: `errors.Preempted`)
+   uploads what it wrote too, so the next attempt, on any machine, resumes
+   from it; an attempt killed outright loses its unsaved work, not its
+   correctness.
 
 Checkpoints are the exception (`DIRECT_OUTPUTS`): a preempted host must lose
 nothing since its last checkpoint, so they are written straight to the store.
@@ -48,7 +49,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from tootsie.errors import TootsieError
+from tootsie.errors import Preempted, TootsieError
 from tootsie.executor import storage
 from tootsie.executor.graph import Graph, Node
 from tootsie.executor.lease import LEASE_FILE, MUTEX_FILE
@@ -163,7 +164,7 @@ def _run(call: StepCall) -> None:
     token = _running.set((call.workdir, call.output))
     try:
         call.fn(call.config, call.workdir)
-    except Exception:
+    except (Exception, Preempted):  # a preempted attempt's metrics reach the store too, so its rerun has them
         _save_partial(call)
         raise
     finally:
