@@ -1,13 +1,17 @@
 """A Llama-style decoder: RMSNorm, RoPE, grouped-query attention, SwiGLU.
 
 Layers are stacked (every block's weights carry a leading `num_layers` axis) and
-run with `jax.lax.scan`, so compile time does not grow with depth. Attention goes
-through `jax.nn.dot_product_attention`, which picks a fused kernel on GPU, with a
-causal mask that is also blocked across documents when segment ids are given.
+run with `jax.lax.scan`, so compile time does not grow with depth. Attention is
+causal and blocked across documents when segment ids are given, through cuDNN's
+fused kernel on GPU and two einsums elsewhere (`tootsie.models.attention`).
 `qk_norm=True` adds Qwen3's per-head RMSNorm on queries and keys.
 
-Weights are plain arrays (not `eqx.nn.Linear`) so the batched einsums and the
-Hugging Face layout mapping are explicit: `wq` is `[hidden, heads * head_dim]`.
+Weights are plain arrays (not `eqx.nn.Linear`) so the matmuls and the Hugging
+Face layout mapping are explicit: `wq` is `[hidden, heads * head_dim]`. Every
+weight matmul runs on `[batch * seq, features]` matrices: with the batch and
+sequence as two axes, XLA's CPU backend transposed activations for the weight
+gradients, which cost about a third of the step (measured on the CPU benchmark
+shape, docs/training.md).
 """
 
 import math
@@ -19,6 +23,14 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
 from tootsie.configfile import names_literal
+from tootsie.executor.step import unhashed
+from tootsie.models.attention import (
+    ATTENTION_IMPLEMENTATIONS,
+    AttentionChoice,
+    attend,
+    attention_mask,
+    resolve_attention,
+)
 
 
 @dataclass(frozen=True)
@@ -104,6 +116,11 @@ class LlamaConfig:
     `full` keeps only each block's input (least memory, and the fastest on CPU, where the step is
     memory-bound), `dots` keeps the weight matmuls' outputs, `none` keeps everything.
     """
+    attention: AttentionChoice = unhashed("auto")
+    """Attention kernel: `xla`, `cudnn` (GPU, bf16/fp16), or `auto` (cuDNN where it runs, else XLA).
+
+    Unhashed, as the mesh: it changes how the same function is computed, not what.
+    """
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "hidden_dim", "intermediate_dim", "num_layers", "num_heads", "num_kv_heads"):
@@ -119,6 +136,8 @@ class LlamaConfig:
             raise ValueError(f"head_dim={self.resolved_head_dim} must be even for RoPE")
         if self.remat not in REMAT_POLICIES:
             raise ValueError(f"remat must be one of {sorted(REMAT_POLICIES)}, got {self.remat!r}")
+        if self.attention not in ATTENTION_IMPLEMENTATIONS:
+            raise ValueError(f"attention must be one of {sorted(ATTENTION_IMPLEMENTATIONS)}, got {self.attention!r}")
 
     @property
     def resolved_head_dim(self) -> int:
@@ -196,6 +215,7 @@ class Attention(eqx.Module):
     num_heads: int = eqx.field(static=True)
     num_kv_heads: int = eqx.field(static=True)
     head_dim: int = eqx.field(static=True)
+    implementation: str = eqx.field(static=True)
 
     def __init__(self, config: LlamaConfig, *, key: PRNGKeyArray) -> None:
         kq, kk, kv, ko = jax.random.split(key, 4)
@@ -207,23 +227,26 @@ class Attention(eqx.Module):
         self.q_norm = RMSNorm(d, config.norm_eps) if config.qk_norm else None
         self.k_norm = RMSNorm(d, config.norm_eps) if config.qk_norm else None
         self.num_heads, self.num_kv_heads, self.head_dim = config.num_heads, config.num_kv_heads, d
+        self.implementation = config.attention
 
     def __call__(
         self,
         x: Float[Array, "batch seq hidden"],
         cos: Float[Array, "seq half"],
         sin: Float[Array, "seq half"],
-        mask: Array,
+        segment_ids: Int[Array, "batch seq"] | None,
+        mask: Array | None,
     ) -> Float[Array, "batch seq hidden"]:
-        batch, seq, _ = x.shape
-        q = (x @ self.wq.astype(x.dtype)).reshape(batch, seq, self.num_heads, self.head_dim)
-        k = (x @ self.wk.astype(x.dtype)).reshape(batch, seq, self.num_kv_heads, self.head_dim)
-        v = (x @ self.wv.astype(x.dtype)).reshape(batch, seq, self.num_kv_heads, self.head_dim)
+        batch, seq, hidden = x.shape
+        rows = x.reshape(batch * seq, hidden)
+        q = (rows @ self.wq.astype(x.dtype)).reshape(batch, seq, self.num_heads, self.head_dim)
+        k = (rows @ self.wk.astype(x.dtype)).reshape(batch, seq, self.num_kv_heads, self.head_dim)
+        v = (rows @ self.wv.astype(x.dtype)).reshape(batch, seq, self.num_kv_heads, self.head_dim)
         if self.q_norm is not None and self.k_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        out = jax.nn.dot_product_attention(q, k, v, mask=mask)
-        return out.reshape(batch, seq, self.num_heads * self.head_dim) @ self.wo.astype(x.dtype)
+        out = attend(self.implementation, q, k, v, segment_ids, mask)
+        return (out.reshape(batch * seq, self.num_heads * self.head_dim) @ self.wo.astype(x.dtype)).reshape(x.shape)
 
 
 class SwiGLU(eqx.Module):
@@ -243,8 +266,9 @@ class SwiGLU(eqx.Module):
         )
 
     def __call__(self, x: Float[Array, "batch seq hidden"]) -> Float[Array, "batch seq hidden"]:
-        gate = jax.nn.silu(x @ self.w_gate.astype(x.dtype))
-        return (gate * (x @ self.w_up.astype(x.dtype))) @ self.w_down.astype(x.dtype)
+        rows = x.reshape(-1, x.shape[-1])
+        gate = jax.nn.silu(rows @ self.w_gate.astype(x.dtype))
+        return ((gate * (rows @ self.w_up.astype(x.dtype))) @ self.w_down.astype(x.dtype)).reshape(x.shape)
 
 
 class Block(eqx.Module):
@@ -264,19 +288,15 @@ class Block(eqx.Module):
         self.attn, self.mlp = Attention(config, key=ka), SwiGLU(config, key=km)
 
     def __call__(
-        self, x: Float[Array, "batch seq hidden"], cos: Array, sin: Array, mask: Array
+        self,
+        x: Float[Array, "batch seq hidden"],
+        cos: Array,
+        sin: Array,
+        segment_ids: Int[Array, "batch seq"] | None,
+        mask: Array | None,
     ) -> Float[Array, "batch seq hidden"]:
-        x = x + self.attn(self.attn_norm(x), cos, sin, mask)
+        x = x + self.attn(self.attn_norm(x), cos, sin, segment_ids, mask)
         return x + self.mlp(self.mlp_norm(x))
-
-
-def attention_mask(segment_ids: Int[Array, "batch seq"] | None, batch: int, seq: int) -> Array:
-    """Causal mask `[batch, 1, seq, seq]`, also blocked between different documents."""
-    causal = jnp.tril(jnp.ones((seq, seq), dtype=bool))[None, None]
-    if segment_ids is None:
-        return jnp.broadcast_to(causal, (batch, 1, seq, seq))
-    same_doc = segment_ids[:, None, :, None] == segment_ids[:, None, None, :]
-    return causal & same_doc
 
 
 class LlamaModel(eqx.Module):
@@ -318,11 +338,12 @@ class LlamaModel(eqx.Module):
         batch, seq = tokens.shape
         x = self.embed[tokens]
         cos, sin = rope_tables(seq, self.config.resolved_head_dim, self.config.rope_theta, self.config.rope_scaling)
-        mask = attention_mask(segment_ids, batch, seq)
+        cudnn = resolve_attention(self.config.attention, x.dtype) == "cudnn"
+        mask = None if cudnn else attention_mask(segment_ids, batch, seq)
         dynamic, static = eqx.partition(self.layers, eqx.is_array)
 
         def run_block(h: Array, block_params: Block) -> tuple[Array, None]:
-            return eqx.combine(block_params, static)(h, cos, sin, mask), None
+            return eqx.combine(block_params, static)(h, cos, sin, segment_ids, mask), None
 
         policy = REMAT_POLICIES[self.config.remat]
         x, _ = jax.lax.scan(run_block if policy is None else jax.checkpoint(run_block, policy=policy), x, dynamic)

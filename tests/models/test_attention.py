@@ -1,0 +1,69 @@
+"""Attention paths: the XLA einsums match JAX's reference, and cuDNN's packed-document masking is the XLA mask."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from tootsie.models.attention import (
+    attend,
+    attention_mask,
+    cudnn_segments,
+    resolve_attention,
+    segments_mask,
+    xla_attention,
+)
+from tootsie.models.llama import LlamaConfig
+
+
+def packed_segment_ids(seq: int, rows: int, seed: int) -> jax.Array:
+    """Rows of contiguous documents as the packer lays them out: one document, one per token, random runs."""
+    rng = np.random.default_rng(seed)
+    random_runs = [np.cumsum(rng.random(seq) < p) for p in rng.uniform(0.05, 0.5, size=rows - 2)]
+    return jnp.asarray(np.stack([np.zeros(seq), np.arange(seq), *random_runs]), jnp.int32)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_cudnn_packed_masking_is_the_xla_mask(seed: int) -> None:
+    segments = packed_segment_ids(seq=24, rows=6, seed=seed)
+    seqlens, offsets = cudnn_segments(segments, max_segments=24)
+    assert seqlens.shape == (6, 24) and offsets.shape == (6, 25)
+    assert int(seqlens[0, 0]) == 24 and int(seqlens[0, 1]) == -1  # one document: the rest padded with -1
+    assert np.all(np.asarray(seqlens[1]) == 1)  # a document per token
+    assert np.all(np.where(seqlens >= 0, seqlens, 0).sum(axis=1) == 24)  # every position in one document
+    np.testing.assert_array_equal(segments_mask(seqlens, offsets, 24), attention_mask(segments, 6, 24))
+
+
+def test_segments_mask_differs_when_a_boundary_moves() -> None:
+    """The reference is not vacuous: one document boundary moved changes the mask."""
+    segments = jnp.array([[0, 0, 0, 1, 1, 1]], jnp.int32)
+    moved = jnp.array([[0, 0, 1, 1, 1, 1]], jnp.int32)
+    assert not np.array_equal(segments_mask(*cudnn_segments(moved, 6), 6), attention_mask(segments, 1, 6))
+
+
+@pytest.mark.parametrize(("heads", "kv_heads"), [(4, 4), (4, 2), (6, 1)])
+def test_xla_attention_matches_jax_reference_under_the_cudnn_mask(heads: int, kv_heads: int) -> None:
+    keys = jax.random.split(jax.random.PRNGKey(heads * 10 + kv_heads), 3)
+    batch, seq, dim = 3, 16, 8
+    q = jax.random.normal(keys[0], (batch, seq, heads, dim))
+    k = jax.random.normal(keys[1], (batch, seq, kv_heads, dim))
+    v = jax.random.normal(keys[2], (batch, seq, kv_heads, dim))
+    segments = packed_segment_ids(seq, batch, seed=heads)
+    cudnn_mask = segments_mask(*cudnn_segments(segments, seq), seq)
+    reference = jax.nn.dot_product_attention(q, k, v, mask=cudnn_mask, implementation="xla")
+    np.testing.assert_allclose(xla_attention(q, k, v, attention_mask(segments, batch, seq)), reference, atol=1e-5)
+    unmasked = jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation="xla")
+    assert not np.allclose(reference, unmasked, atol=1e-3)  # the documents do change the result
+
+
+def test_auto_is_xla_off_gpu_and_attend_needs_the_mask_there() -> None:
+    assert resolve_attention("auto", jnp.bfloat16) == ("cudnn" if jax.default_backend() == "gpu" else "xla")
+    assert resolve_attention("auto", jnp.float32) == "xla"
+    q = jnp.zeros((1, 4, 2, 8))
+    with pytest.raises(ValueError, match="dense mask"):
+        attend("xla", q, q, q, None, None)
+
+
+def test_unknown_attention_is_refused() -> None:
+    with pytest.raises(ValueError, match="attention must be one of"):
+        LlamaConfig(attention="flash")  # type: ignore[arg-type]
