@@ -55,7 +55,8 @@ def _config(cache: str) -> TrainConfig:
     )
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 free right now (for the jax.distributed coordinator)."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
@@ -72,7 +73,7 @@ def test_each_process_writes_only_its_shards_and_grows_by_at_most_its_shards_plu
         **os.environ,
         "JAX_PLATFORMS": "cpu",
         "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=4".strip(),
-        ENV_COORDINATOR: f"127.0.0.1:{_free_port()}",
+        ENV_COORDINATOR: f"127.0.0.1:{free_port()}",
         ENV_NUM_PROCESSES: str(PROCESSES),
     }
     processes = [

@@ -14,14 +14,17 @@ import numpy as np
 import pytest
 
 from tests.processes import communicate
+from tests.train.test_distributed_checkpoint import free_port
 from tests.train.test_kill_resume import _config as kill_resume_config
 from tests.train.test_kill_resume import _losses
+from tests.train.test_sharding import _config as sharding_config
 from tootsie.configfile import dump_config
 from tootsie.errors import PREEMPTED_EXIT_CODE, Preempted
 from tootsie.train.checkpoint import STATE_FILE, checkpoint_dir, latest_checkpoint, load_checkpoint
 from tootsie.train.config import CheckpointConfig, TrainConfig
 from tootsie.train.preemption import StopSignal
 from tootsie.train.schedule import WSDConfig
+from tootsie.train.sharding import ENV_COORDINATOR, ENV_NUM_PROCESSES, ENV_PROCESS_ID, DistributedConfig, MeshConfig
 from tootsie.train.trainer import abstract_state, build_optimizer
 
 STEPS = 40
@@ -107,3 +110,45 @@ def test_sigterm_checkpoints_exits_75_and_the_rerun_matches_an_uninterrupted_run
     assert len(final) == len(reference) > 0
     for index, (value, expected) in enumerate(zip(final, reference, strict=True)):
         np.testing.assert_array_equal(value, expected, err_msg=f"leaf {index} of (model, opt_state)")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_sigterm_to_one_of_two_processes_stops_both_after_the_same_step(tmp_path, make_cache) -> None:
+    config = replace(
+        sharding_config(make_cache),
+        num_steps=STEPS,
+        schedule=WSDConfig(peak_lr=1e-2, warmup_steps=3, decay_steps=10, total_steps=STEPS),
+        mesh=MeshConfig(data=-1),
+        distributed=DistributedConfig(),
+    )
+    (tmp_path / "train.yaml").write_text(dump_config(config))
+    out = tmp_path / "run"
+    env = {
+        **os.environ,
+        "JAX_PLATFORMS": "cpu",
+        "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=4".strip(),
+        ENV_COORDINATOR: f"127.0.0.1:{free_port()}",
+        ENV_NUM_PROCESSES: "2",
+    }
+    command = [sys.executable, "-m", "tootsie.cli.main", "train", "--config", str(tmp_path / "train.yaml")]
+    processes = [
+        subprocess.Popen(
+            [*command, "--out", str(out)],
+            env={**env, ENV_PROCESS_ID: str(index)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for index in range(2)
+    ]
+    metrics, deadline = out / "metrics.jsonl", time.monotonic() + 150
+    while all(p.poll() is None for p in processes) and not (metrics.exists() and metrics.read_text().count("\n") >= 2):
+        assert time.monotonic() < deadline, "the run logged no step within 150 s"
+        time.sleep(0.005)
+    processes[1].send_signal(signal.SIGTERM)  # process 1 only: process 0 learns of it through the all-gather
+    errors = [communicate(process, timeout=120)[1] for process in processes]
+    assert [p.returncode for p in processes] == [PREEMPTED_EXIT_CODE] * 2, errors[0][-2000:] + errors[1][-2000:]
+    reached = len(_losses(out))
+    assert 2 <= reached < STEPS and all(f"stopped after step {reached} " in error for error in errors)
+    assert latest_checkpoint(out / "checkpoints") == checkpoint_dir(out / "checkpoints", reached)
