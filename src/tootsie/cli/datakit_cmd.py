@@ -13,6 +13,9 @@ from tootsie.datakit.consolidate import AttributeFilter, ConsolidateConfig, cons
 from tootsie.datakit.decontaminate import DecontaminateConfig, decontaminate
 from tootsie.datakit.dedup import DedupConfig, dedup
 from tootsie.datakit.engine import EngineConfig
+from tootsie.datakit.extract import ExtractConfig, extract
+from tootsie.datakit.html_extract import ENGINES, FORMATS
+from tootsie.datakit.langid import LangidConfig, langid
 from tootsie.datakit.normalize import NormalizeConfig, normalize
 from tootsie.datakit.quality import QualityConfig, QualityRules, quality
 from tootsie.datakit.tokenize import TokenizeConfig, tokenize_documents
@@ -36,6 +39,22 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     command.add_argument("inputs", nargs="+", metavar="INPUT", help="files, directories or globs")
     command.add_argument("--text-field", default="text", help="text field of the records (default: text)")
     command.add_argument("--id-field", default="id", help="original id field, kept as source_id (default: id)")
+
+    command = _stage(
+        stages,
+        "extract",
+        "web archives (.warc, .warc.gz) and .html files → main-content Parquet documents (normalize's schema + url,"
+        " title, date)",
+        run_extract,
+    )
+    command.add_argument("inputs", nargs="+", metavar="INPUT", help="WARC or HTML files, directories or globs")
+    command.add_argument("--format", choices=FORMATS, default="text", help="text (default) or markdown")
+    command.add_argument("--engine", choices=ENGINES, default="resiliparse", help="extractor (default: resiliparse)")
+
+    command = _stage(
+        stages, "langid", "language ID → attribute Parquet (id, lang, lang_score); counts per language", run_langid
+    )
+    command.add_argument("input", metavar="DOCS", help="document directory")
 
     command = _stage(
         stages,
@@ -117,6 +136,13 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         metavar="ATTR_DIR:COLUMN",
         help="cut the [start, end) spans of a spans column",
     )
+    command.add_argument(
+        "--keep-values",
+        action="append",
+        default=[],
+        metavar="ATTR_DIR:COLUMN=V[,V]",
+        help="keep only documents whose string column is one of the values, e.g. langid/lang=en,de",
+    )
 
     command = _stage(
         stages, "train-tokenizer", "train a byte-level BPE tokenizer on document directories", run_train_tokenizer
@@ -164,6 +190,20 @@ def run_normalize(args: argparse.Namespace) -> int:
     )
     stats = normalize(config, args.out)
     return emit(stats, args, f"normalized into {args.out}")
+
+
+def run_extract(args: argparse.Namespace) -> int:
+    """`tootsie datakit extract`: the main content of web pages as normalized documents."""
+    config = build(
+        ExtractConfig, inputs=tuple(args.inputs), extractor=args.engine, format=args.format, engine=engine_of(args)
+    )
+    return emit(extract(config, args.out), args, f"extracted web documents into {args.out}")
+
+
+def run_langid(args: argparse.Namespace) -> int:
+    """`tootsie datakit langid`: language attributes (documents are not rewritten)."""
+    config = build(LangidConfig, input=args.input, engine=engine_of(args))
+    return emit(langid(config, args.out), args, f"language attributes in {args.out}")
 
 
 def run_filter(args: argparse.Namespace) -> int:
@@ -256,8 +296,20 @@ def run_consolidate(args: argparse.Namespace) -> int:
                     **mode,
                 )
             )
+    for value in args.keep_values:
+        spec, _, values = value.rpartition("=")
+        directory, column = _attribute_flag(spec, "--keep-values")
+        keep = tuple(v.strip() for v in values.split(",") if v.strip())
+        if not keep:
+            raise TootsieError(
+                f"--keep-values {value!r}: give the values to keep, e.g. --keep-values langid/lang=en,de"
+            )
+        name = f"{column}@{Path(directory).parent.name or directory}"
+        filters.append(build(AttributeFilter, name=name, attributes=directory, column=column, keep_values=keep))
     if not filters:
-        raise TootsieError("consolidate needs at least one --drop, --drop-false or --remove-spans ATTR_DIR:COLUMN")
+        raise TootsieError(
+            "consolidate needs at least one --drop, --drop-false, --remove-spans or --keep-values ATTR_DIR:COLUMN[=...]"
+        )
     stats = consolidate(
         build(ConsolidateConfig, input=args.input, attributes=tuple(filters), engine=engine_of(args)), args.out
     )

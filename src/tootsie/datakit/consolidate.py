@@ -4,7 +4,7 @@ Attribute stages (quality, dedup, decontamination, classifiers) only label
 documents; this stage acts on the labels. Each `AttributeFilter` names an
 attribute directory co-partitioned with the input (for document shard
 `part-00003.parquet`, an attribute shard of the same name with `id` and the
-attribute columns, same rows, same order) and one column, used one of three ways:
+attribute columns, same rows, same order) and one column, used one of these ways:
 
 - `drop_value`: a boolean column; drop the document when it equals this value
   (`exact_duplicate == True`, `quality_pass == False`, `contaminated == True`);
@@ -13,7 +13,9 @@ attribute columns, same rows, same order) and one column, used one of three ways
 - `remove_spans`: a list<list<int64>> column of `[start, end)` code-point
   offsets (`duplicate_paragraph_spans`, `c4_removed_spans`); the spans of all
   such filters are merged and cut out of the text. A document left empty or
-  blank is dropped as `empty_after_span_removal`.
+  blank is dropped as `empty_after_span_removal`;
+- `keep_values`: a string column; keep the documents whose value is one of
+  these, drop the rest (`lang` in `("en", "de")`, see `langid.langid_filters`).
 
 Null attribute values never drop a document. Drop filters apply in config
 order and a dropped document counts under the first filter that dropped it, so
@@ -73,6 +75,8 @@ class AttributeFilter:
     """Numeric column: drop the document when the column is less than this."""
     remove_spans: bool = False
     """Spans column (list of [start, end) code-point offsets): cut the spans out of the text."""
+    keep_values: tuple[str, ...] | None = None
+    """String column: keep the document only when the column is one of these (e.g. languages)."""
 
     def __post_init__(self) -> None:
         if not self.name or self.name == EMPTY:
@@ -81,12 +85,14 @@ class AttributeFilter:
             self.drop_value is not None,
             self.drop_above is not None or self.drop_below is not None,
             self.remove_spans,
+            self.keep_values is not None,
         ]
         if sum(modes) != 1:
             raise ValueError(
                 f"AttributeFilter {self.name!r} must set exactly one of drop_value, drop_above/drop_below,"
-                " remove_spans; "
-                f"got {self.drop_value=}, {self.drop_above=}, {self.drop_below=}, {self.remove_spans=}"
+                " remove_spans, keep_values; "
+                f"got {self.drop_value=}, {self.drop_above=}, {self.drop_below=}, {self.remove_spans=},"
+                f" {self.keep_values=}"
             )
 
     @property
@@ -157,6 +163,8 @@ def _check_column(f: AttributeFilter, kind: pa.DataType, path: Path) -> None:
         ok, want = pa.types.is_boolean(kind), "bool"
     elif f.remove_spans:
         ok, want = _is_spans(kind), "list<list<int64>>"
+    elif f.keep_values is not None:
+        ok, want = pa.types.is_string(kind) or pa.types.is_large_string(kind), "a string"
     else:
         ok, want = pa.types.is_integer(kind) or pa.types.is_floating(kind), "a number"
     if not ok:
@@ -203,6 +211,8 @@ def _read_attributes(path: Path, filters: list[AttributeFilter], doc_ids: pa.Chu
 def _drop_mask(f: AttributeFilter, column: pa.ChunkedArray) -> np.ndarray:
     if f.drop_value is not None:
         hit = pc.equal(column, f.drop_value)
+    elif f.keep_values is not None:
+        hit = pc.and_(pc.is_valid(column), pc.invert(pc.is_in(column, value_set=pa.array(f.keep_values, pa.string()))))
     else:
         above = pc.greater(column, f.drop_above) if f.drop_above is not None else None
         below = pc.less(column, f.drop_below) if f.drop_below is not None else None

@@ -66,53 +66,65 @@ class NormalizeConfig:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
 
 
-def rejection_reason(text: str, config: NormalizeConfig) -> str | None:
-    """Why a normalized text is dropped, or None to keep it."""
+def rejection_reason(text: str, max_doc_bytes: int, max_whitespace_run: int) -> str | None:
+    """Why a normalized text is dropped (empty, over `max_doc_bytes`, a long whitespace run), or None to keep it."""
     if not text.strip():
         return "empty"
-    if len(text) > config.max_doc_bytes or len(text.encode("utf-8")) > config.max_doc_bytes:
+    if len(text) > max_doc_bytes or len(text.encode("utf-8")) > max_doc_bytes:
         return "too_large"
-    if re.search(rf"\s{{{config.max_whitespace_run + 1}}}", text):
+    if re.search(rf"\s{{{max_whitespace_run + 1}}}", text):
         return "whitespace_run"
     return None
 
 
+class ChunkWriter:
+    """Collects document rows and writes them as `chunk-NNNNN.parquet` files of about `shard_bytes` of text."""
+
+    def __init__(self, output_dir: Path, schema: pa.Schema, shard_bytes: int) -> None:
+        self.output_dir, self.schema, self.shard_bytes = output_dir, schema, shard_bytes
+        self.rows: list[dict[str, object]] = []
+        self.text_bytes = 0
+        self.chunks = 0
+
+    def add(self, row: dict[str, object]) -> None:
+        """Add one document (a dict with the schema's columns); write a chunk when enough text has gathered."""
+        self.rows.append(row)
+        self.text_bytes += len(str(row["text"]))
+        if self.text_bytes >= self.shard_bytes:
+            self._flush()
+
+    def close(self) -> int:
+        """Write the last rows (an empty chunk when there were none at all); return the number of chunks."""
+        if self.rows or self.chunks == 0:
+            self._flush()
+        return self.chunks
+
+    def _flush(self) -> None:
+        table = pa.Table.from_pylist(self.rows, schema=self.schema)
+        write_table_atomic(table, self.output_dir / f"chunk-{self.chunks:05d}.parquet")
+        self.rows, self.text_bytes, self.chunks = [], 0, self.chunks + 1
+
+
 def normalize_file(task: ShardTask, config: NormalizeConfig) -> dict[str, object]:
     """Map: normalize one input file into chunk files under `task.output_dir`; return its counts."""
-    out = Path(task.output_dir)
     stats = StageStats()
-    rows: list[tuple[str, str, str]] = []
-    chunk_bytes, chunks = 0, 0
-
-    def flush() -> None:
-        nonlocal rows, chunk_bytes, chunks
-        ids, texts, sources = (list(column) for column in zip(*rows)) if rows else ([], [], [])
-        write_table_atomic(
-            pa.table({"id": ids, "text": texts, "source_id": sources}, schema=DOCUMENT_SCHEMA),
-            out / f"chunk-{chunks:05d}.parquet",
-        )
-        rows, chunk_bytes, chunks = [], 0, chunks + 1
-
+    writer = ChunkWriter(Path(task.output_dir), DOCUMENT_SCHEMA, config.shard_bytes)
     for source_id, raw_text in read_records(task.inputs[0], config.text_field, config.id_field, stats.drop):
         if raw_text is None:
             stats.drop("missing_text")
             continue
         text = unicodedata.normalize("NFC", raw_text)
-        reason = rejection_reason(text, config)
+        reason = rejection_reason(text, config.max_doc_bytes, config.max_whitespace_run)
         if reason is not None:
             stats.drop(reason)
             continue
-        rows.append((content_id(text), text, source_id))
-        chunk_bytes += len(text)
+        writer.add({"id": content_id(text), "text": text, "source_id": source_id})
         stats.keep()
-        if chunk_bytes >= config.shard_bytes:
-            flush()
-    if rows or chunks == 0:
-        flush()
-    return {**stats.to_json(), "chunks": chunks}
+    return {**stats.to_json(), "chunks": writer.close()}
 
 
-def _chunk_files(tasks: list[ShardTask]) -> list[Path]:
+def chunk_files(tasks: list[ShardTask]) -> list[Path]:
+    """The chunk files the map wrote for `tasks`, task by task in order."""
     return [chunk for task in tasks for chunk in sorted(Path(task.output_dir).glob("chunk-*.parquet"))]
 
 
@@ -134,7 +146,31 @@ def normalize(config: NormalizeConfig, output_path: str) -> dict[str, object]:
         for i, path in enumerate(files)
     ]
     results = map_shards(normalize_file, config, tasks, work / "done", config.engine, label="normalize")
-    chunks = _chunk_files([t for t in tasks if t.name in results.stats])
+    chunks = chunk_files([t for t in tasks if t.name in results.stats])
+    duplicates = write_deduplicated(chunks, out)
+    counts = StageStats.from_json(merge_counts(list(results.stats.values())))
+    rejected = dict(sorted(counts.dropped.items()))
+    counts.kept -= duplicates
+    counts.dropped["exact_duplicate"] += duplicates
+    details = {
+        "input_docs": counts.total,
+        "output_docs": counts.kept,
+        "exact_duplicates": duplicates,
+        "rejected": rejected,
+        "shards": len(chunks),
+        "failed_inputs": results.failed,
+    }
+    stats = finish_stage(out, counts, details)
+    shutil.rmtree(work)  # finished: the chunks are now parts; an interrupted run keeps them to resume
+    return stats
+
+
+def write_deduplicated(chunks: list[Path], out: Path) -> int:
+    """Reduce: rewrite `chunks` (in order) as `out/part-NNNNN.parquet` keeping each id's first row; return the drops.
+
+    Only the ids are held in memory (16 bytes a document); part files beyond the
+    chunk count, left by an earlier run with more inputs, are removed.
+    """
     ids = (
         np.concatenate(
             [pq.read_table(c, columns=["id"]).column("id").to_numpy(zero_copy_only=False).astype("S32") for c in chunks]
@@ -152,19 +188,4 @@ def normalize(config: NormalizeConfig, output_path: str) -> dict[str, object]:
         start += table.num_rows
     for stale in sorted(out.glob("part-*.parquet"))[len(chunks) :]:
         stale.unlink()
-    counts = StageStats.from_json(merge_counts(list(results.stats.values())))
-    rejected = dict(sorted(counts.dropped.items()))
-    duplicates = int(len(keep) - keep.sum())
-    counts.kept -= duplicates
-    counts.dropped["exact_duplicate"] += duplicates
-    details = {
-        "input_docs": counts.total,
-        "output_docs": counts.kept,
-        "exact_duplicates": duplicates,
-        "rejected": rejected,
-        "shards": len(chunks),
-        "failed_inputs": results.failed,
-    }
-    stats = finish_stage(out, counts, details)
-    shutil.rmtree(work)  # finished: the chunks are now parts; an interrupted run keeps them to resume
-    return stats
+    return int(len(keep) - keep.sum())

@@ -21,8 +21,16 @@ TEXT_SUFFIXES = (".txt", ".md")
 Reject = Callable[[str], None]
 
 
-def expand_inputs(inputs: tuple[str, ...]) -> list[str]:
-    """Resolve files, directories (recursively) and globs, local or fsspec URLs, to a sorted list of readable files."""
+def expand_inputs(
+    inputs: tuple[str, ...],
+    accept: Callable[[str], bool] | None = None,
+    expected: tuple[str, ...] = JSONL_SUFFIXES + (".parquet",) + TEXT_SUFFIXES,
+) -> list[str]:
+    """Resolve files, directories (recursively) and globs, local or fsspec URLs, to a sorted list of readable files.
+
+    `accept` says which files a stage reads (default: the record formats below); `expected` names them in errors.
+    """
+    accept = accept or _is_supported
     files: set[str] = set()
     for item in inputs:
         fs, path = fsspec.core.url_to_fs(str(item))
@@ -31,16 +39,14 @@ def expand_inputs(inputs: tuple[str, ...]) -> list[str]:
             raise TootsieError(f"input not found: {item}")
         for match in matches:
             if fs.isdir(match):
-                found = [f for f in fs.find(match) if _is_supported(f) and not posixpath.basename(f).startswith(".")]
-            elif _is_supported(match):
+                found = [f for f in fs.find(match) if accept(f) and not posixpath.basename(f).startswith(".")]
+            elif accept(match):
                 found = [match]
             else:
-                raise TootsieError(
-                    f"unsupported input file {match}: expected one of {JSONL_SUFFIXES + ('.parquet',) + TEXT_SUFFIXES}"
-                )
+                raise TootsieError(f"unsupported input file {match}: expected one of {expected}")
             files.update(_as_url(fs, f, item) for f in found)
     if not files:
-        raise TootsieError(f"no input files found in {list(inputs)}")
+        raise TootsieError(f"no input files ({', '.join(expected)}) found in {list(inputs)}")
     return sorted(files)
 
 

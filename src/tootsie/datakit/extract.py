@@ -1,0 +1,134 @@
+"""Extract: web archives and HTML files → normalized Parquet documents of each page's main content.
+
+The front door for web data. Map (one shard per input file, in parallel,
+resumable through the engine): `web_source` yields the HTTP 200 `text/html`
+pages of a WARC (or an `.html` file), decoded; `html_extract` takes out the
+main content with resiliparse (default) or trafilatura, as plain text or
+Markdown; the text then goes through normalize's own path (NFC, the empty /
+too large / whitespace-run guards, `id = xxh3_128(text)`). Reduce: normalize's
+exact-content dedup (`write_deduplicated`) over every page of every input.
+
+The output is a document directory with normalize's columns (`id`, `text`,
+`source_id` = the WARC record id) plus `url`, `title` and `date` (the WARC
+date, ISO 8601; null for `.html` files), so every later stage reads it
+unchanged. Nothing crashes a shard on one page: each record that is not kept
+counts under one reason in `rejected` (`web_source`'s reasons, `extract_error`
+when the extractor raises, normalize's `empty` / `too_large` /
+`whitespace_run` on the extracted text, `exact_duplicate` in the reduce).
+
+`stats.json`: `{"input_records", "output_docs", "rejected": {reason: count},
+"shards", "failed_inputs", "extractor", "format"}` and the shared `total` /
+`kept` / `dropped`.
+
+Example: a WARC with a request record, two copies of one 200 HTML page and a
+404 gives `input_records` 4, `output_docs` 1 and `rejected` `{"exact_duplicate":
+1, "not_response": 1, "status_404": 1}`.
+"""
+
+import shutil
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from tootsie.datakit.engine import EngineConfig, ShardTask, map_shards, merge_counts
+from tootsie.datakit.html_extract import ENGINES, FORMATS, extract_main
+from tootsie.datakit.ids import content_id
+from tootsie.datakit.normalize import DOCUMENT_SCHEMA, ChunkWriter, chunk_files, rejection_reason, write_deduplicated
+from tootsie.datakit.stats import StageStats, finish_stage
+from tootsie.datakit.web_source import expand_web_inputs, read_web_pages
+
+WEB_DOCUMENT_SCHEMA = pa.schema([*DOCUMENT_SCHEMA, *(pa.field(name, pa.string()) for name in ("url", "title", "date"))])
+WORK_DIR = ".extract"
+
+
+@dataclass(frozen=True)
+class ExtractConfig:
+    """Web inputs, the extractor and its output format, and the guards."""
+
+    inputs: tuple[str, ...]
+    """WARC files (.warc, .warc.gz), .html files, directories or globs of them, local or fsspec URLs."""
+    extractor: str = "resiliparse"
+    """Main-content extractor: "resiliparse" (DCLM's, fast) or "trafilatura"."""
+    format: str = "text"
+    """"text" or "markdown" (headings, lists, code blocks and tables kept)."""
+    max_html_bytes: int = 5_000_000
+    """Pages whose payload is larger than this are rejected as `too_large` before parsing."""
+    max_doc_bytes: int = 10_000_000
+    """Extracted texts larger than this (UTF-8 bytes) are rejected as `too_large` (normalize's guard)."""
+    max_whitespace_run: int = 10_000
+    """A run of more whitespace characters than this rejects the text as `whitespace_run` (normalize's guard)."""
+    shard_bytes: int = 64_000_000
+    """Target bytes of text per output shard."""
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    """Parallelism, retries and failure budget (not hashed)."""
+
+    def __post_init__(self) -> None:
+        if not self.inputs:
+            raise ValueError("inputs is empty: give at least one .warc, .warc.gz or .html file, directory or glob")
+        if self.extractor not in ENGINES:
+            raise ValueError(f"extractor must be one of {ENGINES}, got {self.extractor!r}")
+        if self.format not in FORMATS:
+            raise ValueError(f"format must be one of {FORMATS}, got {self.format!r}")
+        for name in ("max_html_bytes", "max_doc_bytes", "max_whitespace_run", "shard_bytes"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+
+
+def extract_file(task: ShardTask, config: ExtractConfig) -> dict[str, Any]:
+    """Map: extract the pages of one input file into chunk files under `task.output_dir`; return its counts."""
+    stats = StageStats()
+    writer = ChunkWriter(Path(task.output_dir), WEB_DOCUMENT_SCHEMA, config.shard_bytes)
+    for page in read_web_pages(task.inputs[0], config.max_html_bytes, stats.drop):
+        try:
+            extracted = extract_main(page.html, config.extractor, config.format)
+        except Exception:  # noqa: BLE001 - a page the extractor cannot handle is a count, never a failed shard
+            stats.drop("extract_error")
+            continue
+        text = unicodedata.normalize("NFC", extracted.text)
+        reason = rejection_reason(text, config.max_doc_bytes, config.max_whitespace_run)
+        if reason is not None:
+            stats.drop(reason)
+            continue
+        writer.add(
+            {
+                "id": content_id(text),
+                "text": text,
+                "source_id": page.record_id,
+                "url": page.url,
+                "title": extracted.title,
+                "date": page.date,
+            }
+        )
+        stats.keep()
+    return {**stats.to_json(), "chunks": writer.close()}
+
+
+def extract(config: ExtractConfig, output_path: str) -> dict[str, Any]:
+    """Extract every input's pages into deduplicated `part-NNNNN.parquet` documents plus `stats.json`."""
+    out = Path(output_path)
+    work = out / WORK_DIR
+    tasks = [
+        ShardTask(name=f"input-{i:05d}", inputs=(path,), output_dir=str(work / f"input-{i:05d}"))
+        for i, path in enumerate(expand_web_inputs(config.inputs))
+    ]
+    results = map_shards(extract_file, config, tasks, work / "done", config.engine, label="extract")
+    chunks = chunk_files([t for t in tasks if t.name in results.stats])
+    duplicates = write_deduplicated(chunks, out)
+    counts = StageStats.from_json(merge_counts(list(results.stats.values())))
+    counts.kept -= duplicates
+    counts.dropped["exact_duplicate"] += duplicates
+    details = {
+        "input_records": counts.total,
+        "output_docs": counts.kept,
+        "rejected": dict(sorted((reason, n) for reason, n in counts.dropped.items() if n)),
+        "shards": len(chunks),
+        "failed_inputs": results.failed,
+        "extractor": config.extractor,
+        "format": config.format,
+    }
+    stats = finish_stage(out, counts, details)
+    shutil.rmtree(work)  # finished: the chunks are now parts; an interrupted run keeps them to resume
+    return stats

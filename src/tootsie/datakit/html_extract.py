@@ -1,0 +1,134 @@
+"""Main-content extraction: an HTML page to its title and its main text, as plain text or Markdown.
+
+Two maintained extractors, both removing boilerplate (navigation, footers,
+cookie banners, link lists) with their own heuristics:
+
+- `resiliparse` (default; DCLM's and Marin's extractor, fast C++):
+  `extract_plain_text(main_content=True)`. In `markdown` format it runs with
+  `preserve_formatting="minimal_html"` (headings, paragraphs, lists, `<pre>`,
+  line breaks as tags; table rows as tab-separated lines) and `_MinimalHtml`
+  turns that small tag set into Markdown: `#` headings, `-` / `1.` lists,
+  fenced code blocks and pipe tables.
+- `trafilatura`: `trafilatura.extract` with tables, in its `txt` or
+  `markdown` output.
+
+The title is the page's `<title>` (resiliparse's parser for both engines).
+
+Example: `extract_main("<h1>Hi</h1><p>long text...</p><footer>(c)</footer>",
+"resiliparse", "markdown")` gives text starting `# Hi`.
+"""
+
+import re
+from html.parser import HTMLParser
+from typing import NamedTuple
+
+from tootsie.datakit.web_source import web_module
+
+ENGINES = ("resiliparse", "trafilatura")
+FORMATS = ("text", "markdown")
+
+
+class Extracted(NamedTuple):
+    """A page's title and main content."""
+
+    title: str
+    text: str
+
+
+def extract_main(html: str, engine: str, fmt: str) -> Extracted:
+    """The main content of `html` with `engine` in format `fmt` ("text" or "markdown"), and the page title."""
+    parser = web_module("resiliparse.parse.html")
+    tree = parser.HTMLTree.parse(html)
+    title = " ".join((tree.title or "").split())
+    if engine == "resiliparse":
+        html2text = web_module("resiliparse.extract.html2text")
+        formatting: bool | str = "minimal_html" if fmt == "markdown" else True
+        text = html2text.extract_plain_text(tree, main_content=True, preserve_formatting=formatting, alt_texts=False)
+        text = minimal_html_to_markdown(text) if fmt == "markdown" else text
+    elif engine == "trafilatura":
+        trafilatura = web_module("trafilatura")
+        text = (
+            trafilatura.extract(
+                html,
+                output_format="markdown" if fmt == "markdown" else "txt",
+                include_tables=True,
+                include_formatting=fmt == "markdown",
+                include_comments=False,
+            )
+            or ""
+        )
+    else:
+        raise ValueError(f"unknown extraction engine {engine!r}; use one of {ENGINES}")
+    return Extracted(title=title, text=text.strip())
+
+
+def minimal_html_to_markdown(minimal: str) -> str:
+    """Markdown from resiliparse's `minimal_html` output (h1-h6, p, ul, ol, li, pre, br; tab-separated table rows)."""
+    converter = _MinimalHtml()
+    converter.feed(minimal)
+    converter.close()
+    return re.sub(r"\n{3,}", "\n\n", "".join(converter.out)).strip()
+
+
+class _MinimalHtml(HTMLParser):
+    """Streams the minimal tag set into Markdown pieces in `out`."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.out: list[str] = []
+        self.lists: list[list[int]] = []  # per open list: [ordered (0/1), next item number]
+        self.in_pre = False
+        self.table_rows = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if len(tag) == 2 and tag[0] == "h" and tag[1] in "123456":
+            self.out.append("\n\n" + "#" * int(tag[1]) + " ")
+        elif tag == "p":
+            self.out.append("\n\n")
+        elif tag in ("ul", "ol"):
+            self.lists.append([int(tag == "ol"), 1])
+            self.out.append("\n" if len(self.lists) == 1 else "")
+        elif tag == "li":
+            ordered, number = self.lists[-1] if self.lists else [0, 1]
+            if self.lists:
+                self.lists[-1][1] += 1
+            self.out.append("\n" + "  " * max(len(self.lists) - 1, 0) + (f"{number}. " if ordered else "- "))
+        elif tag == "pre":
+            self.in_pre = True
+            self.out.append("\n\n```\n")
+        elif tag == "br":
+            self.out.append("\n")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "pre":
+            self.in_pre = False
+            self.out.append("\n```\n\n")
+        elif tag in ("ul", "ol"):
+            if self.lists:
+                self.lists.pop()
+            self.out.append("" if self.lists else "\n\n")
+        elif tag == "p" or (len(tag) == 2 and tag[0] == "h" and tag[1] in "123456"):
+            self.out.append("\n\n")
+
+    def handle_data(self, data: str) -> None:
+        if self.in_pre:
+            self.out.append(data)
+            return
+        if not data.strip():  # indentation between block tags; the tags place their own line breaks
+            return
+        lines = data.split("\n")
+        while not lines[-1].strip():  # data is not blank (checked above), so a line with text remains
+            lines.pop()
+        while not lines[0].strip():
+            lines.pop(0)
+        for index, line in enumerate(lines):
+            cells = [cell.strip() for cell in line.split("\t") if cell.strip()]
+            if "\t" in line and cells:
+                self.out.append(("\n" if self.table_rows == 0 else "") + "| " + " | ".join(cells) + " |\n")
+                if self.table_rows == 0:
+                    self.out.append("|" + "---|" * len(cells) + "\n")
+                self.table_rows += 1
+                continue
+            if line.strip():
+                self.table_rows = 0
+            self.out.append(("\n" if index else "") + (" ".join(line.split()) if line.strip() else ""))

@@ -1,0 +1,120 @@
+"""Extract: known paragraphs come back out of a WARC, boilerplate does not, and every refused record has a reason."""
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.datakit.web_site import (
+    BOILERPLATE_MARKERS,
+    LATIN1_PARAGRAPH,
+    MAX_HTML_BYTES,
+    REJECTED,
+    build_site,
+    page_html,
+)
+from tootsie.datakit.engine import EngineConfig
+from tootsie.datakit.extract import ExtractConfig, extract
+from tootsie.datakit.html_extract import extract_main, minimal_html_to_markdown
+from tootsie.datakit.ids import content_id
+from tootsie.datakit.normalize import DOCUMENT_SCHEMA
+from tootsie.datakit.parquet_io import parquet_files
+from tootsie.datakit.warc_write import WarcRecord, http_response, write_warc
+
+INLINE = EngineConfig(workers=1, progress=False)
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _extract(site_warc, out, **fields) -> tuple[dict, list[dict]]:
+    config = ExtractConfig(inputs=(str(site_warc),), max_html_bytes=MAX_HTML_BYTES, engine=INLINE, **fields)
+    stats = extract(config, str(out))
+    rows = [row for path in parquet_files(out) for row in pq.read_table(path).to_pylist()]
+    return stats, rows
+
+
+@pytest.mark.parametrize(
+    ("extractor", "fmt"), [("resiliparse", "text"), ("resiliparse", "markdown"), ("trafilatura", "text")]
+)
+def test_paragraphs_recovered_boilerplate_removed(tmp_path, extractor, fmt) -> None:
+    site = build_site(tmp_path)
+    stats, rows = _extract(site.warc, tmp_path / "out", extractor=extractor, format=fmt)
+    by_url = {row["url"]: _flat(row["text"]) for row in rows}
+    known = [(url, p) for url, paragraphs in site.paragraphs.items() for p in paragraphs]
+    recovered = sum(_flat(p) in by_url.get(url, "") for url, p in known)
+    assert recovered / len(known) >= 0.95, f"{recovered} of {len(known)} paragraphs recovered"
+    with_boilerplate = [row["url"] for row in rows if any(m in _flat(row["text"]) for m in BOILERPLATE_MARKERS)]
+    assert len(with_boilerplate) <= 0.05 * len(rows), with_boilerplate
+    assert LATIN1_PARAGRAPH in by_url[site.latin1_url]
+    assert stats["rejected"] == REJECTED
+    assert stats["input_records"] == len(site.paragraphs) + sum(REJECTED.values())
+    assert stats["output_docs"] == len(rows) == len(site.paragraphs)
+    assert stats["total"] == stats["kept"] + sum(stats["dropped"].values())
+
+
+def test_documents_have_normalize_schema_plus_web_fields(tmp_path) -> None:
+    site = build_site(tmp_path, pages=3)
+    _, rows = _extract(site.warc, tmp_path / "out")
+    table = pq.read_table(parquet_files(tmp_path / "out")[0])
+    assert table.schema.names == [*DOCUMENT_SCHEMA.names, "url", "title", "date"]
+    first = next(row for row in rows if row["url"].endswith("/page/0"))
+    assert first["title"] == "Topic 0 | Example Docs"
+    assert first["date"] == "2024-05-01T12:00:00+00:00"
+    assert first["source_id"].startswith("urn:uuid:")
+    assert all(row["id"] == content_id(row["text"]) for row in rows)
+
+
+def test_duplicate_pages_and_html_directory(tmp_path) -> None:
+    page = page_html("Same", [LATIN1_PARAGRAPH]).encode()
+    write_warc(
+        tmp_path / "in" / "a.warc",
+        [WarcRecord("response", f"http://x/{i}", http_response(page)) for i in range(2)],
+    )
+    (tmp_path / "in" / "pages").mkdir()
+    (tmp_path / "in" / "pages" / "latin.html").write_bytes(
+        page_html("Köln", [LATIN1_PARAGRAPH + " Noch einmal."], charset="latin-1").encode("latin-1")
+    )
+    (tmp_path / "in" / "pages" / "undeclared.htm").write_bytes(
+        page_html("Köln", [LATIN1_PARAGRAPH + " Dritte Fassung."]).replace('<meta charset="utf-8">', "").encode()
+    )
+    stats = extract(ExtractConfig(inputs=(str(tmp_path / "in"),), engine=INLINE), str(tmp_path / "out"))
+    assert stats["rejected"] == {"exact_duplicate": 1}
+    rows = [row for path in parquet_files(tmp_path / "out") for row in pq.read_table(path).to_pylist()]
+    texts = {row["url"].rsplit("/", 1)[-1]: row for row in rows}
+    assert LATIN1_PARAGRAPH + " Noch einmal." in texts["latin.html"]["text"]
+    assert LATIN1_PARAGRAPH + " Dritte Fassung." in texts["undeclared.htm"]["text"]  # detected, not declared
+    assert texts["latin.html"]["date"] is None
+
+
+def test_markdown_keeps_headings_lists_code_tables() -> None:
+    body = (
+        "<html><head><title>Guide</title></head><body><nav><a href=/>Home</a><a href=/b>Blog</a></nav><main><article>"
+        "<h1>Install guide</h1><p>This guide explains how the tool is installed on a fresh machine, step by step.</p>"
+        "<h2>Steps</h2><ol><li>Download the archive from the release page of the project</li>"
+        "<li>Unpack the archive into a directory of your choice on the disk</li></ol>"
+        "<pre><code>tar xf tool.tar.gz\ncd tool &amp;&amp; make</code></pre>"
+        "<table><tr><th>option</th><th>meaning</th></tr><tr><td>-v</td><td>verbose</td></tr></table>"
+        "<p>After these steps the tool is ready to use; run it with the verbose flag to see more output.</p>"
+        "</article></main><footer>© Example</footer></body></html>"
+    )
+    text = extract_main(body, "resiliparse", "markdown").text
+    assert text.startswith("# Install guide")
+    assert "\n## Steps\n" in text
+    assert "1. Download the archive" in text and "2. Unpack the archive" in text
+    assert "```\ntar xf tool.tar.gz\ncd tool && make\n```" in text
+    assert "| option | meaning |\n|---|---|\n| -v | verbose |" in text
+    plain = extract_main(body, "resiliparse", "text").text
+    assert "#" not in plain and "Install guide" in plain and "Home" not in plain
+    assert "# Install guide" in extract_main(body, "trafilatura", "markdown").text
+
+
+def test_minimal_html_nested_lists() -> None:
+    minimal = "<ul>\n  <li>outer\n  <ol>\n    <li>inner one</li>\n    <li>inner two</li>\n  </ol></li>\n</ul>"
+    assert minimal_html_to_markdown(minimal) == "- outer\n  1. inner one\n  2. inner two"
+
+
+def test_bad_config_names_the_field() -> None:
+    with pytest.raises(ValueError, match="extractor must be one of"):
+        ExtractConfig(inputs=("x.warc",), extractor="lynx")
+    with pytest.raises(ValueError, match="format must be one of"):
+        ExtractConfig(inputs=("x.warc",), format="rst")
