@@ -7,9 +7,9 @@ model config, and under `tensors` the pytree path of every array, like
 `.layers.attn.wq`). `<root>` is a local directory or an `s3://`/`gs://` URL.
 
 Writing (`start_checkpoint`): every process copies the shards it holds to host
-memory and starts writing them (`tensor_store.write_arrays`: no gather, no
-process writes another's data), then returns, and training goes on. A
-background thread waits for the writes, for every process (a barrier of the
+memory (`tensor_store.host_shards`) and returns, and training goes on. A
+background thread writes them (`tensor_store.write_arrays`: no gather, no
+process writes another's data), waits for every process (a barrier of the
 distributed client), and only then has process 0 write `state.json`: the
 commit marker. A step directory without it is never listed or restored, and
 process 0 deletes such leftovers when a run starts (`remove_uncommitted`). One
@@ -230,10 +230,10 @@ def start_write(
         delete_checkpoint(directory)  # a leftover of a cut-short write, or a step a rewind trains again
     barrier = f"tootsie-checkpoint-{step}-{next(_barriers)}"
     _barrier(f"{barrier}-clear")
-    futures = []
-    for tree, arrays in flat_trees.items():
-        indexed = {str(i): leaf for i, leaf in enumerate(arrays.values())}
-        futures.extend(tensor_store.write_arrays(str(_join(directory, tree)), indexed))
+    staged = {
+        tree: {str(i): tensor_store.host_shards(leaf) for i, leaf in enumerate(arrays.values())}
+        for tree, arrays in flat_trees.items()
+    }
     record = {
         "step": step,
         **state,
@@ -241,6 +241,11 @@ def start_write(
     }
 
     def commit() -> None:
+        futures = [
+            future
+            for tree, arrays in staged.items()
+            for future in tensor_store.write_arrays(str(_join(directory, tree)), arrays)
+        ]
         for i, future in enumerate(futures):
             future.result()
             if i == len(futures) // 2:

@@ -10,13 +10,15 @@ on a 2 × 4 mesh restores on 8 × 1 or on one device.
 The store is a local directory or an object store URL: `s3://bucket/path`
 (TensorStore's own S3 client, endpoint from `AWS_ENDPOINT_URL_S3`,
 `AWS_ENDPOINT_URL` or `FSSPEC_S3_ENDPOINT_URL` when set, credentials and region
-from the usual AWS variables) or `gs://bucket/path`. Writes are asynchronous:
-`write_arrays` copies this process's shards to host memory, starts the writes
-and returns their futures, so the device buffers may be reused (donated) at once.
+from the usual AWS variables) or `gs://bucket/path`. Writes come in two parts:
+`host_shards` copies this process's shards to host memory (after it the
+device buffers may be reused or donated), and `write_arrays`, which may run on
+a background thread, creates the arrays and starts the writes.
 """
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import jax
@@ -65,36 +67,44 @@ def _spec(url: str, shape: tuple[int, ...], dtype: np.dtype, chunk: tuple[int, .
     }
 
 
-def _host_shards(leaf: Any) -> tuple[tuple[int, ...], list[tuple[tuple[slice, ...], np.ndarray]]]:
-    """(chunk shape, [(index, host copy)]) of the shards this process writes: one replica of each it holds."""
+@dataclass(frozen=True)
+class HostShards:
+    """One array's shards that this process writes, copied to host memory: what a write needs once it is started."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    chunk: tuple[int, ...]
+    """The chunk shape: the shard shape on the mesh that wrote it (the whole shape for a host array)."""
+    shards: list[tuple[tuple[slice, ...], np.ndarray]]
+    """(index into the whole array, host copy) of each shard this process writes."""
+
+
+def host_shards(leaf: Any) -> HostShards:
+    """The shards of `leaf` this process writes (one replica of each it holds), copied to host memory.
+
+    A host (NumPy) array is written whole by process 0. After this returns the
+    caller may overwrite or donate `leaf`.
+    """
     if isinstance(leaf, jax.Array):
         chunk = leaf.sharding.shard_shape(leaf.shape)
-        shards = [(shard.index, np.asarray(shard.data)) for shard in leaf.addressable_shards if shard.replica_id == 0]
-        return chunk, shards
+        # np.array copies: on CPU np.asarray would share the device buffer, which the next step may donate
+        shards = [(shard.index, np.array(shard.data)) for shard in leaf.addressable_shards if shard.replica_id == 0]
+        return HostShards(tuple(leaf.shape), np.dtype(leaf.dtype), tuple(chunk), shards)
     host = np.asarray(leaf)
-    return host.shape, ([(tuple(slice(None) for _ in host.shape), host)] if jax.process_index() == 0 else [])
+    whole = [(tuple(slice(None) for _ in host.shape), host)] if jax.process_index() == 0 else []
+    return HostShards(host.shape, host.dtype, host.shape, whole)
 
 
-def write_arrays(url: str, arrays: Mapping[str, Any]) -> list[ts.Future]:
-    """Start writing each array to `<url>/<name>` (this process's shards only); return the commit futures.
-
-    Host arrays (NumPy) are written whole by process 0. Every shard is copied to
-    host memory before this returns, so the caller may overwrite or donate the arrays.
-    """
-    staged = []
-    for name, leaf in arrays.items():
-        chunk, shards = _host_shards(leaf)
-        opened = ts.open(
-            _spec(f"{url}/{name}", np.shape(leaf), np.dtype(leaf.dtype), chunk),
-            create=True,
-            open=True,
-            context=_CONTEXT,
-        )
-        staged.append((opened, shards))
+def write_arrays(url: str, arrays: Mapping[str, HostShards]) -> list[ts.Future]:
+    """Start writing each array's shards to `<url>/<name>` (creating its zarr metadata); return the commit futures."""
+    opened = [
+        (ts.open(_spec(f"{url}/{name}", a.shape, a.dtype, a.chunk), create=True, open=True, context=_CONTEXT), a)
+        for name, a in arrays.items()
+    ]
     futures = []
-    for opened, shards in staged:
-        store = opened.result()
-        futures.extend(store[index].write(data).commit for index, data in shards)
+    for future, array in opened:
+        store = future.result()
+        futures.extend(store[index].write(data).commit for index, data in array.shards)
     return futures
 
 
