@@ -9,6 +9,7 @@ of /proc/self/io), its resident memory before, at the peak (VmHWM, reset just be
 the checkpoint, and the seconds until `save_state` returned and until the commit.
 """
 
+import gc
 import json
 import sys
 import time
@@ -58,7 +59,7 @@ def _nonzero(state: TrainState) -> TrainState:
     """`state` + 1 everywhere, shardings kept: fresh Adam moments are zero, and zarr skips chunks equal to its fill."""
     bump = jax.jit(lambda tree: jax.tree_util.tree_map(lambda leaf: leaf + jnp.ones((), leaf.dtype), tree))
     params, static = eqx.partition(state.model, eqx.is_array)
-    params, opt_state, ema = bump((params, state.opt_state, state.ema))
+    params, opt_state, ema = jax.block_until_ready(bump((params, state.opt_state, state.ema)))  # nothing in flight
     return TrainState(eqx.combine(params, static), opt_state, ema, state.step)
 
 
@@ -69,6 +70,7 @@ def main(config_file: str, out: str) -> None:
     optimizer = build_optimizer(config)
     state = _nonzero(initial_state(config, optimizer, Path(out), build_layout(config, optimizer)))
     own, total = _shard_bytes((eqx.filter(state.model, eqx.is_array), state.opt_state, state.ema))
+    gc.collect()  # the initial state's buffers go now, not during the measurement
     _reset_peak()
     before, written, started = _status_bytes("VmRSS"), _written_bytes(), time.perf_counter()
     save_state(Path(out), state, config, "permanent")

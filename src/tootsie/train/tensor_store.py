@@ -104,7 +104,12 @@ def write_arrays(url: str, arrays: Mapping[str, HostShards]) -> list[ts.Future]:
     futures = []
     for future, array in opened:
         store = future.result()
-        futures.extend(store[index].write(data).commit for index, data in array.shards)
+        # The host copies are private and never changed, so TensorStore may write from them instead of copying
+        # them again (tests/train/test_distributed_checkpoint.py: with 67 MB of shards per process, RSS grew by
+        # 81-112 MB with that copy, 50-70 MB without).
+        futures.extend(
+            store[index].write(data, can_reference_source_data_indefinitely=True).commit for index, data in array.shards
+        )
     return futures
 
 
