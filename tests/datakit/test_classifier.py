@@ -1,6 +1,7 @@
 """The quality classifier: hashed features, a safe model file, held-out accuracy on two real corpora, classify."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -15,6 +16,7 @@ from tootsie.datakit.hashed_features import FeatureConfig, featurize
 from tootsie.datakit.stats import STATS_FILE, StageStats
 from tootsie.datakit.train_classifier import TrainClassifierConfig, roc_auc, train_classifier, usable
 from tootsie.errors import TootsieError
+from tootsie.executor import Step, run_experiment
 
 ENGINE = EngineConfig(workers=1, retries=0, progress=False)
 
@@ -121,3 +123,20 @@ def test_training_refuses_a_split_without_both_classes(tmp_path) -> None:
         train_classifier(config, str(tmp_path / "model"))
     with pytest.raises(ValueError, match="both classes"):
         TrainClassifierConfig(positive=(), negative=(str(negative),))
+
+
+def test_train_and_classify_run_as_executor_steps(tmp_path) -> None:
+    good = write_documents([f"The function returns the parsed value of line {i}." for i in range(30)], tmp_path / "g")
+    bad = write_documents([f"buy now click here offer {i} win win" for i in range(30)], tmp_path / "b")
+    trained = Step(
+        "quality/classifier",
+        train_classifier,
+        TrainClassifierConfig(positive=(str(good),), negative=(str(bad),), heldout_fraction=0.3, steps=20),
+    )
+    scored = Step("quality/scores", classify, ClassifyConfig(input=str(bad), model=trained.ref(), engine=ENGINE))
+    first = run_experiment([scored], tmp_path / "prefix")
+    assert [str(s.status) for s in first.steps] == ["SUCCESS", "SUCCESS"]
+    attributes = pq.read_table(Path(first.steps[1].output_path) / "part-00000.parquet")
+    assert attributes.num_rows == 30 and float(np.max(attributes.column(SCORE_COLUMN).to_numpy())) < 0.5
+    again = run_experiment([scored], tmp_path / "prefix")
+    assert all(s.reason.startswith("skip") for s in again.steps)

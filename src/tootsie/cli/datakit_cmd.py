@@ -9,6 +9,7 @@ import argparse
 from pathlib import Path
 
 from tootsie.cli.output import build, emit
+from tootsie.datakit.classify import ClassifyConfig, classify
 from tootsie.datakit.consolidate import AttributeFilter, ConsolidateConfig, consolidate
 from tootsie.datakit.decontaminate import DecontaminateConfig, decontaminate
 from tootsie.datakit.dedup import DedupConfig, dedup
@@ -20,6 +21,7 @@ from tootsie.datakit.normalize import NormalizeConfig, normalize
 from tootsie.datakit.quality import QualityConfig, QualityRules, quality
 from tootsie.datakit.tokenize import TokenizeConfig, tokenize_documents
 from tootsie.datakit.tokenizer import TokenizerTrainConfig, save_tokenizer, train_bpe
+from tootsie.datakit.train_classifier import TrainClassifierConfig, train_classifier
 from tootsie.errors import TootsieError
 
 
@@ -142,6 +144,47 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         default=[],
         metavar="ATTR_DIR:COLUMN=V[,V]",
         help="keep only documents whose string column is one of the values, e.g. langid/lang=en,de",
+    )
+    command.add_argument(
+        "--min-score",
+        action="append",
+        default=[],
+        metavar="ATTR_DIR:COLUMN=VALUE",
+        help="drop documents whose numeric column is below VALUE, e.g. classify/quality_score=0.5",
+    )
+    command.add_argument(
+        "--top-fraction",
+        action="append",
+        default=[],
+        metavar="ATTR_DIR:COLUMN=FRACTION",
+        help="keep the documents whose score is in the top FRACTION over all shards",
+    )
+    command.add_argument(
+        "--buckets",
+        action="append",
+        default=[],
+        metavar="ATTR_DIR:COLUMN=N:KEEP[,KEEP]",
+        help="cut the score into N quantile buckets over all shards, keep the listed ones (0 = lowest)",
+    )
+
+    command = _stage(
+        stages,
+        "train-classifier",
+        "train a hashed word+bigram linear quality classifier (fastText family) on positive vs negative documents",
+        run_train_classifier,
+    )
+    command.add_argument("--positive", nargs="+", required=True, metavar="DOCS", help="document directories scored 1")
+    command.add_argument("--negative", nargs="+", required=True, metavar="DOCS", help="document directories scored 0")
+    command.add_argument("--heldout-fraction", type=float, default=0.1, help="share held out by id (default 0.1)")
+    command.add_argument("--seed", type=int, default=0, help="chooses the held-out documents (default 0)")
+    command.add_argument("--steps", type=int, default=200, help="full-batch Adam steps (default 200)")
+
+    command = _stage(
+        stages, "classify", "score documents with a trained classifier → a quality_score attribute", run_classify
+    )
+    command.add_argument("input", metavar="DOCS", help="document directory")
+    command.add_argument(
+        "--model", required=True, metavar="MODEL", help="train-classifier output (or its .safetensors)"
     )
 
     command = _stage(
@@ -285,17 +328,15 @@ def run_consolidate(args: argparse.Namespace) -> int:
         ("--drop-false", args.drop_false, {"drop_value": False}),
         ("--remove-spans", args.remove_spans, {"remove_spans": True}),
     ):
+        filters.extend(_attribute_filter(value, flag, "", mode) for value in values)
+    for flag, values in (
+        ("--min-score", args.min_score),
+        ("--top-fraction", args.top_fraction),
+        ("--buckets", args.buckets),
+    ):
         for value in values:
-            directory, column = _attribute_flag(value, flag)
-            filters.append(
-                build(
-                    AttributeFilter,
-                    name=f"{column}@{Path(directory).parent.name or directory}",
-                    attributes=directory,
-                    column=column,
-                    **mode,
-                )
-            )
+            spec, _, setting = value.rpartition("=")
+            filters.append(_attribute_filter(spec, flag, flag, _score_mode(flag, setting)))
     for value in args.keep_values:
         spec, _, values = value.rpartition("=")
         directory, column = _attribute_flag(spec, "--keep-values")
@@ -308,12 +349,53 @@ def run_consolidate(args: argparse.Namespace) -> int:
         filters.append(build(AttributeFilter, name=name, attributes=directory, column=column, keep_values=keep))
     if not filters:
         raise TootsieError(
-            "consolidate needs at least one --drop, --drop-false, --remove-spans or --keep-values ATTR_DIR:COLUMN[=...]"
+            "consolidate needs at least one --drop, --drop-false, --remove-spans, --keep-values, --min-score,"
+            " --top-fraction or --buckets ATTR_DIR:COLUMN[=...]"
         )
     stats = consolidate(
         build(ConsolidateConfig, input=args.input, attributes=tuple(filters), engine=engine_of(args)), args.out
     )
     return emit(stats, args, f"consolidated documents in {args.out}")
+
+
+def _attribute_filter(value: str, flag: str, suffix: str, mode: dict[str, object]) -> AttributeFilter:
+    """The filter of one ATTR_DIR:COLUMN flag value, named `COLUMN@<stage dir><suffix>`."""
+    directory, column = _attribute_flag(value, flag)
+    name = f"{column}@{Path(directory).parent.name or directory}{suffix}"
+    return build(AttributeFilter, name=name, attributes=directory, column=column, **mode)
+
+
+def _score_mode(flag: str, setting: str) -> dict[str, object]:
+    """The AttributeFilter fields of a --min-score, --top-fraction or --buckets setting."""
+    try:
+        if flag == "--min-score":
+            return {"drop_below": float(setting)}
+        if flag == "--top-fraction":
+            return {"keep_top_fraction": float(setting)}
+        count, _, keep = setting.partition(":")
+        return {"buckets": int(count), "keep_buckets": tuple(int(b) for b in keep.split(",") if b)}
+    except ValueError:
+        example = {"--min-score": "=0.5", "--top-fraction": "=0.1"}.get(flag, "=5:3,4")
+        raise TootsieError(f"{flag} setting {setting!r} is not a number; write ATTR_DIR:COLUMN{example}") from None
+
+
+def run_train_classifier(args: argparse.Namespace) -> int:
+    """`tootsie datakit train-classifier`."""
+    config = build(
+        TrainClassifierConfig,
+        positive=tuple(args.positive),
+        negative=tuple(args.negative),
+        heldout_fraction=args.heldout_fraction,
+        seed=args.seed,
+        steps=args.steps,
+    )
+    return emit(train_classifier(config, args.out), args, f"classifier written to {args.out}")
+
+
+def run_classify(args: argparse.Namespace) -> int:
+    """`tootsie datakit classify`."""
+    config = build(ClassifyConfig, input=args.input, model=args.model, engine=engine_of(args))
+    return emit(classify(config, args.out), args, f"quality_score attributes in {args.out}")
 
 
 def run_train_tokenizer(args: argparse.Namespace) -> int:

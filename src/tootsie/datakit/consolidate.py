@@ -15,7 +15,16 @@ attribute columns, same rows, same order) and one column, used one of these ways
   such filters are merged and cut out of the text. A document left empty or
   blank is dropped as `empty_after_span_removal`;
 - `keep_values`: a string column; keep the documents whose value is one of
-  these, drop the rest (`lang` in `("en", "de")`, see `langid.langid_filters`).
+  these, drop the rest (`lang` in `("en", "de")`, see `langid.langid_filters`);
+- `keep_top_fraction`: a numeric column (`quality_score` from classify); keep
+  the documents in the top fraction over all shards, drop the rest;
+- `buckets` + `keep_buckets`: a numeric column cut into `buckets` quantile
+  buckets over all shards (Nemotron-CC; 0 = lowest); keep the listed buckets
+  and record each kept document's bucket in a column `<column>_bucket`.
+
+The last two need the whole corpus's scores: their cutoffs are computed once,
+before the shards run, from every attribute shard (`score_cutoffs`), and are
+written to `stats.json` as `cutoffs`.
 
 Null attribute values never drop a document. Drop filters apply in config
 order and a dropped document counts under the first filter that dropped it, so
@@ -28,7 +37,7 @@ changed gets `id = content_id(new_text)`; `source_id` is kept; `parent_id` holds
 the input document's `id` (equal to `id` when the text is unchanged), so every
 output document joins back to its input and its attributes. `stats.json`:
 `{"input_docs", "output_docs", "removed_by", "chars_removed_by", "input_chars",
-"output_chars", "shards", "failed_shards"}` and the shared `total` / `kept` /
+"output_chars", "shards", "failed_shards", "cutoffs"}` and the shared `total` / `kept` /
 `dropped` (`tootsie.datakit.stats`; `dropped` is `removed_by`).
 
 Example: a doc `"keep. junk\\nmore."` with spans `[[6, 11]]` becomes
@@ -38,7 +47,9 @@ Example: a doc `"keep. junk\\nmore."` with spans `[[6, 11]]` becomes
 
 import shutil
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +61,7 @@ import pyarrow.parquet as pq
 from tootsie.datakit.engine import EngineConfig, ShardTask, map_shards, merge_counts
 from tootsie.datakit.ids import content_id
 from tootsie.datakit.parquet_io import parquet_files, write_table_atomic
+from tootsie.datakit.score_cutoffs import bucket_edges, bucket_of, read_scores, top_fraction_cutoff
 from tootsie.datakit.stats import StageStats, finish_stage
 from tootsie.errors import TootsieError
 
@@ -77,6 +89,12 @@ class AttributeFilter:
     """Spans column (list of [start, end) code-point offsets): cut the spans out of the text."""
     keep_values: tuple[str, ...] | None = None
     """String column: keep the document only when the column is one of these (e.g. languages)."""
+    keep_top_fraction: float | None = None
+    """Numeric column: keep the documents whose score is in this top fraction over all shards."""
+    buckets: int | None = None
+    """Numeric column: cut it into this many quantile buckets over all shards (with `keep_buckets`)."""
+    keep_buckets: tuple[int, ...] = ()
+    """Buckets to keep (0 = lowest); each kept document's bucket goes to a column `<column>_bucket`."""
 
     def __post_init__(self) -> None:
         if not self.name or self.name == EMPTY:
@@ -86,19 +104,46 @@ class AttributeFilter:
             self.drop_above is not None or self.drop_below is not None,
             self.remove_spans,
             self.keep_values is not None,
+            self.keep_top_fraction is not None,
+            self.buckets is not None,
         ]
         if sum(modes) != 1:
             raise ValueError(
                 f"AttributeFilter {self.name!r} must set exactly one of drop_value, drop_above/drop_below,"
-                " remove_spans, keep_values; "
+                " remove_spans, keep_values, keep_top_fraction, buckets; "
                 f"got {self.drop_value=}, {self.drop_above=}, {self.drop_below=}, {self.remove_spans=},"
-                f" {self.keep_values=}"
+                f" {self.keep_values=}, {self.keep_top_fraction=}, {self.buckets=}"
+            )
+        if self.keep_top_fraction is not None and not 0.0 < self.keep_top_fraction <= 1.0:
+            raise ValueError(
+                f"AttributeFilter {self.name!r}: keep_top_fraction must be in (0, 1], got {self.keep_top_fraction!r}"
+            )
+        if (self.buckets is None) != (not self.keep_buckets) or (
+            self.buckets is not None and (self.buckets < 2 or not all(0 <= b < self.buckets for b in self.keep_buckets))
+        ):
+            raise ValueError(
+                f"AttributeFilter {self.name!r}: buckets needs an int >= 2 and keep_buckets a non-empty tuple of"
+                f" buckets in [0, buckets); got {self.buckets=}, {self.keep_buckets=}"
             )
 
     @property
     def drops(self) -> bool:
         """True for a filter that drops whole documents, False for one that cuts spans."""
         return not self.remove_spans
+
+    @property
+    def is_global(self) -> bool:
+        """True for a filter whose cutoffs come from every shard's scores (top fraction, buckets)."""
+        return self.keep_top_fraction is not None or self.buckets is not None
+
+
+def global_cutoffs(f: AttributeFilter, docs: list[Path]) -> tuple[float, ...]:
+    """The cutoffs of a global filter over the attribute shards of `docs`: (top-fraction cutoff,) or bucket edges."""
+    scores = read_scores([Path(f.attributes) / doc.name for doc in docs], f.column)
+    what = f"filter {f.name!r} on {f.column!r} of {f.attributes}"
+    if f.keep_top_fraction is not None:
+        return (top_fraction_cutoff(scores, f.keep_top_fraction, what),)
+    return bucket_edges(scores, f.buckets or 0, what)
 
 
 @dataclass(frozen=True)
@@ -208,8 +253,13 @@ def _read_attributes(path: Path, filters: list[AttributeFilter], doc_ids: pa.Chu
     return table
 
 
-def _drop_mask(f: AttributeFilter, column: pa.ChunkedArray) -> np.ndarray:
-    if f.drop_value is not None:
+def _drop_mask(f: AttributeFilter, column: pa.ChunkedArray, cutoffs: tuple[float, ...]) -> np.ndarray:
+    if f.keep_top_fraction is not None:
+        hit = pc.less(column, cutoffs[0])
+    elif f.buckets is not None:
+        buckets = bucket_of(pc.fill_null(column, np.nan).to_numpy().astype(np.float32), cutoffs)
+        return pc.is_valid(column).to_numpy(zero_copy_only=False) & ~np.isin(buckets, f.keep_buckets)
+    elif f.drop_value is not None:
         hit = pc.equal(column, f.drop_value)
     elif f.keep_values is not None:
         hit = pc.and_(pc.is_valid(column), pc.invert(pc.is_in(column, value_set=pa.array(f.keep_values, pa.string()))))
@@ -230,8 +280,20 @@ def _valid_spans(spans: list[list[int]], size: int, where: str) -> list[list[int
     return spans
 
 
-def consolidate_shard(task: ShardTask, config: ConsolidateConfig) -> dict[str, Any]:
-    """Map: apply every filter to one document shard and write the surviving documents."""
+def _bucket_column(f: AttributeFilter, column: pa.ChunkedArray, cutoffs: tuple[float, ...]) -> pa.Array:
+    """Each document's quantile bucket under `f` (null where the score is null)."""
+    buckets = bucket_of(pc.fill_null(column, np.nan).to_numpy().astype(np.float32), cutoffs)
+    return pa.array(buckets, pa.int16(), mask=~pc.is_valid(column).to_numpy(zero_copy_only=False))
+
+
+def consolidate_shard(
+    task: ShardTask, config: ConsolidateConfig, cutoffs: Mapping[str, tuple[float, ...]] | None = None
+) -> dict[str, Any]:
+    """Map: apply every filter to one document shard and write the surviving documents.
+
+    `cutoffs` holds, per global filter name, the cutoffs `global_cutoffs` computed over all shards.
+    """
+    cutoffs = cutoffs or {}
     doc_path = Path(task.inputs[0])
     table = pq.read_table(doc_path)
     if not {"id", "text"} <= set(table.column_names):
@@ -249,7 +311,7 @@ def consolidate_shard(task: ShardTask, config: ConsolidateConfig) -> dict[str, A
     removed = {f.name: 0 for f in config.attributes} | {EMPTY: 0}
     chars = dict.fromkeys(removed, 0)
     for f in (f for f in config.attributes if f.drops):
-        hit = _drop_mask(f, attributes[f.attributes].column(f.column)) & alive
+        hit = _drop_mask(f, attributes[f.attributes].column(f.column), cutoffs.get(f.name, ())) & alive
         removed[f.name] += int(hit.sum())
         chars[f.name] += int(lengths[hit].sum())
         alive &= ~hit
@@ -287,7 +349,12 @@ def consolidate_shard(task: ShardTask, config: ConsolidateConfig) -> dict[str, A
     out = out.add_column(0, "text", pa.array(new_texts, pa.string())).add_column(
         0, "id", pa.array(new_ids, pa.string())
     )
-    out = out.append_column("parent_id", pa.array(ids, pa.string())).filter(pa.array(alive))
+    out = out.append_column("parent_id", pa.array(ids, pa.string()))
+    for f in (f for f in config.attributes if f.buckets is not None):
+        out = out.append_column(
+            f"{f.column}_bucket", _bucket_column(f, attributes[f.attributes].column(f.column), cutoffs[f.name])
+        )
+    out = out.filter(pa.array(alive))
     write_table_atomic(out, Path(task.output_dir) / doc_path.name)
     output_chars = int(pc.sum(pc.utf8_length(out.column("text"))).as_py() or 0)
     return {
@@ -312,8 +379,10 @@ def consolidate(config: ConsolidateConfig, output_path: str) -> dict[str, Any]:
                     f"filter {f.name!r}: attribute shard {attribute_path} is missing for document shard {doc_path};"
                     f" run the attribute stage on {config.input}"
                 )
+    cutoffs = {f.name: global_cutoffs(f, docs) for f in config.attributes if f.is_global}
     tasks = [ShardTask(name=path.stem, inputs=(str(path),), output_dir=str(out)) for path in docs]
-    results = map_shards(consolidate_shard, config, tasks, out / WORK_DIR / "done", config.engine, label="consolidate")
+    shard_fn = partial(consolidate_shard, cutoffs=cutoffs)
+    results = map_shards(shard_fn, config, tasks, out / WORK_DIR / "done", config.engine, label="consolidate")
     counts = merge_counts(list(results.stats.values()))
     names = [f.name for f in config.attributes] + [EMPTY]
     removed_by = {name: counts.get("removed_by", {}).get(name, 0) for name in names}
@@ -326,6 +395,7 @@ def consolidate(config: ConsolidateConfig, output_path: str) -> dict[str, Any]:
         "output_chars": counts.get("output_chars", 0),
         "shards": len(results.stats),
         "failed_shards": results.failed,
+        "cutoffs": {name: list(values) for name, values in cutoffs.items()},
     }
     stats = finish_stage(
         out, StageStats(total=details["input_docs"], kept=details["output_docs"], dropped=Counter(removed_by)), details

@@ -64,31 +64,30 @@ def _mix(x: UInt64[np.ndarray, " n"]) -> UInt64[np.ndarray, " n"]:
     return x ^ (x >> np.uint64(31))
 
 
-def tokenize(
-    texts: Sequence[str | None], config: FeatureConfig
-) -> tuple[pa.Array, Int64[np.ndarray, " tokens"], Int64[np.ndarray, " batch"]]:
-    """All tokens of a batch (lower-cased words and punctuation), the document of each, and tokens per document."""
+def tokens(texts: Sequence[str | None], config: FeatureConfig) -> pa.ListArray:
+    """Per document, its lower-cased word and punctuation tokens (a list array; may hold empty strings)."""
     array = pa.array(texts, pa.large_string()).fill_null("")
     clipped = pc.utf8_slice_codeunits(array, 0, config.max_chars)
     spaced = pc.replace_substring_regex(pc.utf8_lower(clipped), PUNCTUATION, r" \1 ")
-    split = pc.utf8_split_whitespace(spaced)
-    tokens = split.flatten()
-    docs = pc.list_parent_indices(split).to_numpy().astype(np.int64)
-    real = pc.greater(pc.utf8_length(tokens), 0)  # splitting "" or " x " leaves empty strings
-    tokens = tokens.filter(real)
-    docs = docs[real.to_numpy(zero_copy_only=False)]
-    return tokens, docs, np.bincount(docs, minlength=len(array)).astype(np.int64)
+    return pc.utf8_split_whitespace(spaced)
 
 
-def token_hashes(tokens: pa.Array) -> UInt64[np.ndarray, " tokens"]:
-    """xxh3_64 of every token, hashing each distinct token of the batch once."""
-    encoded = tokens.dictionary_encode()
-    distinct = np.fromiter(
-        (xxhash.xxh3_64_intdigest(token.encode("utf-8")) for token in encoded.dictionary.to_pylist()),
-        dtype=np.uint64,
-        count=len(encoded.dictionary),
+def token_hashes(
+    texts: Sequence[str | None], config: FeatureConfig
+) -> tuple[UInt64[np.ndarray, " tokens"], Int64[np.ndarray, " tokens"], Int64[np.ndarray, " batch"]]:
+    """xxh3_64 of every token of a batch (each distinct token hashed once), its document, and tokens per document."""
+    split = tokens(texts, config)
+    encoded = split.flatten().dictionary_encode()
+    distinct = encoded.dictionary.to_pylist()
+    hashes = np.fromiter(
+        (xxhash.xxh3_64_intdigest(token.encode("utf-8")) for token in distinct), dtype=np.uint64, count=len(distinct)
     )
-    return distinct[encoded.indices.to_numpy(zero_copy_only=False)]
+    indices = encoded.indices.to_numpy(zero_copy_only=False)
+    docs = pc.list_parent_indices(split).to_numpy().astype(np.int64)
+    if "" in distinct:  # splitting "" or " x " leaves empty strings
+        real = indices != distinct.index("")
+        indices, docs = indices[real], docs[real]
+    return hashes[indices], docs, np.bincount(docs, minlength=len(split)).astype(np.int64)
 
 
 class Features(NamedTuple):
@@ -104,8 +103,7 @@ class Features(NamedTuple):
 
 def featurize(texts: Sequence[str | None], config: FeatureConfig) -> Features:
     """The hashed unigram (and bigram) features of every document of a batch."""
-    tokens, doc_of_token, lengths = tokenize(texts, config)
-    hashes = token_hashes(tokens)
+    hashes, doc_of_token, lengths = token_hashes(texts, config)
     shift = np.uint64(64 - config.bucket_bits)
     if not config.bigrams or len(hashes) < 2:
         return Features((hashes >> shift).astype(np.int64), doc_of_token, lengths)
