@@ -30,6 +30,7 @@ and one JSON line.
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -169,6 +170,7 @@ def main() -> None:
     for name, s in summary.items():
         print(f"{name:>13}: {s['median']:>10.2f} [{s['min']:.2f}-{s['max']:.2f}]")
     print(json.dumps(report))
+    shutil.rmtree(work)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,9 @@ all shards (`keep_top_fraction`), or by quantile buckets (`keep_buckets`).
 "seconds", "mean_score", "model"}` and the shared `total` / `kept` /
 `dropped`; with no threshold known here, every document counts as kept.
 `docs_per_second` is documents over the wall time of the whole stage (reading,
-featurizing, scoring, writing, every worker process's start included).
+featurizing, scoring, writing, every worker process's start included); a
+rerun that skips finished shards counts their documents too, so read it from
+a fresh run.
 
 Example: a model trained on docstrings (positive) against license texts
 scores a docstring shard near 1 and a shard of licenses near 0.
