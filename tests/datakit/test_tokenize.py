@@ -7,6 +7,7 @@ import pyarrow as pa
 import pytest
 
 from tootsie.datakit.parquet_io import write_table_atomic
+from tootsie.datakit.token_bytes import TokenBytes, document_token_bytes
 from tootsie.datakit.token_cache import open_token_cache
 from tootsie.datakit.tokenize import TokenizeConfig, tokenize_documents
 from tootsie.datakit.tokenizer import (
@@ -14,7 +15,6 @@ from tootsie.datakit.tokenizer import (
     EOS_TOKEN,
     TokenizerTrainConfig,
     load_tokenizer,
-    token_byte_lengths,
     train_tokenizer,
 )
 from tootsie.errors import TootsieError
@@ -45,13 +45,29 @@ def test_cache_round_trips_documents(trained, tmp_path) -> None:
         assert tokenizer.decode(ids[1:-1].tolist()) == TEXTS[i]
 
 
-def test_byte_lengths_add_up_to_the_utf8_size(trained) -> None:
+def test_byte_counts_add_up_to_the_utf8_size(trained, tmp_path) -> None:
+    docs, tokenizer_file = trained
+    tokenizer = load_tokenizer(tokenizer_file)
+    tokenize_documents(TokenizeConfig(input=str(docs), tokenizer=str(tokenizer_file)), str(tmp_path / "cache"))
+    cache = open_token_cache(tmp_path / "cache")
+    for i in (0, 1, 150):
+        counts = document_token_bytes(tokenizer, cache.document(i))
+        assert counts[0] == counts[-1] == 0  # BOS and EOS stand for no text
+        assert counts.sum() == len(TEXTS[i].encode("utf-8"))
+    # a prefix that stops inside a document decodes whole documents and returns exactly the tokens asked for
+    token_bytes = TokenBytes(tokenizer)
+    stop = int(cache.offsets[3]) + 5
+    head = token_bytes.prefix(cache, stop)
+    assert len(head) == stop and head[: cache.offsets[3]].sum() == sum(len(t.encode("utf-8")) for t in TEXTS[:3])
+    whole = token_bytes.prefix(cache, cache.num_tokens)
+    assert whole.sum() == sum(len(t.encode("utf-8")) for t in TEXTS) and np.array_equal(whole[:stop], head)
+
+
+def test_a_multibyte_character_counts_on_the_token_that_completes_it(trained) -> None:
     _, tokenizer_file = trained
     tokenizer = load_tokenizer(tokenizer_file)
-    lengths = token_byte_lengths(tokenizer)
-    assert lengths[tokenizer.token_to_id(EOS_TOKEN)] == 0
-    for text in TEXTS[:20]:
-        assert lengths[tokenizer.encode(text).ids].sum() == len(text.encode("utf-8"))
+    ids = [tokenizer.token_to_id(c) for c in "Ã©"]  # the two byte-level tokens of "é" (0xC3 0xA9)
+    assert document_token_bytes(tokenizer, np.array(ids)).tolist() == [0, 2]
 
 
 def test_damaged_cache_names_the_file(trained, tmp_path) -> None:

@@ -5,24 +5,35 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+from tokenizers import Tokenizer, decoders, models
 
 from tootsie.data.sequences import next_token_loss_mask
+from tootsie.datakit.token_bytes import TokenBytes
 from tootsie.datakit.token_cache import open_token_cache
 from tootsie.eval.bpb import domain_bpb, summarize
 from tootsie.models.llama import LlamaConfig, LlamaModel
+
+
+def _letters_tokenizer(vocab: int) -> Tokenizer:
+    """Ids 0-2 special; id i >= 3 is a run of 1 + (i % 3) copies of one ASCII letter (that many bytes)."""
+    words = {"<pad>": 0, "<s>": 1, "</s>": 2} | {chr(ord("a") + i - 3) * (1 + i % 3): i for i in range(3, vocab)}
+    tokenizer = Tokenizer(models.BPE(vocab=words, merges=[]))
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.add_special_tokens(["<pad>", "<s>", "</s>"])
+    return tokenizer
 
 
 def test_bpb_matches_a_hand_computation(make_cache) -> None:
     vocab = 20
     documents = [[1, 5, 6, 7, 8, 2], [1, 9, 10, 11, 12, 13, 14, 2], [1, 3, 4, 2]]
     cache_dir = make_cache("heldout", documents, vocab)
-    byte_lengths = np.array([0, 0, 0] + [1 + (i % 3) for i in range(vocab - 3)])
+    byte_lengths = np.array([0, 0, 0] + [1 + (i % 3) for i in range(3, vocab)])
     model = LlamaModel(
         LlamaConfig(vocab_size=vocab, hidden_dim=16, intermediate_dim=16, num_layers=1, num_heads=2, num_kv_heads=2),
         key=jax.random.PRNGKey(0),
     )
 
-    result = domain_bpb(model, cache_dir, byte_lengths, seq_len=6, batch_size=2)
+    result = domain_bpb(model, cache_dir, TokenBytes(_letters_tokenizer(vocab)), seq_len=6, batch_size=2)
 
     cache = open_token_cache(cache_dir)
     tokens = np.asarray(cache.tokens).reshape(-1, 6)  # 18 tokens → 3 sequences of 6

@@ -8,7 +8,8 @@ import tempfile
 from pathlib import Path
 
 from tootsie.cli.output import build, emit
-from tootsie.datakit.tokenizer import load_tokenizer, token_byte_lengths
+from tootsie.datakit.token_bytes import TokenBytes
+from tootsie.datakit.tokenizer import load_tokenizer
 from tootsie.errors import TootsieError
 from tootsie.eval.bpb import domain_bpb, summarize
 from tootsie.eval.lm_eval_step import LMEvalConfig, run_lm_eval
@@ -108,9 +109,9 @@ def run_bpb(args: argparse.Namespace) -> int:
     """`tootsie eval bpb`."""
     checkpoint = resolve_checkpoint(args.checkpoint)
     model = load_model(model_config_of(checkpoint), str(checkpoint), weights="ema" if args.ema else "model")
-    byte_lengths = token_byte_lengths(load_tokenizer(args.tokenizer))
+    token_bytes = TokenBytes(load_tokenizer(args.tokenizer))
     results = {
-        name: domain_bpb(model, cache, byte_lengths, args.seq_len, max_sequences=args.max_sequences)
+        name: domain_bpb(model, cache, token_bytes, args.seq_len, max_sequences=args.max_sequences)
         for name, cache in _domains(args.data).items()
     }
     summary = {

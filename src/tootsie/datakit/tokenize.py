@@ -2,10 +2,11 @@
 
 Map (one shard per document Parquet file, in parallel, resumable): documents
 are encoded in batches with `encode_batch`, wrapped with BOS/EOS as the config
-says, and written to a per-shard cache under `.shards/`. Reduce: the shard
-caches are concatenated in shard order into the final flat `tokens.bin` and
-`offsets.bin`, and the ledger (tokenizer sha256, counts, the shards merged) is
-written last. A SIGKILL at any point loses at most the shards in flight, and a
+says (the tokenizer's own, found by `datakit.special_tokens`), and written to a
+per-shard cache under `.shards/`. Reduce: the shard caches are concatenated in
+shard order into the final flat `tokens.bin` and `offsets.bin`, and the ledger
+(tokenizer sha256, `bos_id`/`eos_id`, the resolved `special_tokens`, counts,
+the shards merged) is written last. A SIGKILL at any point loses at most the shards in flight, and a
 rerun produces byte-identical files.
 """
 
@@ -18,8 +19,9 @@ import numpy as np
 
 from tootsie.datakit.engine import EngineConfig, ShardTask, map_shards
 from tootsie.datakit.parquet_io import iter_texts, parquet_files
+from tootsie.datakit.special_tokens import load_with_special_tokens
 from tootsie.datakit.token_cache import TokenCache, TokenCacheWriter, open_token_cache
-from tootsie.datakit.tokenizer import BOS_TOKEN, EOS_TOKEN, file_sha256, load_tokenizer, special_token_id
+from tootsie.datakit.tokenizer import TOKENIZER_FILE, file_sha256
 from tootsie.executor.step import unhashed
 
 SHARDS_DIR = ".shards"
@@ -33,11 +35,11 @@ class TokenizeConfig:
     input: str
     """A document directory (Parquet files with a `text` column)."""
     tokenizer: str
-    """A local tokenizer.json, or a directory holding one."""
+    """A local tokenizer.json, or a directory holding one (and maybe its tokenizer_config.json)."""
     add_bos: bool = True
-    """Prepend the BOS token to every document."""
+    """Prepend the tokenizer's BOS token to every document."""
     add_eos: bool = True
-    """Append the EOS token to every document."""
+    """Append the tokenizer's EOS token to every document."""
     batch_docs: int = unhashed(256)
     """Documents per `encode_batch` call."""
     engine: EngineConfig = field(default_factory=EngineConfig)
@@ -46,7 +48,7 @@ class TokenizeConfig:
 
 def _tokenizer_file(path: str) -> Path:
     candidate = Path(path)
-    return candidate / "tokenizer.json" if candidate.is_dir() else candidate
+    return candidate / TOKENIZER_FILE if candidate.is_dir() else candidate
 
 
 def encode_texts(
@@ -71,9 +73,9 @@ def tokenize_shard(task: ShardTask, config: TokenizeConfig) -> dict[str, int]:
     """Map: encode one document shard into a shard cache at `task.output_dir`."""
     if config.engine.workers > 1:  # one thread per worker process: Rayon threads on top would oversubscribe the cores
         os.environ["TOKENIZERS_PARALLELISM"] = "false"
-    tokenizer = load_tokenizer(config.tokenizer)
-    bos = [special_token_id(tokenizer, BOS_TOKEN)] if config.add_bos else []
-    eos = [special_token_id(tokenizer, EOS_TOKEN)] if config.add_eos else []
+    tokenizer, special = load_with_special_tokens(config.tokenizer)
+    bos = [special.require("bos")] if config.add_bos else []
+    eos = [special.require("eos")] if config.add_eos else []
     writer = TokenCacheWriter(task.output_dir, vocab_size=tokenizer.get_vocab_size(), ledger_extra={})
     for texts in iter_texts(task.inputs[0], batch_rows=config.batch_docs):
         if texts:
@@ -97,9 +99,9 @@ def tokenize_documents(config: TokenizeConfig, output_path: str) -> dict[str, ob
     """Encode every document of `config.input` into one cache at `output_path`; return its ledger."""
     out = Path(output_path)
     tokenizer_file = _tokenizer_file(config.tokenizer)
-    tokenizer = load_tokenizer(tokenizer_file)
-    bos = special_token_id(tokenizer, BOS_TOKEN) if config.add_bos else None
-    eos = special_token_id(tokenizer, EOS_TOKEN) if config.add_eos else None
+    tokenizer, special = load_with_special_tokens(tokenizer_file)
+    bos = special.require("bos") if config.add_bos else None
+    eos = special.require("eos") if config.add_eos else None
     tasks = [
         ShardTask(name=path.stem, inputs=(str(path),), output_dir=str(out / SHARDS_DIR / path.stem))
         for path in parquet_files(config.input)
@@ -112,6 +114,7 @@ def tokenize_documents(config: TokenizeConfig, output_path: str) -> dict[str, ob
             "tokenizer_sha256": file_sha256(tokenizer_file),
             "bos_id": bos,
             "eos_id": eos,
+            "special_tokens": special.ledger(),
             "source": str(config.input),
             "shards": list(results.stats),
             "failed_shards": results.failed,

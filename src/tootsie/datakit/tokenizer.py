@@ -1,9 +1,9 @@
 """Train a byte-level BPE tokenizer with HF `tokenizers`, and load local tokenizer files.
 
 Byte-level BPE maps every input byte to one of 256 printable characters before
-merging, so any text is encodable with no unknown token, and every non-special
-token stands for an exact byte string. That last fact is what bits-per-byte
-needs: `token_byte_lengths` reads it off the vocabulary.
+merging, so any text is encodable with no unknown token. tootsie's own
+tokenizers carry `<|bos|>` and `<|eos|>`; a tokenizer a user brings (any HF
+`tokenizer.json`) names its own, found by `datakit.special_tokens`.
 """
 
 import hashlib
@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from tootsie.datakit.parquet_io import iter_texts
@@ -99,22 +98,3 @@ def load_tokenizer(path: str | Path) -> Tokenizer:
         return Tokenizer.from_file(str(file))
     except Exception as error:  # tokenizers raises a bare Exception on malformed files
         raise TootsieError(f"cannot load tokenizer {file}: {error}") from error
-
-
-def special_token_id(tokenizer: Tokenizer, token: str) -> int:
-    """The id of a special token, with an error naming the token if the vocabulary lacks it."""
-    token_id = tokenizer.token_to_id(token)
-    if token_id is None:
-        raise TootsieError(f"tokenizer has no {token!r} token; train it with tootsie or add the token")
-    return token_id
-
-
-def token_byte_lengths(tokenizer: Tokenizer) -> np.ndarray:
-    """UTF-8 byte count each token id stands for (0 for special tokens); needs a byte-level vocabulary."""
-    if not isinstance(tokenizer.pre_tokenizer, pre_tokenizers.ByteLevel):
-        raise TootsieError("bits-per-byte needs a byte-level BPE tokenizer (pre_tokenizer ByteLevel)")
-    special = {token.content for token in tokenizer.get_added_tokens_decoder().values()}
-    lengths = np.zeros(tokenizer.get_vocab_size(), dtype=np.int64)
-    for token, token_id in tokenizer.get_vocab().items():
-        lengths[token_id] = 0 if token in special else len(token)  # one byte-level character per byte
-    return lengths

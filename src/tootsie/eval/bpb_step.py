@@ -12,7 +12,8 @@ from pathlib import Path
 
 import jax
 
-from tootsie.datakit.tokenizer import load_tokenizer, token_byte_lengths
+from tootsie.datakit.token_bytes import TokenBytes
+from tootsie.datakit.tokenizer import load_tokenizer
 from tootsie.eval.bpb import domain_bpb, summarize
 from tootsie.jsonfile import write_json_atomic
 from tootsie.models.llama import LlamaConfig, LlamaModel
@@ -60,11 +61,11 @@ def _models(config: EvalBPBConfig) -> Iterator[tuple[str, LlamaModel]]:
 
 def evaluate_bpb(config: EvalBPBConfig, output_path: str) -> dict[str, dict[str, float]]:
     """Write `bpb.json`: for each checkpoint label, BPB per domain plus macro and micro averages."""
-    byte_lengths = token_byte_lengths(load_tokenizer(config.tokenizer))
+    token_bytes = TokenBytes(load_tokenizer(config.tokenizer))
     results = {}
     for label, model in _models(config):
         per_domain = {
-            name: domain_bpb(model, cache, byte_lengths, config.seq_len, max_sequences=config.max_sequences)
+            name: domain_bpb(model, cache, token_bytes, config.seq_len, max_sequences=config.max_sequences)
             for name, cache in sorted(config.heldout.items())
         }
         results[label] = summarize(per_domain)

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import equinox as eqx
 
-from tootsie.datakit.tokenizer import load_tokenizer, token_byte_lengths
+from tootsie.datakit.token_bytes import TokenBytes
+from tootsie.datakit.tokenizer import load_tokenizer
 from tootsie.eval.bpb import domain_bpb, summarize
 from tootsie.train.config import TrainConfig
 from tootsie.train.trainer import StepHook, TrainState
@@ -33,7 +34,7 @@ def _due(config: TrainConfig, step: int) -> bool:
 def bpb_hook(config: TrainConfig) -> StepHook:
     """A step hook that scores `config.eval.heldout` every `config.eval.every_steps` steps and at the end."""
     evaluation = config.eval
-    byte_lengths = token_byte_lengths(load_tokenizer(evaluation.tokenizer))
+    token_bytes = TokenBytes(load_tokenizer(evaluation.tokenizer))
 
     def hook(state: TrainState) -> dict[str, float]:
         if not _due(config, state.step):
@@ -44,9 +45,7 @@ def bpb_hook(config: TrainConfig) -> StepHook:
         values = {}
         for suffix, model in weights.items():
             results = {
-                name: domain_bpb(
-                    model, cache, byte_lengths, config.data.seq_len, max_sequences=evaluation.max_sequences
-                )
+                name: domain_bpb(model, cache, token_bytes, config.data.seq_len, max_sequences=evaluation.max_sequences)
                 for name, cache in sorted(evaluation.heldout.items())
             }
             values |= {f"eval/bpb/{name}{suffix}": value for name, value in summarize(results).items()}

@@ -1,7 +1,7 @@
 """A tootsie model as an lm-eval-harness language model (`pip install 'tootsie[lmeval]'`).
 
-`TootsieLM` implements lm-eval's three request types on a `LlamaModel` and a
-tootsie tokenizer, with the scoring and decoding of `tootsie.eval.lm_scoring`:
+`TootsieLM` implements lm-eval's three request types on a `LlamaModel` and the
+tokenizer it was trained with, with the scoring and decoding of `tootsie.eval.lm_scoring`:
 
 - `loglikelihood(context, continuation)`: the pair is encoded as lm-eval's
   `TemplateLM` does (trailing context spaces move to the continuation; an empty
@@ -39,7 +39,7 @@ from lm_eval.tasks import TaskManager  # noqa: E402
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window  # noqa: E402
 from tokenizers import Tokenizer  # noqa: E402
 
-from tootsie.datakit.tokenizer import BOS_TOKEN, EOS_TOKEN, load_tokenizer, special_token_id  # noqa: E402
+from tootsie.datakit.special_tokens import load_with_special_tokens, resolve_special_tokens  # noqa: E402
 from tootsie.errors import TootsieError  # noqa: E402
 from tootsie.eval.lm_eval_tasks import builtin_tasks, write_tasks  # noqa: E402
 from tootsie.eval.lm_scoring import Scorer  # noqa: E402
@@ -52,7 +52,7 @@ DEFAULT_MAX_GEN_TOKS = 256
 
 
 class TootsieLM(TemplateLM):
-    """lm-eval `LM` over a tootsie `LlamaModel` and its byte-level BPE tokenizer."""
+    """lm-eval `LM` over a tootsie `LlamaModel` and its tokenizer (BOS/EOS from the tokenizer or its config)."""
 
     def __init__(
         self,
@@ -63,7 +63,11 @@ class TootsieLM(TemplateLM):
         max_gen_toks: int = DEFAULT_MAX_GEN_TOKS,
     ) -> None:
         super().__init__()
-        self.tootsie_tokenizer = tokenizer if isinstance(tokenizer, Tokenizer) else load_tokenizer(tokenizer)
+        self.tootsie_tokenizer, special = (
+            (tokenizer, resolve_special_tokens(tokenizer, None))
+            if isinstance(tokenizer, Tokenizer)
+            else load_with_special_tokens(tokenizer)
+        )
         if self.tootsie_tokenizer.get_vocab_size() > model.config.vocab_size:
             raise TootsieError(
                 f"the tokenizer has {self.tootsie_tokenizer.get_vocab_size()} tokens"
@@ -71,8 +75,8 @@ class TootsieLM(TemplateLM):
             )
         self.scorer = Scorer(model, max_length=max_length, batch_size=batch_size)
         self.max_gen_toks = max_gen_toks
-        self.bos_id = special_token_id(self.tootsie_tokenizer, BOS_TOKEN)
-        self.eos_id = special_token_id(self.tootsie_tokenizer, EOS_TOKEN)
+        self.bos_id = special.require("bos")
+        self.eos_id = special.require("eos")
 
     @classmethod
     def from_checkpoint(

@@ -1,9 +1,11 @@
 """The tokenizer files of a Hugging Face export, with BOS/EOS ids read from the tokenizer itself.
 
-tootsie's token caches put `<|bos|>` before and `<|eos|>` after every
-document, so the exported `tokenizer.json` gains a post-processor that
-prepends BOS (as Llama 3's does): `AutoTokenizer(text)` then yields the ids the
-model was trained on. Every id written to `tokenizer_config.json`,
+tootsie's token caches put the tokenizer's BOS before and its EOS after every
+document (`datakit.special_tokens` finds them: `<|bos|>`/`<|eos|>` for
+tootsie's own tokenizers, `<|begin_of_text|>`/`<|end_of_text|>` for Llama 3's),
+so the exported `tokenizer.json` prepends BOS in its post-processor (a
+tokenizer whose template already does, like Llama 3's, is kept as it is):
+`AutoTokenizer(text)` then yields the ids the model was trained on. Every id written to `tokenizer_config.json`,
 `generation_config.json` and `config.json` comes from `token_to_id` on the
 tokenizer that is exported, never from a constant: Marin's first export wrote
 a wrong `eos_token_id`, and a test checks ours against the tokenizer.
@@ -11,20 +13,15 @@ a wrong `eos_token_id`, and a test checks ours against the tokenizer.
 
 from pathlib import Path
 
-from tokenizers import Tokenizer, processors
+from tokenizers import processors
 
-from tootsie.datakit.tokenizer import BOS_TOKEN, EOS_TOKEN, TOKENIZER_FILE, load_tokenizer, special_token_id
+from tootsie.datakit.special_tokens import TOKENIZER_CONFIG_FILE, load_with_special_tokens, template_tokens
+from tootsie.datakit.tokenizer import TOKENIZER_FILE
 from tootsie.errors import TootsieError
 from tootsie.jsonfile import write_json_atomic
 from tootsie.release.step_info import StepInfo, read_step
 
-TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 SPECIAL_TOKENS_FILE = "special_tokens_map.json"
-
-
-def special_ids(tokenizer: Tokenizer) -> tuple[int, int]:
-    """(BOS id, EOS id) of a tootsie tokenizer."""
-    return special_token_id(tokenizer, BOS_TOKEN), special_token_id(tokenizer, EOS_TOKEN)
 
 
 def training_tokenizer(run: StepInfo) -> Path | None:
@@ -46,16 +43,18 @@ def training_tokenizer(run: StepInfo) -> Path | None:
 
 def write_tokenizer_files(source: Path, directory: Path, model_max_length: int, vocab_size: int) -> dict[str, int]:
     """Write tokenizer.json (BOS prepended), tokenizer_config.json and special_tokens_map.json; return special ids."""
-    tokenizer = load_tokenizer(source)
-    bos_id, eos_id = special_ids(tokenizer)
+    tokenizer, special = load_with_special_tokens(source)
+    bos_id, eos_id = special.require("bos"), special.require("eos")
+    bos, eos = special.bos, special.eos
     if tokenizer.get_vocab_size() > vocab_size:
         raise TootsieError(
             f"tokenizer {source} has {tokenizer.get_vocab_size()} tokens but the "
             f"model only {vocab_size} embeddings; export with the run's own tokenizer"
         )
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single=f"{BOS_TOKEN} $A:0", pair=f"{BOS_TOKEN} $A:0 {BOS_TOKEN}:1 $B:1", special_tokens=[(BOS_TOKEN, bos_id)]
-    )
+    if template_tokens(tokenizer) != (bos, None):
+        tokenizer.post_processor = processors.TemplateProcessing(
+            single=f"{bos} $A:0", pair=f"{bos} $A:0 {bos}:1 $B:1", special_tokens=[(bos, bos_id)]
+        )
     tmp = directory / f".{TOKENIZER_FILE}.tmp"
     tokenizer.save(str(tmp))
     tmp.replace(directory / TOKENIZER_FILE)
@@ -74,8 +73,8 @@ def write_tokenizer_files(source: Path, directory: Path, model_max_length: int, 
         directory / TOKENIZER_CONFIG_FILE,
         {
             "tokenizer_class": "PreTrainedTokenizerFast",
-            "bos_token": BOS_TOKEN,
-            "eos_token": EOS_TOKEN,
+            "bos_token": bos,
+            "eos_token": eos,
             "add_bos_token": True,
             "add_eos_token": False,
             "model_max_length": model_max_length,
@@ -83,5 +82,5 @@ def write_tokenizer_files(source: Path, directory: Path, model_max_length: int, 
             "added_tokens_decoder": added,
         },
     )
-    write_json_atomic(directory / SPECIAL_TOKENS_FILE, {"bos_token": BOS_TOKEN, "eos_token": EOS_TOKEN})
+    write_json_atomic(directory / SPECIAL_TOKENS_FILE, {"bos_token": bos, "eos_token": eos})
     return {"bos_token_id": bos_id, "eos_token_id": eos_id}

@@ -141,7 +141,8 @@ output = model.generate(**inputs, max_new_tokens=40, do_sample=False)
 print(tokenizer.batch_decode(output, skip_special_tokens=True)[0])
 ```
 
-The tokenizer prepends `<|bos|>` as every training document began with it; generation stops at `<|eos|>`."""
+The tokenizer prepends its BOS token, as every training document began with it; generation stops at its EOS token
+(`bos_token_id`/`eos_token_id` in `config.json`)."""
 
 
 def _relative(path: Path, phase: Phase) -> Path:

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureStage
-from tootsie.datakit.tokenizer import load_tokenizer, token_byte_lengths
+from tootsie.datakit.token_bytes import TokenBytes
+from tootsie.datakit.tokenizer import load_tokenizer
 from tootsie.eval.bpb import domain_bpb
 from tootsie.eval.training import run_training
 from tootsie.executor import Step
@@ -75,9 +76,9 @@ def evaluate_run(config: RunEvalConfig, output_path: str) -> dict[str, object]:
     It also holds BPB per domain and when training started.
     """
     model = load_model(config.model, str(config.checkpoint))
-    byte_lengths = token_byte_lengths(load_tokenizer(str(config.tokenizer)))
+    token_bytes = TokenBytes(load_tokenizer(str(config.tokenizer)))
     results = {
-        name: domain_bpb(model, str(cache), byte_lengths, config.seq_len, max_sequences=config.max_sequences)
+        name: domain_bpb(model, str(cache), token_bytes, config.seq_len, max_sequences=config.max_sequences)
         for name, cache in sorted(config.heldout.items())
     }
     loss_by_domain = {name: r.nats / max(r.tokens, 1) for name, r in results.items()}
