@@ -154,11 +154,25 @@ class LlamaConfig:
         embeddings = self.vocab_size * h * (1 if self.tie_embeddings else 2)
         return blocks + h + (embeddings if include_embeddings else 0)
 
-    def flops_per_token(self, seq_len: int) -> float:
-        """Training FLOPs per token (forward + backward = 3x forward), attention included."""
+    def flops_per_token(self, seq_len: int, *, recompute: bool = False, dense_attention: bool = False) -> float:
+        """Training FLOPs per token (forward + backward = 3x forward), attention included.
+
+        The default is the model FLOPs MFU counts. `recompute=True` adds the
+        forward work the `remat` policy redoes in the backward (`full`: each
+        block's forward; `dots`: attention's two batched products, which it does
+        not save), and `dense_attention=True` counts attention's masked upper
+        half, which the XLA path computes and cuDNN skips: together, what the
+        compiled step executes.
+        """
         matmul_params = self.num_parameters(include_embeddings=False) + self.vocab_size * self.hidden_dim
-        attention = 2 * self.num_layers * seq_len * self.num_heads * self.resolved_head_dim  # QK^T and AV, causal half
-        return 3 * (2 * matmul_params + attention)
+        d, h = self.resolved_head_dim, self.hidden_dim
+        block_matmuls = (
+            self.num_layers * h * (d * (2 * self.num_heads + 2 * self.num_kv_heads) + 3 * self.intermediate_dim)
+        )
+        # QK^T and AV: 2 FLOPs x seq x head_dim x heads each per token, half of it under the causal mask.
+        attention = (4 if dense_attention else 2) * self.num_layers * seq_len * self.num_heads * self.resolved_head_dim
+        recomputed = {"none": 0.0, "dots": attention, "full": 2 * block_matmuls + attention}[self.remat]
+        return 3 * (2 * matmul_params + attention) + (recomputed if recompute else 0.0)
 
 
 class RMSNorm(eqx.Module):

@@ -88,7 +88,7 @@ def _fused_forward(hidden: jax.Array, head: jax.Array, targets: jax.Array, weigh
 
     def one_chunk(head_grad, inputs):
         h, target, weight = inputs
-        logits = (h @ head).astype(jnp.float32)
+        logits = jnp.dot(h, head, preferred_element_type=jnp.float32)  # bf16 compute: fp32 logits
         log_normalizer = jax.nn.logsumexp(logits, axis=-1)
         probs = jnp.exp(logits - log_normalizer[:, None])
         is_target = vocab[None, :] == target[:, None]
