@@ -45,7 +45,7 @@ def test_config_object_form_and_explicit_null(tmp_path) -> None:
     (tmp_path / "tokenizer_config.json").write_text(json.dumps(config))
     tokenizer, special = load_with_special_tokens(file)
     assert special.bos is None and special.eos_id == tokenizer.token_to_id("<|eot_id|>")
-    with pytest.raises(TootsieError, match="no BOS token.*add_bos: false"):
+    with pytest.raises(TootsieError, match="no BOS token.*--no-bos"):
         special.require("bos")
 
 

@@ -57,7 +57,7 @@ class SpecialTokens:
             raise TootsieError(
                 f"the tokenizer has no {which.upper()} token (looked in {TOKENIZER_CONFIG_FILE} `{which}_token`,"
                 f" the post-processor and the added tokens {sorted(self.added)}); add `{which}_token` to a"
-                f" {TOKENIZER_CONFIG_FILE} beside tokenizer.json, or set add_{which}: false"
+                f" {TOKENIZER_CONFIG_FILE} beside tokenizer.json, or tokenize with add_{which}=False (--no-{which})"
             )
         return token_id
 
