@@ -197,7 +197,12 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         stages, "tokenize", "document directory → token cache (tokens.bin, offsets.bin, ledger.json)", run_tokenize
     )
     command.add_argument("input", metavar="DIR", help="document directory")
-    command.add_argument("--tokenizer", required=True, metavar="FILE", help="a local tokenizer.json")
+    command.add_argument(
+        "--tokenizer",
+        required=True,
+        metavar="PATH",
+        help="a local tokenizer.json, or a folder holding it (and tokenizer_config.json for BOS/EOS)",
+    )
     command.add_argument("--no-bos", action="store_true", help="do not prepend BOS to documents")
     command.add_argument("--no-eos", action="store_true", help="do not append EOS to documents")
 
