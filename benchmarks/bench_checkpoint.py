@@ -3,7 +3,7 @@
 - `new`: `tootsie.train.checkpoint` (zarr v3 on TensorStore, each process its
   own shards, asynchronous). Write seconds run from the call to the commit
   marker (`state.json`), so they include the background part; `blocking`
-  is the part training waits for (copying shards to host and starting writes).
+  is the part training waits for (copying this process's shards to host).
   Restore reads every tree into the templates' shardings.
 - `old`: the format before issue 16, as the trainer wrote it: gather the
   state to host (`sharding.gather`), `safetensors.numpy.save_file` per tree,
