@@ -1,4 +1,5 @@
-"""The compiled train step: its FLOPs are the analytic count, and bf16 compute keeps fp32 master weights and moments.
+"""The compiled train step: its FLOPs are the analytic count, bf16 compute keeps fp32 master weights and
+moments, and the GPU benchmark's smoke shape runs on a CPU without claiming an MFU.
 
 XLA's cost analysis counts a loop body once, so the FLOPs shape has one layer
 and fewer positions than the fused loss's chunk: every loop runs once and the
@@ -8,7 +9,12 @@ fifth of the forward here, a block's recompute over a tenth of the step).
 """
 
 import dataclasses
+import json
+import os
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import equinox as eqx
 import jax
@@ -103,3 +109,19 @@ def test_bf16_compute_keeps_fp32_master_weights_and_moments_and_tracks_fp32_loss
     # bf16 has 8 mantissa bits (relative error 2^-9 per rounding); over 20 steps the losses stay within 3 %.
     np.testing.assert_allclose(bf16, fp32, rtol=0.03)
     assert bf16 != fp32  # the compute really was in bf16
+
+
+def test_gpu_benchmark_smoke_runs_on_cpu_and_reports_no_mfu() -> None:
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, str(root / "benchmarks" / "bench_train_gpu.py"), "--smoke"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    row = json.loads(done.stdout.strip().splitlines()[-1])
+    assert row["benchmark"] == "train_gpu" and row["device"] == "cpu"
+    assert row["mfu"] is None and "MFU is not reported on a CPU" in done.stdout
+    assert row["tokens_per_s"] > 0 and np.isfinite(row["loss"])
