@@ -67,3 +67,31 @@ def test_auto_is_xla_off_gpu_and_attend_needs_the_mask_there() -> None:
 def test_unknown_attention_is_refused() -> None:
     with pytest.raises(ValueError, match="attention must be one of"):
         LlamaConfig(attention="flash")  # type: ignore[arg-type]
+
+
+def test_cudnn_call_passes_jax_shape_checks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Abstract evaluation on a CPU, with cuDNN's version and Hopper capability faked.
+
+    JAX's own layout checks of the packed arguments (and of the backward), and of the
+    pre-Hopper dense-mask call, accept what `cudnn_attention` passes.
+    """
+    from jax._src.cudnn import fused_attention_stablehlo as binding
+
+    from tootsie.models import attention
+
+    monkeypatch.setattr(binding, "check_cudnn_version", lambda: 91000)
+    monkeypatch.setattr(binding, "check_compute_capability", lambda capability: True)
+    monkeypatch.setattr(attention, "packed_layout_supported", lambda: True)
+    q = jax.ShapeDtypeStruct((2, 128, 4, 64), jnp.bfloat16)
+    kv = jax.ShapeDtypeStruct((2, 128, 2, 64), jnp.bfloat16)
+    segments = jax.ShapeDtypeStruct((2, 128), jnp.int32)
+    for segment_ids in (segments, None):
+        assert jax.eval_shape(attention.cudnn_attention, q, kv, kv, segment_ids).shape == (2, 128, 4, 64)
+
+    def loss(q, k, v, s):
+        return attention.cudnn_attention(q, k, v, s).astype(jnp.float32).sum()
+
+    grads = jax.eval_shape(jax.grad(loss, argnums=(0, 1, 2)), q, kv, kv, segments)
+    assert [g.shape for g in grads] == [(2, 128, 4, 64), (2, 128, 2, 64), (2, 128, 2, 64)]
+    monkeypatch.setattr(attention, "packed_layout_supported", lambda: False)  # pre-Hopper: the dense mask
+    assert jax.eval_shape(attention.cudnn_attention, q, kv, kv, segments).shape == (2, 128, 4, 64)

@@ -95,6 +95,12 @@ def segments_mask(
     return (same_doc & causal[None])[:, None]
 
 
+def packed_layout_supported() -> bool:
+    """Whether the default device takes cuDNN's packed layout: a GPU of compute capability 9.0 (Hopper) or later."""
+    capability = getattr(jax.devices()[0], "compute_capability", None)
+    return capability is not None and float(capability) >= 9.0
+
+
 def cudnn_attention(
     q: Float[Array, "batch seq heads dim"],
     k: Float[Array, "batch seq kv_heads dim"],
@@ -105,11 +111,16 @@ def cudnn_attention(
 
     Packed documents go through JAX's cuDNN binding directly
     (`jax._src.cudnn.fused_attention_stablehlo`, as AXLearn does), because
-    `jax.nn.dot_product_attention` exposes only padding lengths, not document offsets.
+    `jax.nn.dot_product_attention` exposes only padding lengths, not document
+    offsets. cuDNN's packed layout needs Hopper or later; on older GPUs the
+    documents reach cuDNN as the dense mask (which it applies as a bias).
     """
     scale = 1 / math.sqrt(q.shape[-1])
     if segment_ids is None:
         return jax.nn.dot_product_attention(q, k, v, scale=scale, is_causal=True, implementation="cudnn")
+    if not packed_layout_supported():
+        mask = attention_mask(segment_ids, q.shape[0], q.shape[1])
+        return jax.nn.dot_product_attention(q, k, v, mask=mask, scale=scale, implementation="cudnn")
     try:
         from jax._src.cudnn.fused_attention_stablehlo import MaskType
         from jax._src.cudnn.fused_attention_stablehlo import dot_product_attention as fused
