@@ -8,7 +8,14 @@ from tootsie.errors import TootsieError
 from tootsie.models.llama import LlamaConfig
 from tootsie.models.presets import PRESETS
 from tootsie.train.config import TrainConfig
-from tootsie.train.memory_plan import analytic_bytes, compiled_bytes, device_kind, parse_mesh, plan_memory
+from tootsie.train.memory_plan import (
+    analytic_bytes,
+    compiled_bytes,
+    compiled_bytes_in_subprocess,
+    device_kind,
+    parse_mesh,
+    plan_memory,
+)
 from tootsie.train.sharding import MeshConfig
 
 STEP_TOLERANCE = 0.15
@@ -51,6 +58,19 @@ def test_step_memory_agrees_with_xla_on_a_small_shape(
     assert xla["arguments"] == pytest.approx(state, rel=0.01)  # the rest is the batch
     step = parts["gradients"] + parts["activations"] + parts["temporaries"]
     assert xla["peak"] - state == pytest.approx(step, rel=STEP_TOLERANCE)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_fsdp_keeps_activations_split_by_batch_rows() -> None:
+    """Same rows per device: FSDP's step temporaries must not exceed data parallelism's (they were 3.3x before the
+    model pinned its activations to the batch sharding: whole activations on every device)."""
+    model = LlamaConfig(vocab_size=2048, hidden_dim=128, intermediate_dim=512, num_layers=2, num_heads=4)
+    temps = {
+        mesh: compiled_bytes_in_subprocess(_config(model, 128, 32, parse_mesh(mesh)), 8, timeout=240)["temp"]
+        for mesh in ("data=8", "fsdp=8")
+    }
+    assert temps["fsdp=8"] <= temps["data=8"], temps
 
 
 def test_cpu_plan_totals_xla_peak_and_says_whether_it_fits() -> None:

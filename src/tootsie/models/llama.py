@@ -24,6 +24,7 @@ from jaxtyping import Array, Float, Int, PRNGKeyArray
 
 from tootsie.configfile import names_literal
 from tootsie.executor.step import unhashed
+from tootsie.models.activation_sharding import constrain
 from tootsie.models.attention import (
     ATTENTION_IMPLEMENTATIONS,
     AttentionChoice,
@@ -350,14 +351,14 @@ class LlamaModel(eqx.Module):
     ) -> Float[Array, "batch seq hidden"]:
         """The final-normed hidden state of every position (the training loss projects it chunk by chunk)."""
         batch, seq = tokens.shape
-        x = self.embed[tokens]
+        x = constrain(self.embed[tokens])
         cos, sin = rope_tables(seq, self.config.resolved_head_dim, self.config.rope_theta, self.config.rope_scaling)
         cudnn = resolve_attention(self.config.attention, x.dtype) == "cudnn"
         mask = None if cudnn else attention_mask(segment_ids, batch, seq)
         dynamic, static = eqx.partition(self.layers, eqx.is_array)
 
         def run_block(h: Array, block_params: Block) -> tuple[Array, None]:
-            return eqx.combine(block_params, static)(h, cos, sin, segment_ids, mask), None
+            return constrain(eqx.combine(block_params, static)(h, cos, sin, segment_ids, mask)), None
 
         policy = REMAT_POLICIES[self.config.remat]
         x, _ = jax.lax.scan(run_block if policy is None else jax.checkpoint(run_block, policy=policy), x, dynamic)

@@ -45,6 +45,7 @@ from tootsie.data.mixture import MixtureDataset
 from tootsie.errors import Preempted, TootsieError
 from tootsie.executor import storage
 from tootsie.executor.staging import final_output
+from tootsie.models.activation_sharding import activation_sharding
 from tootsie.models.llama import LlamaConfig, LlamaModel
 from tootsie.monitor.metrics_log import METRICS_FILE, read_metrics
 from tootsie.monitor.throughput import mfu
@@ -164,7 +165,10 @@ def make_train_step(config: TrainConfig, optimizer: optax.GradientTransformation
     objective = config.objective
 
     def loss_fn(model: LlamaModel, tokens: jax.Array, segment_ids: jax.Array, loss_mask: jax.Array):
-        return objective.loss(cast_floats(model, compute_dtype), tokens, segment_ids, loss_mask, config.z_loss_weight)
+        with activation_sharding(layout.batch):  # batch rows stay split under FSDP (models.activation_sharding)
+            return objective.loss(
+                cast_floats(model, compute_dtype), tokens, segment_ids, loss_mask, config.z_loss_weight
+            )
 
     value_and_grad = eqx.filter_value_and_grad(loss_fn, has_aux=True)
 
