@@ -38,13 +38,14 @@ import xxhash
 from tootsie.configfile import to_plain
 from tootsie.datakit.token_cache import LEDGER_FILE, OFFSETS_FILE, TOKENS_FILE
 from tootsie.errors import TootsieError
+from tootsie.executor import storage
 from tootsie.executor.step import is_unhashed
 from tootsie.jsonfile import read_json, write_json_atomic
 from tootsie.monitor.metrics_log import CONFIG_FILE
-from tootsie.train.checkpoint import STATE_FILE, latest_checkpoint, read_checkpoint_state
+from tootsie.train.checkpoint import STATE_FILE, Location, latest_checkpoint, read_checkpoint_state
 from tootsie.train.config import TrainConfig
 from tootsie.train.sharding import is_main_process
-from tootsie.train.trainer import CHECKPOINTS, resolve_checkpoint
+from tootsie.train.trainer import checkpoint_root, resolve_checkpoint
 
 HASHED_CONFIG_FILE = "config.hashed.json"
 CHANGES_FILE = "config_changes.jsonl"
@@ -190,12 +191,13 @@ def _get(config: dict[str, Any], *keys: str) -> Any:
     return value
 
 
-def _source_run_config(checkpoint: Path) -> dict[str, Any] | None:
+def _source_run_config(checkpoint: Location) -> dict[str, Any] | None:
     """The config.json of the run that wrote `checkpoint` (`<run>/checkpoints/step-N`), when it has one."""
-    return read_json(checkpoint.parent.parent / CONFIG_FILE)
+    run = str(checkpoint).rstrip("/").rsplit("/", 2)[0]
+    return storage.read_json(storage.join(run, CONFIG_FILE))
 
 
-def warm_start_report(output: Path, config: TrainConfig, checkpoint: Path) -> dict[str, Any]:
+def warm_start_report(output: Path, config: TrainConfig, checkpoint: Location) -> dict[str, Any]:
     """Log and write what a warm start from `checkpoint` changes: model fields, and stability tools turned off."""
     source_model = read_checkpoint_state(checkpoint).get("model") or {}
     new_model = to_plain(config.model)
@@ -241,7 +243,7 @@ def prepare_run(output: Path, config: TrainConfig, allow_change: bool) -> None:
 
     Every process checks; process 0 writes. Call after `initialize_distributed`: it asks which process this is.
     """
-    latest = latest_checkpoint(output / CHECKPOINTS)
+    latest = latest_checkpoint(checkpoint_root(output))
     step = int(read_checkpoint_state(latest)["step"]) if latest is not None else 0
     changes = check_resume(output, config, step, allow_change) if latest is not None else []
     if not is_main_process():
