@@ -1,0 +1,135 @@
+"""Chat templates: Jinja sources, rendering as `transformers` renders them, and assistant spans.
+
+A chat template turns `[{"role", "content"}, ...]` into one string. tootsie
+renders with the engine `transformers.apply_chat_template` uses (a jinja2
+`ImmutableSandboxedEnvironment` with `trim_blocks` and `lstrip_blocks`, the
+`loopcontrols` extension, a JSON `tojson` filter and a `raise_exception`
+global), so the same template and messages give the same text, hence the same
+token ids, on both sides.
+
+The loss mask needs the characters each assistant turn contributes. They are
+found by rendering prefixes: for an assistant message `i`, the text of
+`messages[:i]` with the generation prompt ends where the reply starts, and the
+text of `messages[:i + 1]` ends where it stops. Whitespace the template adds
+after the end-of-turn marker (ChatML's newline) is framing and stays off.
+Worked example (chatml, one user and one assistant turn):
+
+    <|im_start|>user\\nHi<|im_end|>\\n<|im_start|>assistant\\nHello!<|im_end|>\\n
+                                                          ^^^^^^^^^^^^^^^^ the span
+"""
+
+import json
+from datetime import datetime
+from functools import lru_cache
+from pathlib import Path
+
+import jinja2
+import jinja2.ext
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from tootsie.errors import TootsieError
+
+LLAMA3_TEMPLATE = (
+    r"{% set loop_messages = messages %}{% for message in loop_messages %}"
+    r"{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'"
+    r"+ message['content'] | trim + '<|eot_id|>' %}"
+    r"{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}"
+    r"{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}"
+)
+"""The Llama 3 Instruct template (Meta-Llama-3-8B-Instruct's tokenizer_config.json)."""
+CHATML_TEMPLATE = (
+    r"{% for message in messages %}"
+    r"{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}{% endfor %}"
+    r"{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+"""ChatML as Qwen and many SFT mixtures write it, without a default system message."""
+
+CHAT_TEMPLATES: dict[str, str] = {"llama3": LLAMA3_TEMPLATE, "chatml": CHATML_TEMPLATE}
+"""Built-in templates by name: `--chat-template NAME` picks one, anything else is read as a Jinja file."""
+END_OF_TURN: dict[str, str] = {"llama3": "<|eot_id|>", "chatml": "<|im_end|>"}
+"""The marker that closes a turn in each built-in template: generation stops there."""
+
+Message = dict[str, str]
+
+
+def load_chat_template(name_or_file: str) -> str:
+    """The Jinja source of a built-in template by name, or of a user's template file."""
+    if name_or_file in CHAT_TEMPLATES:
+        return CHAT_TEMPLATES[name_or_file]
+    path = Path(name_or_file)
+    if not path.is_file():
+        raise TootsieError(
+            f"chat template {name_or_file!r} is neither a built-in ({', '.join(CHAT_TEMPLATES)}) nor a file; "
+            "pass one of those names or the path of a Jinja template"
+        )
+    source = path.read_text(encoding="utf-8")
+    _compile(source, str(path))
+    return source
+
+
+def _raise_exception(message: str) -> None:
+    raise jinja2.exceptions.TemplateError(message)
+
+
+def _tojson(
+    x: object, ensure_ascii: bool = False, indent: int | None = None, separators: object = None, sort_keys: bool = False
+) -> str:
+    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+def _strftime_now(format: str) -> str:
+    return datetime.now().strftime(format)
+
+
+@lru_cache(maxsize=16)
+def _compile(source: str, where: str = "chat template") -> jinja2.Template:
+    environment = ImmutableSandboxedEnvironment(
+        trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols]
+    )
+    environment.filters["tojson"] = _tojson
+    environment.globals["raise_exception"] = _raise_exception
+    environment.globals["strftime_now"] = _strftime_now
+    try:
+        return environment.from_string(source)
+    except jinja2.exceptions.TemplateSyntaxError as error:
+        raise TootsieError(f"{where} is not a valid Jinja template: {error} (line {error.lineno})") from error
+
+
+def render_chat(
+    template: str,
+    messages: list[Message],
+    add_generation_prompt: bool,
+    *,
+    bos_token: str = "",
+    eos_token: str = "",
+) -> str:
+    """Render `messages` with a template's Jinja source exactly as `apply_chat_template(tokenize=False)` would."""
+    return _compile(template).render(
+        messages=messages,
+        add_generation_prompt=add_generation_prompt,
+        bos_token=bos_token,
+        eos_token=eos_token,
+    )
+
+
+def assistant_spans(
+    template: str, messages: list[Message], *, bos_token: str = "", eos_token: str = ""
+) -> tuple[str, list[tuple[int, int]]]:
+    """The rendered conversation and the [start, end) character span of each assistant reply with its end of turn."""
+    tokens = {"bos_token": bos_token, "eos_token": eos_token}
+    text = render_chat(template, messages, False, **tokens)
+    spans = []
+    for index, message in enumerate(messages):
+        if message["role"] != "assistant":
+            continue
+        before = render_chat(template, messages[:index], True, **tokens)
+        through = render_chat(template, messages[: index + 1], False, **tokens)
+        if not (through.startswith(before) and text.startswith(through)):
+            raise TootsieError(
+                f"the chat template does not render message {index} as a continuation of the ones before it, "
+                "so its assistant tokens cannot be located; use a template whose output for a prefix of the "
+                "messages (with the generation prompt) is a prefix of the output for all of them"
+            )
+        end = max(len(through.rstrip()), len(before))
+        spans.append((len(before), end))
+    return text, spans
