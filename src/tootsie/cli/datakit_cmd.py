@@ -19,7 +19,7 @@ from tootsie.datakit.html_extract import ENGINES, FORMATS
 from tootsie.datakit.langid import LangidConfig, langid
 from tootsie.datakit.normalize import NormalizeConfig, normalize
 from tootsie.datakit.quality import QualityConfig, QualityRules, quality
-from tootsie.datakit.tokenize import TokenizeConfig, tokenize_documents
+from tootsie.datakit.tokenize import ChatTokenizeConfig, TokenizeConfig, tokenize_chat, tokenize_documents
 from tootsie.datakit.tokenizer import TokenizerTrainConfig, save_tokenizer, train_bpe
 from tootsie.datakit.train_classifier import TrainClassifierConfig, train_classifier
 from tootsie.errors import TootsieError
@@ -196,7 +196,19 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     command = _stage(
         stages, "tokenize", "document directory → token cache (tokens.bin, offsets.bin, ledger.json)", run_tokenize
     )
-    command.add_argument("input", metavar="DIR", help="document directory")
+    command.add_argument("input", metavar="DIR", help="document directory (chat: a JSONL file or a folder of them)")
+    command.add_argument(
+        "--format",
+        choices=("text", "chat"),
+        default="text",
+        help="text: Parquet documents; chat: JSONL conversations, cached with a loss mask on assistant turns",
+    )
+    command.add_argument(
+        "--chat-template",
+        default="llama3",
+        metavar="NAME|FILE",
+        help="with --format chat: llama3, chatml, or a Jinja template file (default llama3)",
+    )
     command.add_argument(
         "--tokenizer",
         required=True,
@@ -414,6 +426,16 @@ def run_train_tokenizer(args: argparse.Namespace) -> int:
 
 def run_tokenize(args: argparse.Namespace) -> int:
     """`tootsie datakit tokenize`."""
+    if args.format == "chat":
+        chat = build(ChatTokenizeConfig, input=args.input, tokenizer=args.tokenizer, chat_template=args.chat_template)
+        ledger = tokenize_chat(chat, args.out)
+        counts = {
+            "conversations": ledger["num_docs"],
+            "tokens": ledger["num_tokens"],
+            "loss_tokens": ledger["loss_tokens"],
+            "rejected": ledger["rejected"],
+        }
+        return emit(counts, args, f"chat token cache with loss mask written to {args.out}")
     config = build(
         TokenizeConfig,
         input=args.input,

@@ -4,6 +4,8 @@ Layout of a cache directory:
 
     tokens.bin    all documents' token ids back to back (dtype from the ledger)
     offsets.bin   int64, num_docs + 1 entries; document i is tokens[offsets[i]:offsets[i+1]]
+    loss_mask.bin uint8, one per token, present for chat caches only: 1 where the token is trained on
+                  (assistant replies and their end of turn), 0 elsewhere
     ledger.json   format, dtype, counts, tokenizer hash, BOS/EOS policy, byte sizes of the files
 
 Both arrays are raw little-endian binaries so they can be memory-mapped locally
@@ -26,6 +28,7 @@ from tootsie.jsonfile import write_json_atomic
 CACHE_FORMAT = "tootsie-token-cache/1"
 TOKENS_FILE = "tokens.bin"
 OFFSETS_FILE = "offsets.bin"
+LOSS_MASK_FILE = "loss_mask.bin"
 LEDGER_FILE = "ledger.json"
 
 
@@ -41,7 +44,9 @@ class TokenCacheWriter:
     flat however many documents are written.
     """
 
-    def __init__(self, directory: str | Path, vocab_size: int, ledger_extra: dict[str, object]) -> None:
+    def __init__(
+        self, directory: str | Path, vocab_size: int, ledger_extra: dict[str, object], loss_mask: bool = False
+    ) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.dtype = token_dtype(vocab_size)
@@ -52,20 +57,29 @@ class TokenCacheWriter:
         self._tokens = open(self._tokens_tmp, "wb")
         self._offsets = open(self._offsets_tmp, "wb")
         self._offsets.write(np.zeros(1, dtype="<i8").tobytes())
+        self._mask_tmp = self.directory / f".{LOSS_MASK_FILE}.tmp-{os.getpid()}" if loss_mask else None
+        self._mask = open(self._mask_tmp, "wb") if self._mask_tmp else None
         self.num_tokens = 0
         self.num_docs = 0
 
-    def append_flat(self, tokens: np.ndarray, lengths: np.ndarray) -> None:
-        """Add several documents given as one flat token array and their lengths."""
+    def append_flat(self, tokens: np.ndarray, lengths: np.ndarray, loss_mask: np.ndarray | None = None) -> None:
+        """Add several documents given as one flat token array and their lengths (and, for a chat cache, the mask)."""
+        if (self._mask is None) != (loss_mask is None) or (loss_mask is not None and len(loss_mask) != len(tokens)):
+            raise TootsieError(
+                f"{self.directory}: a loss mask must come with every append to a chat cache and with none otherwise, "
+                f"one entry per token (got {None if loss_mask is None else len(loss_mask)} for {len(tokens)} tokens)"
+            )
         self._tokens.write(np.asarray(tokens, dtype=self.dtype).tobytes())
+        if self._mask is not None:
+            self._mask.write(np.asarray(loss_mask, dtype=np.uint8).tobytes())
         ends = self.num_tokens + np.cumsum(np.asarray(lengths, dtype=np.int64))
         self._offsets.write(ends.astype("<i8").tobytes())
         self.num_tokens = int(ends[-1]) if len(ends) else self.num_tokens
         self.num_docs += len(lengths)
 
-    def append(self, document_tokens: np.ndarray) -> None:
-        """Add one document's token ids."""
-        self.append_flat(np.asarray(document_tokens), np.array([len(document_tokens)]))
+    def append(self, document_tokens: np.ndarray, loss_mask: np.ndarray | None = None) -> None:
+        """Add one document's token ids (and its loss mask for a chat cache)."""
+        self.append_flat(np.asarray(document_tokens), np.array([len(document_tokens)]), loss_mask)
 
     def close(self) -> dict[str, object]:
         """Move the files into place and write the ledger last; return the ledger."""
@@ -73,13 +87,18 @@ class TokenCacheWriter:
         self._offsets.close()
         os.replace(self._tokens_tmp, self.directory / TOKENS_FILE)
         os.replace(self._offsets_tmp, self.directory / OFFSETS_FILE)
+        files = {TOKENS_FILE: self.num_tokens * self.dtype.itemsize, OFFSETS_FILE: (self.num_docs + 1) * 8}
+        if self._mask is not None and self._mask_tmp is not None:
+            self._mask.close()
+            os.replace(self._mask_tmp, self.directory / LOSS_MASK_FILE)
+            files[LOSS_MASK_FILE] = self.num_tokens
         ledger = {
             "format": CACHE_FORMAT,
             "dtype": self.dtype.name,
             "vocab_size": self.vocab_size,
             "num_docs": self.num_docs,
             "num_tokens": self.num_tokens,
-            "files": {TOKENS_FILE: self.num_tokens * self.dtype.itemsize, OFFSETS_FILE: (self.num_docs + 1) * 8},
+            "files": files,
             **self.ledger_extra,
         }
         write_json_atomic(self.directory / LEDGER_FILE, ledger)
@@ -94,6 +113,8 @@ class TokenCache:
     ledger: dict[str, object]
     tokens: "np.ndarray | RangeReadTokens"
     offsets: np.ndarray
+    loss_mask: "np.ndarray | RangeReadTokens | None" = None
+    """uint8 per token for chat caches (1 = trained on), None for plain text caches."""
 
     @property
     def num_tokens(self) -> int:
@@ -145,7 +166,14 @@ def open_token_cache(directory: str | Path) -> TokenCache:
     dtype = np.dtype(ledger["dtype"]).newbyteorder("<")
     tokens = np.memmap(root / TOKENS_FILE, dtype=dtype, mode="r") if ledger["num_tokens"] else np.zeros(0, dtype)
     offsets = np.fromfile(root / OFFSETS_FILE, dtype="<i8")
-    return TokenCache(directory=root, ledger=ledger, tokens=tokens, offsets=offsets)
+    loss_mask = None
+    if LOSS_MASK_FILE in ledger["files"]:
+        loss_mask = (
+            np.memmap(root / LOSS_MASK_FILE, dtype=np.uint8, mode="r")
+            if ledger["num_tokens"]
+            else np.zeros(0, np.uint8)
+        )
+    return TokenCache(directory=root, ledger=ledger, tokens=tokens, offsets=offsets, loss_mask=loss_mask)
 
 
 def _parse_ledger(text: str, where: str) -> dict[str, object]:
@@ -184,4 +212,7 @@ def _open_remote(url: str) -> TokenCache:
     dtype = np.dtype(ledger["dtype"]).newbyteorder("<")
     offsets = np.frombuffer(fs.cat_file(join(OFFSETS_FILE)), dtype="<i8")
     tokens = RangeReadTokens(fs, join(TOKENS_FILE), dtype, int(ledger["num_tokens"]))
-    return TokenCache(directory=url, ledger=ledger, tokens=tokens, offsets=offsets)
+    loss_mask = None
+    if LOSS_MASK_FILE in ledger["files"]:
+        loss_mask = RangeReadTokens(fs, join(LOSS_MASK_FILE), np.dtype(np.uint8), int(ledger["num_tokens"]))
+    return TokenCache(directory=url, ledger=ledger, tokens=tokens, offsets=offsets, loss_mask=loss_mask)

@@ -8,15 +8,24 @@ shard order into the final flat `tokens.bin` and `offsets.bin`, and the ledger
 (tokenizer sha256, `bos_id`/`eos_id`, the resolved `special_tokens`, counts,
 the shards merged) is written last. A SIGKILL at any point loses at most the shards in flight, and a
 rerun produces byte-identical files.
+
+Chat data (`ChatTokenizeConfig`, `tokenize_chat`) takes another path: JSONL
+conversations are checked, rendered with a chat template and encoded one by
+one in a single process into a cache that also holds `loss_mask.bin`; the
+ledger records the template and the drops by reason.
 """
 
+import hashlib
 import os
 import shutil
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from tootsie.datakit.chat_data import ChatEncoder, iter_conversations
+from tootsie.datakit.chat_templates import load_chat_template
 from tootsie.datakit.engine import EngineConfig, ShardTask, map_shards
 from tootsie.datakit.parquet_io import iter_texts, parquet_files
 from tootsie.datakit.special_tokens import load_with_special_tokens
@@ -126,3 +135,50 @@ def tokenize_documents(config: TokenizeConfig, output_path: str) -> dict[str, ob
     ledger = writer.close()
     shutil.rmtree(out / SHARDS_DIR)
     return ledger
+
+
+@dataclass(frozen=True)
+class ChatTokenizeConfig:
+    """Which conversations to tokenize, with which tokenizer and chat template."""
+
+    input: str
+    """A JSONL file of `{"messages": [...]}` lines, or a directory of *.jsonl files."""
+    tokenizer: str
+    """A local tokenizer.json, or a directory holding one (and maybe its tokenizer_config.json)."""
+    chat_template: str = "llama3"
+    """A built-in template name (llama3, chatml) or the path of a Jinja template file."""
+
+
+def tokenize_chat(config: ChatTokenizeConfig, output_path: str) -> dict[str, object]:
+    """Encode every well-formed conversation into a cache with a loss mask; return its ledger."""
+    tokenizer_file = _tokenizer_file(config.tokenizer)
+    tokenizer, special = load_with_special_tokens(tokenizer_file)
+    template = load_chat_template(config.chat_template)
+    encoder = ChatEncoder(
+        tokenizer,
+        template,
+        bos_token=special.bos or "",
+        eos_token=special.eos or "",
+    )
+    rejected: Counter[str] = Counter()
+    ledger_extra: dict[str, object] = {
+        "tokenizer_sha256": file_sha256(tokenizer_file),
+        "bos_id": None,
+        "eos_id": None,
+        "special_tokens": special.ledger(),
+        "source": str(config.input),
+        "chat_template": config.chat_template,
+        "chat_template_sha256": hashlib.sha256(template.encode("utf-8")).hexdigest(),
+        "rejected": rejected,
+    }
+    writer = TokenCacheWriter(
+        output_path, vocab_size=tokenizer.get_vocab_size(), ledger_extra=ledger_extra, loss_mask=True
+    )
+    loss_tokens = 0
+    for messages in iter_conversations(config.input, rejected):
+        ids, mask = encoder.encode(messages)
+        writer.append(ids, mask)
+        loss_tokens += int(mask.sum())
+    ledger_extra["loss_tokens"] = loss_tokens
+    ledger_extra["rejected"] = dict(sorted(rejected.items()))
+    return writer.close()

@@ -1,0 +1,94 @@
+"""Chat conversations: read JSONL, reject malformed ones by reason, encode with a per-token loss mask.
+
+A line is `{"messages": [{"role": "system"|"user"|"assistant", "content": str}, ...]}`
+(the OpenAI / Tulu shape). A line that is not valid JSON, not that shape, uses
+another role (tool and function calls are not supported), has an empty or
+non-string content, or has no assistant turn is dropped and counted under its
+reason, as every datakit stage counts what it drops.
+
+Encoding renders the conversation with the chat template (see
+`datakit.chat_templates`), tokenizes the whole text once, as
+`apply_chat_template(tokenize=True)` does, and turns the assistant character
+spans into a token mask with the tokenizer's offsets: a token is on when it
+starts inside an assistant span (the reply and its end-of-turn marker).
+"""
+
+import json
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from tokenizers import Tokenizer
+
+from tootsie.datakit.chat_templates import Message, assistant_spans
+from tootsie.errors import TootsieError
+
+ROLES = ("system", "user", "assistant")
+REJECT_REASONS = ("bad_json", "not_a_conversation", "unknown_role", "bad_content", "empty_content", "no_assistant_turn")
+"""Why a line is dropped: unparsable, no `messages` list of objects, a role outside ROLES, a content that
+is not a string, an empty (or whitespace-only) content, and no assistant message to learn from."""
+
+
+def check_conversation(line: str) -> list[Message] | str:
+    """The messages of one JSONL line, or the reason (one of REJECT_REASONS) it is rejected."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError:
+        return "bad_json"
+    messages = record.get("messages") if isinstance(record, dict) else None
+    if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+        return "not_a_conversation"
+    if any(m.get("role") not in ROLES for m in messages):
+        return "unknown_role"
+    if any(not isinstance(m.get("content"), str) for m in messages):
+        return "bad_content"
+    if any(not m["content"].strip() for m in messages):
+        return "empty_content"
+    if not any(m["role"] == "assistant" for m in messages):
+        return "no_assistant_turn"
+    return [{"role": m["role"], "content": m["content"]} for m in messages]
+
+
+def chat_files(path: str | Path) -> list[Path]:
+    """The JSONL file itself, or every `*.jsonl` file under a directory, sorted."""
+    root = Path(path)
+    files = sorted(root.rglob("*.jsonl")) if root.is_dir() else [root]
+    if not files or not all(file.is_file() for file in files):
+        raise TootsieError(f"chat input {root} is not a JSONL file nor a directory holding *.jsonl files")
+    return files
+
+
+def iter_conversations(path: str | Path, rejected: Counter[str]) -> Iterator[list[Message]]:
+    """Every well-formed conversation under `path`; each rejected line adds one to `rejected[reason]`."""
+    for file in chat_files(path):
+        with open(file, encoding="utf-8") as lines:
+            for line in lines:
+                if not line.strip():
+                    continue
+                checked = check_conversation(line)
+                if isinstance(checked, str):
+                    rejected[checked] += 1
+                else:
+                    yield checked
+
+
+@dataclass(frozen=True)
+class ChatEncoder:
+    """A tokenizer and a chat template that turn messages into token ids and a loss mask."""
+
+    tokenizer: Tokenizer
+    template: str
+    bos_token: str = ""
+    eos_token: str = ""
+
+    def encode(self, messages: list[Message]) -> tuple[np.ndarray, np.ndarray]:
+        """Token ids (int64) and the uint8 mask that is 1 on assistant replies and their end of turn."""
+        text, spans = assistant_spans(self.template, messages, bos_token=self.bos_token, eos_token=self.eos_token)
+        encoding = self.tokenizer.encode(text, add_special_tokens=False)
+        starts = np.fromiter((start for start, _ in encoding.offsets), dtype=np.int64, count=len(encoding.ids))
+        mask = np.zeros(len(starts), dtype=np.uint8)
+        for start, end in spans:
+            mask |= ((starts >= start) & (starts < end)).astype(np.uint8)
+        return np.asarray(encoding.ids, dtype=np.int64), mask
