@@ -1,5 +1,5 @@
 # tootsie: two commands on a fresh machine.
-#   make demo   install into .venv and run the end-to-end demo (no network at run time)
+#   make demo   install into .venv (the package and its demo extra) and run the end-to-end demo (no network at run time)
 #   make test   install the dev and every optional extra into .venv, check format and lint (ruff), run the tests
 PYTHON ?= python3
 VENV ?= .venv
@@ -13,7 +13,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/python -m pip install --quiet -e ".[demo]"
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python

@@ -1,7 +1,8 @@
 """Throughput of `tootsie datakit extract` vs calling resiliparse directly, on the same real HTML pages.
 
 Pages: the running Python's documentation rendered to HTML by `pydoc`
-(`pydoc.html.page` of every importable top-level standard-library module),
+(`tootsie.datakit.pydoc_source.pydoc_pages`, which the demo's web source
+also uses: `pydoc.html.page` of the public standard-library modules in name order),
 packed into one `.warc.gz` as 200 `text/html` responses. Two ways to get the
 main text of every page, one thread of this process each:
 
@@ -22,41 +23,19 @@ average before and after. Prints a table, then one JSON line.
 """
 
 import argparse
-import contextlib
-import io
 import json
 import os
-import pkgutil
-import pydoc
 import statistics
-import sys
 import tempfile
 import time
-import warnings
 from pathlib import Path
 
 from resiliparse.extract.html2text import extract_plain_text
 
 from tootsie.datakit.engine import EngineConfig
 from tootsie.datakit.extract import ExtractConfig, extract
+from tootsie.datakit.pydoc_source import pydoc_pages
 from tootsie.datakit.warc_write import WarcRecord, http_response, write_warc
-
-
-def pydoc_pages(limit: int) -> list[str]:
-    """HTML pages of up to `limit` standard-library modules, as pydoc renders them, in name order."""
-    pages = []
-    names = sorted(m.name for m in pkgutil.iter_modules() if m.name in sys.stdlib_module_names)
-    for name in names:
-        if len(pages) >= limit or name in ("antigravity", "this", "idlelib", "tkinter", "turtle"):
-            continue
-        try:
-            with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
-                warnings.simplefilter("ignore")
-                module = __import__(name)
-                pages.append(pydoc.html.page(pydoc.describe(module), pydoc.html.document(module, name)))
-        except Exception:  # noqa: BLE001 - a module that cannot be imported or documented here is skipped
-            continue
-    return pages
 
 
 def main() -> None:
@@ -66,7 +45,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7)
     args = parser.parse_args()
     load_before = os.getloadavg()[0]
-    pages = pydoc_pages(args.pages)
+    pages = [html for _, html in pydoc_pages(args.pages)]
     with tempfile.TemporaryDirectory() as tmp:
         warc = write_warc(
             Path(tmp) / "pydoc.warc.gz",

@@ -18,7 +18,7 @@ DEMO_FILE = Path(__file__).resolve().parents[1] / "experiments" / "demo.py"
 def test_the_experiment_file_builds_the_packaged_demo() -> None:
     from_file = [node.id for node in build_graph(load_experiment(DEMO_FILE), "/out").nodes]
     packaged = [node.id for node in build_graph(build_steps(DemoSettings()), "/out").nodes]
-    assert from_file == packaged and len(packaged) == 24
+    assert from_file == packaged and len(packaged) == 26
     assert packaged != [node.id for node in build_graph(build_steps(TINY), "/out").nodes]
 
 

@@ -3,7 +3,8 @@
 Flow (each line is a step; its output path hashes its config and inputs):
 
     stdlib corpus (code + prose)           raw JSONL from the running Python
-    → normalize, per source                Parquet with xxh3 ids, exact duplicates dropped
+    pydoc WARC → extract (web)             stdlib docs rendered to HTML, packed as a WARC, main text taken out
+    → normalize, per source                Parquet with xxh3 ids, exact duplicates dropped (prose: + web pages)
     → quality + dedup attributes           length/compression rules; MinHash-LSH near-duplicates
     → consolidate → split by id            drop flagged documents; hold out 5 % by id
     → decontaminate train vs held-out      13-gram overlap with the held-out documents, dropped
@@ -16,7 +17,13 @@ Flow (each line is a step; its output path hashes its config and inputs):
 
 `tootsie demo` runs `build_steps(DemoSettings())` from any install of the
 package; `tootsie demo --tiny` runs `build_steps(TINY)`, the copy the tests
-use (seconds of training instead of minutes). `experiments/demo.py` builds the
+use (seconds of training instead of minutes).
+
+The web pages join the prose source rather than forming a third: pydoc pages
+carry the same docstrings as the prose documents, and dedup and
+decontamination work within a source, so only in one source do they see
+both (a held-out docstring cannot come back through a web page); the mixture
+stays code/prose (docs/demo.md has the measurements). `experiments/demo.py` builds the
 same steps for `tootsie run`; a second run skips every finished step.
 """
 
@@ -28,7 +35,9 @@ from tootsie.datakit.consolidate import AttributeFilter, ConsolidateConfig, cons
 from tootsie.datakit.decontaminate import DecontaminateConfig, decontaminate
 from tootsie.datakit.dedup import DedupConfig, dedup
 from tootsie.datakit.engine import EngineConfig
+from tootsie.datakit.extract import ExtractConfig, extract
 from tootsie.datakit.normalize import NormalizeConfig, normalize
+from tootsie.datakit.pydoc_source import PydocWarcConfig, build_pydoc_warc
 from tootsie.datakit.quality import QualityConfig, QualityRules, quality
 from tootsie.datakit.split import SplitConfig, split_documents
 from tootsie.datakit.stdlib_source import StdlibSourceConfig, build_stdlib_corpus
@@ -57,6 +66,8 @@ class DemoSettings:
 
     max_code_bytes: int = 4_000_000
     """Bytes of standard-library source read into the code source."""
+    web_pages: int = 100
+    """Stdlib modules whose pydoc HTML pages go into the web WARC (their main text joins the prose source)."""
     heldout_fraction: float = 0.05
     """Share of documents (by id) held out for bits-per-byte."""
     vocab_size: int = 4096
@@ -91,6 +102,7 @@ class DemoSettings:
 
 TINY = DemoSettings(
     max_code_bytes=300_000,
+    web_pages=20,
     heldout_fraction=0.3,
     vocab_size=512,
     hidden_dim=32,
@@ -112,11 +124,12 @@ TINY = DemoSettings(
 def build_data_steps(settings: DemoSettings) -> tuple[Step, dict[tuple[str, str], Step]]:
     """The datakit steps: the tokenizer step and the token-cache step of every (source, split)."""
     raw = Step("demo/raw/stdlib", build_stdlib_corpus, StdlibSourceConfig(max_code_bytes=settings.max_code_bytes))
+    warc = Step("demo/raw/pydoc-warc", build_pydoc_warc, PydocWarcConfig(max_pages=settings.web_pages))
+    web = Step("demo/extracted/web", extract, ExtractConfig(inputs=(warc.ref(),), engine=INLINE))
+    inputs = {"code": (raw.ref("code"),), "prose": (raw.ref("prose"), web.ref())}
     splits, train_docs = {}, {}
     for source in SOURCES:
-        normalized = Step(
-            f"demo/normalized/{source}", normalize, NormalizeConfig(inputs=(raw.ref(source),), engine=INLINE)
-        )
+        normalized = Step(f"demo/normalized/{source}", normalize, NormalizeConfig(inputs=inputs[source], engine=INLINE))
         # Docstrings and code are not web prose: only the length and compression rules apply to both.
         scored = Step(
             f"demo/quality/{source}",

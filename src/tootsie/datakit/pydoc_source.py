@@ -1,0 +1,85 @@
+"""Web pages from the running Python: its standard library's documentation rendered to HTML by `pydoc`, as a WARC.
+
+The demo's web source. It needs no network, yet the pages are real HTML (the
+tables, navigation bars and link lists pydoc puts around each module's text),
+so the demo exercises the same path as a crawl: WARC → `extract` → documents.
+
+Modules: the names in `sys.stdlib_module_names`, sorted; private ones (`_x`)
+and those with side effects or a GUI (`SKIPPED_MODULES`) are left out, as is a
+module this Python cannot import; the first `max_pages` that render are kept.
+Each page is `pydoc.html.page` of one module, stored as an HTTP 200
+`text/html; charset=utf-8` response at `http://pydoc.local/<module>.html` in
+`<out>/pydoc.warc.gz` (one gzip member per record, written atomically). The
+config records the Python version, so another interpreter gets another path.
+
+Example: `build_pydoc_warc(PydocWarcConfig(max_pages=2), out)` writes the
+pages of `abc` and `aifc` (Python 3.11) and returns `{"pages": 2, ...}`.
+"""
+
+import contextlib
+import io
+import platform
+import pydoc
+import sys
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from importlib import import_module
+from pathlib import Path
+from typing import Any
+
+from tootsie.datakit.warc_write import WarcRecord, http_response, write_warc
+
+SKIPPED_MODULES = frozenset({"antigravity", "this", "idlelib", "tkinter", "turtle", "turtledemo"})
+URL_PREFIX = "http://pydoc.local/"
+WARC_NAME = "pydoc.warc.gz"
+
+
+@dataclass(frozen=True)
+class PydocWarcConfig:
+    """How many module pages to render, and which Python renders them."""
+
+    max_pages: int = 100
+    """Module pages to render (the first in name order that import and render here)."""
+    python_version: str = field(default_factory=platform.python_version)
+    """Recorded so that a different interpreter's documentation gets a different output path."""
+
+    def __post_init__(self) -> None:
+        if self.max_pages <= 0:
+            raise ValueError(f"max_pages must be positive, got {self.max_pages=}; give the number of pages to render")
+
+
+def pydoc_pages(limit: int) -> Iterator[tuple[str, str]]:
+    """Yield `(module, html)` for up to `limit` standard-library modules, as pydoc renders them, in name order."""
+    count = 0
+    for name in sorted(sys.stdlib_module_names):
+        if count >= limit:
+            return
+        if name.startswith("_") or name in SKIPPED_MODULES:
+            continue
+        try:
+            with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+                warnings.simplefilter("ignore")
+                module = import_module(name)
+                html = pydoc.html.page(pydoc.describe(module), pydoc.html.document(module, name))
+        except Exception:  # noqa: BLE001 - a module this Python cannot import or document is left out
+            continue
+        count += 1
+        yield name, html
+
+
+def build_pydoc_warc(config: PydocWarcConfig, output_path: str) -> dict[str, Any]:
+    """Write `<output_path>/pydoc.warc.gz` with one 200 text/html response per module page; return its counts."""
+    modules: list[str] = []
+    html_bytes = 0
+
+    def records() -> Iterator[WarcRecord]:
+        nonlocal html_bytes
+        for name, html in pydoc_pages(config.max_pages):
+            body = html.encode("utf-8")
+            modules.append(name)
+            html_bytes += len(body)
+            yield WarcRecord("response", f"{URL_PREFIX}{name}.html", http_response(body))
+
+    warc = write_warc(Path(output_path) / WARC_NAME, records())
+    return {"pages": len(modules), "html_bytes": html_bytes, "warc_bytes": warc.stat().st_size, "modules": modules}
