@@ -17,7 +17,7 @@ Example: a 4-step range over a component of 10 one-sequence documents drawn
 import numpy as np
 
 from tootsie.data.mixture import MixtureDataset
-from tootsie.data.sequences import DocumentSequences
+from tootsie.data.sequences import DocumentSequences, WholeDocumentSequences
 
 CHUNK_SEQUENCES = 1 << 16
 
@@ -47,8 +47,11 @@ def document_exposure(dataset: MixtureDataset, start_step: int, end_step: int) -
         for c in np.unique(components):
             name = dataset.component_names[c]
             source = dataset.sources[name]
-            if isinstance(source, DocumentSequences):
+            if isinstance(source, DocumentSequences | WholeDocumentSequences):
                 documents = local[components == c]
+                if isinstance(source, WholeDocumentSequences):
+                    first_docs = source.first_documents
+                    documents = np.concatenate([np.arange(first_docs[s], first_docs[s + 1]) for s in documents])
                 np.add.at(tokens_seen[name], documents, np.minimum(np.diff(source.cache.offsets)[documents], seq_len))
                 continue
             starts = local[components == c] * seq_len

@@ -57,7 +57,7 @@ import xxhash
 
 from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.permutation import PERMUTATIONS, FeistelConfig, Permutation, PermutationChoice, splitmix64
-from tootsie.data.sequences import DocumentSequences, PackedSequences, next_token_loss_mask
+from tootsie.data.sequences import ConcatenateConfig, DocumentConfig, PackingChoice, next_token_loss_mask
 from tootsie.datakit.token_cache import open_token_cache
 from tootsie.errors import TootsieError
 from tootsie.executor.step import unhashed
@@ -106,6 +106,9 @@ class MixtureConfig:
     """When a component runs out: 'restart' (a new epoch, reshuffled) or 'stop' (error)."""
     document_packed: tuple[str, ...] = ()
     """Components whose sequences are whole documents (truncated, padded) instead of concatenate-and-chunk."""
+    packing: PackingChoice = field(default_factory=ConcatenateConfig)
+    """How the components not in `document_packed` become sequences: `{kind: concatenate}` (default),
+    `{kind: document}` or `{kind: whole_documents}` (chat data: whole conversations, never split)."""
 
     def __post_init__(self) -> None:
         if not self.stages or self.stages[0].start_step != 0:
@@ -256,7 +259,7 @@ class MixtureDataset:
         self.component_names = config.component_names
         used = {name for stage in config.stages for name, w in stage.weights.items() if w > 0}
         self.sources = {
-            name: (DocumentSequences if name in config.document_packed else PackedSequences)(
+            name: (DocumentConfig() if name in config.document_packed else config.packing).build(
                 open_token_cache(config.caches[name]), config.seq_len
             )
             for name in self.component_names
@@ -353,12 +356,15 @@ class MixtureDataset:
         components, local = self.sequence_sources(self.sequence_range(step, worker, num_workers))
         tokens = np.zeros((len(local), self.config.seq_len), dtype=np.int32)
         segments = np.zeros_like(tokens)
+        token_mask = np.zeros(tokens.shape, dtype=np.float32)
         for c in np.unique(components):
             rows = components == c
-            tokens[rows], segments[rows] = self.sources[self.component_names[c]].read(local[rows])
+            source = self.sources[self.component_names[c]]
+            tokens[rows], segments[rows] = source.read(local[rows])
+            token_mask[rows] = source.token_mask(local[rows])
         return Batch(
             tokens=tokens,
             segment_ids=segments,
-            loss_mask=next_token_loss_mask(segments),
+            loss_mask=next_token_loss_mask(segments, token_mask),
             component=components.astype(np.int32),
         )
