@@ -205,12 +205,17 @@ def rope_tables(
 
 
 def apply_rope(
-    x: Float[Array, "batch seq heads dim"], cos: Float[Array, "seq half"], sin: Float[Array, "seq half"]
+    x: Float[Array, "batch seq heads dim"], cos: Float[Array, "*rows seq half"], sin: Float[Array, "*rows seq half"]
 ) -> Float[Array, "batch seq heads dim"]:
-    """Rotate query/key channel pairs (first half, second half), the Hugging Face Llama layout."""
+    """Rotate query/key channel pairs (first half, second half), the Hugging Face Llama layout.
+
+    Tables are `[seq, half]` (every row at positions 0..seq-1) or `[batch, seq, half]`
+    (each row at its own positions, as in cached decoding of prompts of different lengths).
+    """
     half = x.shape[-1] // 2
     x1, x2 = x[..., :half].astype(jnp.float32), x[..., half:].astype(jnp.float32)
-    cos, sin = cos[None, :, None, :], sin[None, :, None, :]
+    cos, sin = (cos[None], sin[None]) if cos.ndim == 2 else (cos, sin)
+    cos, sin = cos[:, :, None, :], sin[:, :, None, :]
     return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1).astype(x.dtype)
 
 
@@ -252,6 +257,20 @@ class Attention(eqx.Module):
         segment_ids: Int[Array, "batch seq"] | None,
         mask: Array | None,
     ) -> Float[Array, "batch seq hidden"]:
+        q, k, v = self.project(x, cos, sin)
+        return self.merge(attend(self.implementation, q, k, v, segment_ids, mask), x.dtype)
+
+    def project(
+        self,
+        x: Float[Array, "batch seq hidden"],
+        cos: Float[Array, "*rows seq half"],
+        sin: Float[Array, "*rows seq half"],
+    ) -> tuple[
+        Float[Array, "batch seq heads dim"],
+        Float[Array, "batch seq kv_heads dim"],
+        Float[Array, "batch seq kv_heads dim"],
+    ]:
+        """Queries, keys and values per head, QK-normed and rotated (shared by training and cached decoding)."""
         batch, seq, hidden = x.shape
         rows = x.reshape(batch * seq, hidden)
         q = (rows @ self.wq.astype(x.dtype)).reshape(batch, seq, self.num_heads, self.head_dim)
@@ -259,9 +278,13 @@ class Attention(eqx.Module):
         v = (rows @ self.wv.astype(x.dtype)).reshape(batch, seq, self.num_kv_heads, self.head_dim)
         if self.q_norm is not None and self.k_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        out = attend(self.implementation, q, k, v, segment_ids, mask)
-        return (out.reshape(batch * seq, self.num_heads * self.head_dim) @ self.wo.astype(x.dtype)).reshape(x.shape)
+        return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
+
+    def merge(self, out: Float[Array, "batch seq heads dim"], dtype: jnp.dtype) -> Float[Array, "batch seq hidden"]:
+        """The output projection of every head's attention output back to the residual stream."""
+        batch, seq = out.shape[:2]
+        rows = out.reshape(batch * seq, self.num_heads * self.head_dim) @ self.wo.astype(dtype)
+        return rows.reshape(batch, seq, -1)
 
 
 class SwiGLU(eqx.Module):

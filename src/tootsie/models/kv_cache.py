@@ -1,0 +1,112 @@
+"""A key/value cache for decoding: each new token attends to cached keys and values instead of recomputing them.
+
+The cache holds every layer's keys and values stacked, `[layers, batch,
+kv_heads, max_len, head_dim]`, and `forward_cached` runs the model's blocks with
+`scan` as training does, writing the new tokens' keys and values into each
+layer's slice with `dynamic_update_slice` inside the scan.
+
+Slots and positions are kept apart so a batch of prompts of different lengths
+decodes in lockstep. Prompts are right-padded to a common length P and fill
+slots 0..P-1; decode step t writes slot P + t for every row. Row b's real
+tokens are its prompt (slots < length_b) and its generated tokens (slots P..P+t),
+at RoPE positions 0..length_b-1 then length_b, length_b+1, ...; `decode_mask`
+hides the padding slots length_b..P-1.
+
+Example: prompts of 3 and 5 tokens with P=8. At decode step 0, row 0's new
+token sits in slot 8 at position 3 and sees slots 0-2 and 8; row 1's sits in
+slot 8 at position 5 and sees slots 0-4 and 8.
+"""
+
+import math
+from dataclasses import dataclass
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Bool, Float, Int
+
+from tootsie.models.llama import Block, LlamaModel, rope_tables
+
+
+@dataclass(frozen=True)
+class KVCache:
+    """Every layer's cached keys and values."""
+
+    keys: Float[Array, "layers batch kv_heads max_len head_dim"]
+    """Rotated keys per slot."""
+    values: Float[Array, "layers batch kv_heads max_len head_dim"]
+    """Values per slot."""
+
+
+jax.tree_util.register_dataclass(KVCache, data_fields=["keys", "values"], meta_fields=[])
+
+
+def empty_cache(model: LlamaModel, batch: int, max_len: int, dtype: jnp.dtype) -> KVCache:
+    """A zeroed cache of `max_len` slots per row."""
+    config = model.config
+    shape = (config.num_layers, batch, config.num_kv_heads, max_len, config.resolved_head_dim)
+    return KVCache(jnp.zeros(shape, dtype), jnp.zeros(shape, dtype))
+
+
+def prefill_mask(batch: int, seq: int, max_len: int) -> Bool[Array, "batch seq max_len"]:
+    """Which slots each prompt position sees: itself and the slots before it (padding after a prompt is never seen)."""
+    causal = jnp.arange(max_len)[None, :] <= jnp.arange(seq)[:, None]
+    return jnp.broadcast_to(causal[None], (batch, seq, max_len))
+
+
+def decode_mask(
+    lengths: Int[Array, " batch"], prompt_len: int, step: Int[Array, ""], max_len: int
+) -> Bool[Array, "batch 1 max_len"]:
+    """Which slots decode step `step` sees: each row's prompt tokens and the generated slots up to this one."""
+    slot = jnp.arange(max_len)[None, :]
+    seen = (slot < lengths[:, None]) | ((slot >= prompt_len) & (slot <= prompt_len + step))
+    return seen[:, None, :]
+
+
+def cached_attention(
+    q: Float[Array, "batch seq heads dim"],
+    keys: Float[Array, "batch kv_heads max_len dim"],
+    values: Float[Array, "batch kv_heads max_len dim"],
+    mask: Bool[Array, "batch seq max_len"],
+) -> Float[Array, "batch seq heads dim"]:
+    """Softmax attention of queries over cache slots, float32 logits; grouped-query heads contracted in groups."""
+    batch, seq, heads, dim = q.shape
+    kv_heads = keys.shape[1]
+    grouped = (q * jnp.asarray(1 / math.sqrt(dim), q.dtype)).reshape(batch, seq, kv_heads, heads // kv_heads, dim)
+    logits = jnp.einsum("btkgd,bksd->bkgts", grouped, keys, preferred_element_type=jnp.float32)
+    logits = jnp.where(mask[:, None, None], logits, jnp.finfo(jnp.float32).min)
+    probs = jax.nn.softmax(logits, axis=-1).astype(values.dtype)
+    return jnp.einsum("bkgts,bksd->btkgd", probs, values).reshape(batch, seq, heads, dim)
+
+
+def forward_cached(
+    model: LlamaModel,
+    cache: KVCache,
+    tokens: Int[Array, "batch seq"],
+    positions: Int[Array, "batch seq"],
+    slot: Int[Array, ""],
+    mask: Bool[Array, "batch seq max_len"],
+) -> tuple[Float[Array, "batch seq hidden"], KVCache]:
+    """Final-normed hidden states of `tokens` (at RoPE `positions`), their keys/values written from `slot` on."""
+    config = model.config
+    x = model.embed[tokens]
+    cos_table, sin_table = rope_tables(
+        cache.keys.shape[3], config.resolved_head_dim, config.rope_theta, config.rope_scaling
+    )
+    cos, sin = cos_table[positions], sin_table[positions]
+    dynamic, static = eqx.partition(model.layers, eqx.is_array)
+
+    def run_block(h: Array, layer: tuple[Block, Array, Array]) -> tuple[Array, tuple[Array, Array]]:
+        params, layer_keys, layer_values = layer
+        block = eqx.combine(params, static)
+        q, k, v = block.attn.project(block.attn_norm(h), cos, sin)
+        start = (0, 0, slot, 0)
+        layer_keys = jax.lax.dynamic_update_slice(layer_keys, k.transpose(0, 2, 1, 3).astype(layer_keys.dtype), start)
+        layer_values = jax.lax.dynamic_update_slice(
+            layer_values, v.transpose(0, 2, 1, 3).astype(layer_values.dtype), start
+        )
+        h = h + block.attn.merge(cached_attention(q, layer_keys, layer_values, mask), h.dtype)
+        return h + block.mlp(block.mlp_norm(h)), (layer_keys, layer_values)
+
+    x, (keys, values) = jax.lax.scan(run_block, x, (dynamic, cache.keys, cache.values))
+    return model.final_norm(x), KVCache(keys, values)
