@@ -20,6 +20,7 @@ from tootsie.cli import (
     release_cmd,
     report_cmd,
     scaling_cmd,
+    sft_cmd,
     train_cmd,
 )
 from tootsie.errors import PREEMPTED_EXIT_CODE, Preempted, TootsieError
@@ -30,6 +31,7 @@ COMMAND_MODULES = (
     datakit_cmd,
     data_cmd,
     train_cmd,
+    sft_cmd,
     checkpoint_cmd,
     eval_cmd,
     monitor_cmd,
