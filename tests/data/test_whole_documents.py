@@ -1,6 +1,7 @@
 """Whole-document packing: every document lands whole in one sequence, masks follow the tokens."""
 
 import tempfile
+import typing
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +11,13 @@ from hypothesis import strategies as st
 
 from tootsie.configfile import load_config
 from tootsie.data.mixture import MixtureConfig, MixtureDataset, MixtureStage
-from tootsie.data.sequences import WholeDocumentsConfig, WholeDocumentSequences, next_token_loss_mask
+from tootsie.data.sequences import (
+    PACKINGS,
+    PackingChoice,
+    WholeDocumentsConfig,
+    WholeDocumentSequences,
+    next_token_loss_mask,
+)
 from tootsie.datakit.token_cache import TokenCacheWriter, open_token_cache
 
 
@@ -89,3 +96,22 @@ def test_text_caches_keep_their_loss_mask(make_cache) -> None:
     config = MixtureConfig(caches={"text": path}, stages=(MixtureStage(0, {"text": 1.0}),), seq_len=8)
     batch = MixtureDataset(config).batch(0)
     assert (batch.loss_mask == next_token_loss_mask(batch.segment_ids)).all()
+
+
+@pytest.mark.parametrize("kind", sorted(PACKINGS))
+def test_every_packing_builds_reads_shapes_and_loads_by_kind(kind, tmp_path) -> None:
+    _chat_cache(tmp_path / "c", [5, 30, 3, 12, 7, 4, 20], seed=2)
+    assert typing.get_args(PackingChoice) == tuple(PACKINGS.values())
+    (tmp_path / "m.yaml").write_text(
+        f"caches: {{c: {tmp_path / 'c'}}}\nstages: [{{start_step: 0, weights: {{c: 1.0}}}}]\n"
+        f"seq_len: 8\npacking: {{kind: {kind}}}\n",
+        encoding="utf-8",
+    )
+    config = load_config(tmp_path / "m.yaml", MixtureConfig)
+    assert type(config.packing) is PACKINGS[kind]
+    source = config.packing.build(open_token_cache(tmp_path / "c"), 8)
+    rows = np.arange(source.num_sequences)
+    tokens, segments = source.read(rows)
+    mask = source.token_mask(rows)
+    assert tokens.shape == segments.shape == mask.shape == (source.num_sequences, 8)
+    assert set(np.unique(mask)) <= {0.0, 1.0} and (mask[segments < 0] == 0).all()
