@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tootsie.datakit.chat_templates import LLAMA3_TEMPLATE
 from tootsie.datakit.parquet_io import write_table_atomic
 from tootsie.datakit.tokenizer import TokenizerTrainConfig, train_bpe
 from tootsie.errors import TootsieError
@@ -245,3 +246,13 @@ def test_simple_evaluate_on_a_local_multiple_choice_task(model, tokenizer, tmp_p
     )
     with pytest.raises(TootsieError, match="unknown lm-eval tasks"):
         TaskSuite(["no_such_task"], tmp_path / "work")
+
+
+def test_chat_template_renders_requests(model, tokenizer) -> None:
+    lm = TootsieLM(model, tokenizer, max_length=64, batch_size=BATCH, chat_template=LLAMA3_TEMPLATE)
+    text = lm.apply_chat_template([{"role": "user", "content": "def area"}])
+    assert text.startswith("<|bos|><|start_header_id|>user") and text.endswith("assistant<|end_header_id|>\n\n")
+    assert lm.tok_encode(text)[0] == lm.bos_id and lm.tok_encode(text)[1] != lm.bos_id
+    assert lm.generator.turn_strings == ("<|eot_id|>",)
+    with pytest.raises(TootsieError, match="no chat template"):
+        TootsieLM(model, tokenizer, max_length=64).apply_chat_template([])

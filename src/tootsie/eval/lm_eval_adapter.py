@@ -12,9 +12,14 @@ tokenizer it was trained with, with the scoring and decoding of `tootsie.eval.lm
   windows of `max_length` predicted tokens (lm-eval's
   `get_rolling_token_windows` with `context_len=1`), the first conditioned on
   BOS, and the windows' log-likelihoods add up.
-- `generate_until(context, {until, max_gen_toks})`: argmax decoding until EOS,
-  `max_gen_toks` tokens or a stop string; the text is cut before the first stop
-  string. Sampling is refused: tootsie's evaluations are deterministic.
+- `generate_until(context, {until, max_gen_toks})`: argmax decoding with the KV
+  cache (`tootsie.models.generate`) until EOS, `max_gen_toks` tokens or a stop
+  string; the text is cut before the first stop string. Sampling is refused:
+  tootsie's evaluations are deterministic.
+
+With `chat_template` (a Jinja source), lm-eval's `apply_chat_template=True`
+renders each request's messages with it (`TaskSuite.evaluate(apply_chat_template=True)`),
+and generation also stops at the template's end-of-turn token.
 
 Every encoded context starts with BOS, as every training document does
 (`TokenizeConfig.add_bos`). Importing this module sets `HF_DATASETS_OFFLINE`
@@ -39,10 +44,13 @@ from lm_eval.tasks import TaskManager  # noqa: E402
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window  # noqa: E402
 from tokenizers import Tokenizer  # noqa: E402
 
+from tootsie.datakit.chat_templates import load_chat_template, render_chat  # noqa: E402
 from tootsie.datakit.special_tokens import load_with_special_tokens, resolve_special_tokens  # noqa: E402
 from tootsie.errors import TootsieError  # noqa: E402
 from tootsie.eval.lm_eval_tasks import builtin_tasks, write_tasks  # noqa: E402
 from tootsie.eval.lm_scoring import Scorer  # noqa: E402
+from tootsie.eval.text_generation import DEFAULT_CHAT_TEMPLATE, TextGenerator  # noqa: E402
+from tootsie.models.generate import SamplingConfig  # noqa: E402
 from tootsie.models.llama import LlamaModel  # noqa: E402
 from tootsie.train.checkpoint import has_tree, model_config_of  # noqa: E402
 from tootsie.train.trainer import load_model, resolve_checkpoint  # noqa: E402
@@ -61,6 +69,7 @@ class TootsieLM(TemplateLM):
         max_length: int,
         batch_size: int = 8,
         max_gen_toks: int = DEFAULT_MAX_GEN_TOKS,
+        chat_template: str | None = None,
     ) -> None:
         super().__init__()
         self.tootsie_tokenizer, special = (
@@ -77,18 +86,32 @@ class TootsieLM(TemplateLM):
         self.max_gen_toks = max_gen_toks
         self.bos_id = special.require("bos")
         self.eos_id = special.require("eos")
+        self.chat_template = chat_template
+        self.generator = TextGenerator(
+            model, self.tootsie_tokenizer, special, chat_template or load_chat_template(DEFAULT_CHAT_TEMPLATE)
+        )
 
     @classmethod
     def from_checkpoint(
-        cls, checkpoint: str, tokenizer: str, weights: str = "model", max_length: int = 128, batch_size: int = 8
+        cls,
+        checkpoint: str,
+        tokenizer: str,
+        weights: str = "model",
+        max_length: int = 128,
+        batch_size: int = 8,
+        chat_template: str | None = None,
     ) -> "TootsieLM":
-        """Load a checkpoint (or a training output directory's newest one) with the model config in its state.json."""
+        """Load a checkpoint (or a training output directory's newest one) with the model config in its state.json.
+
+        `chat_template` is a built-in template's name or a Jinja file.
+        """
         path = resolve_checkpoint(checkpoint)
         config = model_config_of(path)
         if weights == "ema" and not has_tree(path, "ema"):
             raise TootsieError(f"{path} has no EMA weights; evaluate weights='model' or train with ema enabled")
         model = load_model(config, str(path), weights=weights)
-        return cls(model, tokenizer, max_length=max_length, batch_size=batch_size)
+        template = load_chat_template(chat_template) if chat_template is not None else None
+        return cls(model, tokenizer, max_length=max_length, batch_size=batch_size, chat_template=template)
 
     @property
     def max_length(self) -> int:
@@ -104,6 +127,22 @@ class TootsieLM(TemplateLM):
     def prefix_token_id(self) -> int:
         """What an empty context (and the first rolling window) is conditioned on: BOS, as at every document start."""
         return self.bos_id
+
+    @property
+    def tokenizer_name(self) -> str:
+        """Fingerprint of the tokenizer and chat template for lm-eval's request caches."""
+        return f"tootsie-{self.tootsie_tokenizer.get_vocab_size()}-{hash(self.chat_template)}"
+
+    def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+        """lm-eval's messages rendered with the chat template (BOS included, as training chats start)."""
+        if self.chat_template is None:
+            raise TootsieError("this TootsieLM has no chat template; pass chat_template= to apply one")
+        return render_chat(
+            self.chat_template,
+            chat_history,
+            add_generation_prompt=add_generation_prompt,
+            bos_token=self.tok_decode([self.bos_id], skip_special_tokens=False),
+        )
 
     def tok_encode(self, string: str, add_special_tokens: bool | None = None, **kwargs: Any) -> list[int]:
         """Token ids of `string`, after a BOS unless `add_special_tokens=False` or the text already starts with it."""
@@ -163,9 +202,14 @@ class TootsieLM(TemplateLM):
         return totals
 
     def generate_until(self, requests: list[Any], disable_tqdm: bool = False) -> list[str]:
-        """Greedy continuations of each context, cut before the first stop string."""
-        contexts, budgets, stops = [], [], []
-        for request in requests:
+        """Greedy continuations of each context with the KV cache, cut before the first stop string.
+
+        Requests sharing a budget and stop strings decode together, `batch_size` at a time; a context keeps
+        its last `max_length - max_gen_toks` tokens, as lm-eval's own models truncate.
+        """
+        groups: dict[tuple[int, tuple[str, ...]], list[int]] = {}
+        prompts = []
+        for index, request in enumerate(requests):
             context, options = request.args
             if options.get("do_sample") or float(options.get("temperature", 0.0) or 0.0) > 0:
                 raise TootsieError(
@@ -173,22 +217,22 @@ class TootsieLM(TemplateLM):
                     " TootsieLM decodes greedily only (set do_sample: false, temperature: 0)"
                 )
             until = options.get("until") or []
-            stops.append([until] if isinstance(until, str) else [s for s in until if s])
-            budgets.append(int(options.get("max_gen_toks", self.max_gen_toks)))
-            contexts.append(self.tok_encode(context))
-
-        def finished(index: int, generated: list[int]) -> bool:
-            return generated[-1] == self.eos_id or any(s in self.tok_decode(generated) for s in stops[index])
-
-        texts = []
-        for request, generated, request_stops in zip(
-            requests, self.scorer.greedy_generate(contexts, budgets, finished), stops
-        ):
-            text = self.tok_decode(generated)
-            for stop in request_stops:
-                text = text.split(stop)[0]
+            stops = (until,) if isinstance(until, str) else tuple(s for s in until if s)
+            budget = max(1, min(int(options.get("max_gen_toks", self.max_gen_toks)), self.max_length - 1))
+            groups.setdefault((budget, stops), []).append(index)
+            prompts.append(self.tok_encode(context)[-(self.max_length - budget) :])
+        texts = [""] * len(requests)
+        for (budget, stops), members in groups.items():
+            sampling = SamplingConfig(max_new_tokens=budget, stop_strings=stops)
+            for start in range(0, len(members), self.scorer.batch_size):
+                chunk = members[start : start + self.scorer.batch_size]
+                results = self.generator.generate(
+                    [prompts[i] for i in chunk], sampling, chat=self.chat_template is not None
+                )
+                for index, result in zip(chunk, results):
+                    texts[index] = result.text
+        for request, text in zip(requests, texts):
             self.cache_hook.add_partial("generate_until", request.args, text)
-            texts.append(text)
         return texts
 
 
@@ -247,6 +291,7 @@ class TaskSuite:
         num_fewshot: int | None = None,
         stderr: bool = True,
         seed: int = 1234,
+        apply_chat_template: bool = False,
     ) -> dict[str, dict[str, float]]:
         """Every task's metrics for `lm`: `{task: {metric: value, "samples": n}}`.
 
@@ -254,6 +299,7 @@ class TaskSuite:
         Calls `lm_eval.evaluator.evaluate` with the task setup `simple_evaluate`
         does (zero-shot unless the task or `num_fewshot` says otherwise, a fixed
         few-shot seed), without its environment report, which shells out to git.
+        `apply_chat_template=True` renders each request through the model's chat template.
         """
         try:
             loaded = self.manager.load(self.tasks)
@@ -271,7 +317,12 @@ class TaskSuite:
         random.seed(seed)
         np.random.seed(seed)  # lm-eval's bootstrap and sampling draw from the global NumPy generator
         output = evaluate(
-            lm=lm, task_dict=loaded, limit=limit, bootstrap_iters=100_000 if stderr else 0, log_samples=False
+            lm=lm,
+            task_dict=loaded,
+            limit=limit,
+            bootstrap_iters=100_000 if stderr else 0,
+            log_samples=False,
+            apply_chat_template=apply_chat_template,
         )
         metrics = flatten_results(output["results"])
         for task, counts in output.get("n-samples", {}).items():
