@@ -1,5 +1,7 @@
 """The demo's web source: stdlib modules rendered by pydoc into a WARC that the web reader and `extract` take back."""
 
+import json
+
 import pyarrow.parquet as pq
 import pytest
 
@@ -20,6 +22,7 @@ def test_pages_are_public_modules_in_name_order_and_bounded() -> None:
 def test_warc_holds_one_html_response_per_module_and_extracts_to_its_text(tmp_path) -> None:
     counts = build_pydoc_warc(PydocWarcConfig(max_pages=3), str(tmp_path / "warc"))
     assert counts["pages"] == 3 and counts["warc_bytes"] < counts["html_bytes"]
+    assert json.loads((tmp_path / "warc" / "stats.json").read_text()) == counts
     drops: list[str] = []
     pages = list(read_web_pages(str(tmp_path / "warc" / WARC_NAME), 5_000_000, drops.append))
     assert drops == []

@@ -9,7 +9,8 @@ and those with side effects or a GUI (`SKIPPED_MODULES`) are left out, as is a
 module this Python cannot import; the first `max_pages` that render are kept.
 Each page is `pydoc.html.page` of one module, stored as an HTTP 200
 `text/html; charset=utf-8` response at `http://pydoc.local/<module>.html` in
-`<out>/pydoc.warc.gz` (one gzip member per record, written atomically). The
+`<out>/pydoc.warc.gz` (one gzip member per record, written atomically), with
+`<out>/stats.json`: `{"pages", "html_bytes", "warc_bytes", "modules"}`. The
 config records the Python version, so another interpreter gets another path.
 
 Example: `build_pydoc_warc(PydocWarcConfig(max_pages=2), out)` writes the
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from tootsie.datakit.warc_write import WarcRecord, http_response, write_warc
+from tootsie.jsonfile import write_json_atomic
 
 SKIPPED_MODULES = frozenset({"antigravity", "this", "idlelib", "tkinter", "turtle", "turtledemo"})
 URL_PREFIX = "http://pydoc.local/"
@@ -69,7 +71,7 @@ def pydoc_pages(limit: int) -> Iterator[tuple[str, str]]:
 
 
 def build_pydoc_warc(config: PydocWarcConfig, output_path: str) -> dict[str, Any]:
-    """Write `<output_path>/pydoc.warc.gz` with one 200 text/html response per module page; return its counts."""
+    """Write `<output_path>/pydoc.warc.gz` (one 200 text/html response per module page) and its counts in stats.json."""
     modules: list[str] = []
     html_bytes = 0
 
@@ -82,4 +84,6 @@ def build_pydoc_warc(config: PydocWarcConfig, output_path: str) -> dict[str, Any
             yield WarcRecord("response", f"{URL_PREFIX}{name}.html", http_response(body))
 
     warc = write_warc(Path(output_path) / WARC_NAME, records())
-    return {"pages": len(modules), "html_bytes": html_bytes, "warc_bytes": warc.stat().st_size, "modules": modules}
+    stats = {"pages": len(modules), "html_bytes": html_bytes, "warc_bytes": warc.stat().st_size, "modules": modules}
+    write_json_atomic(Path(output_path) / "stats.json", stats)
+    return stats
