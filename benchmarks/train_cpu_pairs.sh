@@ -17,8 +17,8 @@ for pair in $(seq 1 "$PAIRS"); do
   for steps in 30 10; do
     run=$(mktemp -d /tmp/levbench-XXXX)
     "$PYTHON" benchmarks/levanter_peer.py setup --dir "$run" --steps "$steps" > /dev/null
-    HF_HUB_OFFLINE=1 /usr/bin/time -v "$LEVANTER_PYTHON" -m levanter.main.train_lm \
-      --config_path "$run/config.yaml" > "$run/levanter.log" 2>&1
+    (cd "$run" && HF_HUB_OFFLINE=1 /usr/bin/time -v "$LEVANTER_PYTHON" -m levanter.main.train_lm \
+      --config_path "$run/config.yaml" > "$run/levanter.log" 2>&1)  # in $run: Levanter writes logs/ to its cwd
     cpu=$(grep -E "User time|System time" "$run/levanter.log" | awk -F: '{s+=$2} END {print s}')
     echo "levanter $pair steps=$steps cpu_s=$cpu $("$PYTHON" benchmarks/levanter_peer.py parse "$run/levanter.log")"
     rm -rf "$run"
