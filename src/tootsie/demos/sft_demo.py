@@ -4,7 +4,7 @@ Steps (all through the executor, so a second run skips what is done):
 
     demo (tokenizer, train/cooldown)       the base model and its tokenizer, as `tootsie demo` builds them
     demo/chat/<set>                        conversations from docstrings (datakit.stdlib_chat), train + heldout
-    demo/chat-tokenized/<set>/<split>      chat token caches with loss masks (llama3 template)
+    demo/chat-tokenized/<set>/<split>      chat token caches with loss masks (ChatML template)
 
 `sft_config` then returns a `TrainConfig` that warm-starts from the cooldown
 checkpoint (weights only, steps counted from 0), mixes the chat sets with
@@ -34,7 +34,11 @@ CHAT_SETS = {"builtins": ("builtins",), "modules": tuple(m for m in DEFAULT_MODU
 """Chat sets by name: which modules' docstrings each holds."""
 CHAT_MIX = {"builtins": 0.4, "modules": 0.6}
 """SFT mixture weights (illustrative, not from the seeds): the card mixes its SFT sets by weight the same way."""
-CHAT_TEMPLATE = "llama3"
+CHAT_TEMPLATE = "chatml"
+"""ChatML, not llama3: the demo tokenizer splits a blank line before a word into two newline tokens but keeps
+it one token at the end of a prompt, so llama3's header (ending in a blank line) tokenizes one way in training
+and another at generation, and the tuned model answers nothing; ChatML's header ends in one newline, the same
+token in both places."""
 SPLIT_FILES = {"train": TRAIN_FILE, "heldout": HELDOUT_FILE}
 
 
