@@ -2,8 +2,11 @@
 
 The cache holds every layer's keys and values stacked, `[layers, batch,
 kv_heads, max_len, head_dim]`, and `forward_cached` runs the model's blocks with
-`scan` as training does, writing the new tokens' keys and values into each
-layer's slice with `dynamic_update_slice` inside the scan.
+`scan` as training does, writing the new tokens' keys and values into the
+layer's part of the cache with `dynamic_update_slice` inside the scan. The
+whole cache rides in the scan's carry, so XLA updates it in place; as the
+scan's per-layer input and output it was copied every step (at batch 8 and a
+512-slot cache on CPU, a decode step took 37 ms that way against 4.9 ms carried).
 
 Slots and positions are kept apart so a batch of prompts of different lengths
 decodes in lockstep. Prompts are right-padded to a common length P and fill
@@ -96,17 +99,17 @@ def forward_cached(
     cos, sin = cos_table[positions], sin_table[positions]
     dynamic, static = eqx.partition(model.layers, eqx.is_array)
 
-    def run_block(h: Array, layer: tuple[Block, Array, Array]) -> tuple[Array, tuple[Array, Array]]:
-        params, layer_keys, layer_values = layer
+    def run_block(carry: tuple[Array, Array, Array], layer: tuple[Block, Array]) -> tuple[tuple, None]:
+        h, keys, values = carry
+        params, index = layer
         block = eqx.combine(params, static)
         q, k, v = block.attn.project(block.attn_norm(h), cos, sin)
-        start = (0, 0, slot, 0)
-        layer_keys = jax.lax.dynamic_update_slice(layer_keys, k.transpose(0, 2, 1, 3).astype(layer_keys.dtype), start)
-        layer_values = jax.lax.dynamic_update_slice(
-            layer_values, v.transpose(0, 2, 1, 3).astype(layer_values.dtype), start
-        )
-        h = h + block.attn.merge(cached_attention(q, layer_keys, layer_values, mask), h.dtype)
-        return h + block.mlp(block.mlp_norm(h)), (layer_keys, layer_values)
+        start = (index, 0, 0, slot, 0)
+        keys = jax.lax.dynamic_update_slice(keys, k.transpose(0, 2, 1, 3)[None].astype(keys.dtype), start)
+        values = jax.lax.dynamic_update_slice(values, v.transpose(0, 2, 1, 3)[None].astype(values.dtype), start)
+        h = h + block.attn.merge(cached_attention(q, keys[index], values[index], mask), h.dtype)
+        return (h + block.mlp(block.mlp_norm(h)), keys, values), None
 
-    x, (keys, values) = jax.lax.scan(run_block, x, (dynamic, cache.keys, cache.values))
+    layers = jnp.arange(config.num_layers)
+    (x, keys, values), _ = jax.lax.scan(run_block, (x, cache.keys, cache.values), (dynamic, layers))
     return model.final_norm(x), KVCache(keys, values)
