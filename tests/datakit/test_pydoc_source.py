@@ -1,13 +1,16 @@
 """The demo's web source: stdlib modules rendered by pydoc into a WARC that the web reader and `extract` take back."""
 
+import hashlib
 import json
+import subprocess
+import sys
 
 import pyarrow.parquet as pq
 import pytest
 
 from tootsie.datakit.engine import EngineConfig
 from tootsie.datakit.extract import ExtractConfig, extract
-from tootsie.datakit.pydoc_source import WARC_NAME, PydocWarcConfig, build_pydoc_warc, pydoc_pages
+from tootsie.datakit.pydoc_source import WARC_NAME, PydocWarcConfig, build_pydoc_warc, pydoc_pages, rendered_pages
 from tootsie.datakit.web_source import read_web_pages
 
 
@@ -43,3 +46,17 @@ def test_warc_holds_one_html_response_per_module_and_extracts_to_its_text(tmp_pa
 def test_max_pages_must_be_positive() -> None:
     with pytest.raises(ValueError, match="max_pages"):
         PydocWarcConfig(max_pages=0)
+
+
+def test_pages_are_the_same_in_every_process() -> None:
+    """Reprs carry memory addresses and module data that depend on the process's history (`<object object at
+    0x7f...>`, `__warningregistry__` versions); the step's pages must not, or the demo's outputs would differ
+    between a local run and a Ray worker. This process has imported JAX, Ray and more; the other only numpy."""
+    script = (
+        "import hashlib, numpy; from tootsie.datakit.pydoc_source import rendered_pages; "
+        "print(hashlib.sha256(''.join(h for _, h in rendered_pages(40)).encode()).hexdigest())"
+    )
+    elsewhere = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120)
+    pages = rendered_pages(40)
+    assert elsewhere.stdout.strip() == hashlib.sha256("".join(h for _, h in pages).encode()).hexdigest()
+    assert "cgi" in dict(pages) and "PYTEST_CURRENT_TEST" not in dict(pages)["cgi"]  # cgi prints os.environ

@@ -170,7 +170,8 @@ def test_demo_data_steps_on_ray_match_the_local_backend(tmp_path: Path, ray_clus
     shutil.copytree(raw.output_path, Path(raw.output_path.replace(str(tmp_path / "local"), str(tmp_path / "ray"))))
     on_ray = run_experiment(steps, tmp_path / "ray", backend="ray")
     assert on_ray.ok, [(s.name, s.error) for s in on_ray.steps]
-    assert sum(s.reason.startswith("run") for s in on_ray.steps) == len(on_ray.steps) - 1 == 19
+    assert [s.name for s in on_ray.steps if not s.reason.startswith("run")] == ["demo/raw/stdlib"]  # the rest ran
+    assert len(on_ray.steps) > 20  # every datakit stage of both sources, the web source, tokenizer and caches
     local_files, ray_files = _files(tmp_path / "local"), _files(tmp_path / "ray")
     assert any(name.endswith("tokens.bin") for name in ray_files) and any(
         name.endswith(".parquet") for name in ray_files

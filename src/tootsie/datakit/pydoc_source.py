@@ -12,6 +12,13 @@ Each page is `pydoc.html.page` of one module, stored as an HTTP 200
 `<out>/pydoc.warc.gz` (one gzip member per record, written atomically), with
 `<out>/stats.json`: `{"pages", "html_bytes", "warc_bytes", "modules"}`. The
 config records the Python version, so another interpreter gets another path.
+The pages are rendered in a fresh interpreter (`rendered_pages`, hash seed 0):
+pydoc documents module data that depends on what the process did before
+(`aifc.__warningregistry__ = {'version': 7}` in one process, 89 in another),
+so rendering in the caller's process would make the output differ between a
+local run and a Ray worker. Its environment is fixed too (`RENDER_ENV`): the
+`cgi` page prints `os.environ` in full, which would put the caller's
+variables, secrets included, into the corpus.
 
 Example: `build_pydoc_warc(PydocWarcConfig(max_pages=2), out)` writes the
 pages of `abc` and `aifc` (Python 3.11) and returns `{"pages": 2, ...}`.
@@ -19,8 +26,12 @@ pages of `abc` and `aifc` (Python 3.11) and returns `{"pages": 2, ...}`.
 
 import contextlib
 import io
+import json
+import os
 import platform
 import pydoc
+import re
+import subprocess
 import sys
 import warnings
 from collections.abc import Iterator
@@ -51,6 +62,11 @@ class PydocWarcConfig:
             raise ValueError(f"max_pages must be positive, got {self.max_pages=}; give the number of pages to render")
 
 
+OBJECT_ADDRESS = re.compile(r"(?<![0-9A-Za-z])(?:0x)?[0-9a-f]{12}(?![0-9A-Za-z])")
+"""Memory addresses in reprs (`<object object at 0x7ff540fa4160>`, `<PyDLL 'None', handle 7f1278d9a2e0>`): they
+change from process to process, so a page shows each as `0x0` and the step's output is the same wherever it runs."""
+
+
 def pydoc_pages(limit: int) -> Iterator[tuple[str, str]]:
     """Yield `(module, html)` for up to `limit` standard-library modules, as pydoc renders them, in name order."""
     count = 0
@@ -67,7 +83,37 @@ def pydoc_pages(limit: int) -> Iterator[tuple[str, str]]:
         except Exception:  # noqa: BLE001 - a module this Python cannot import or document is left out
             continue
         count += 1
-        yield name, html
+        yield name, OBJECT_ADDRESS.sub("0x0", html)
+
+
+RENDER_TIMEOUT_S = 600
+RENDER_ENV = {"PYTHONHASHSEED": "0", "LANG": "C.UTF-8", "PATH": os.defpath}
+"""The whole environment of the rendering interpreter: pydoc prints some defaults verbatim (`cgi` shows
+`environ=environ({...})`), so the caller's variables, secrets included, must never reach the pages."""
+
+
+def print_pages(limit: int) -> None:
+    """Write `pydoc_pages(limit)` to stdout as JSON lines `[module, html]` (what `rendered_pages` runs)."""
+    for name, html in pydoc_pages(limit):
+        sys.stdout.write(json.dumps([name, html]) + "\n")
+
+
+def rendered_pages(limit: int) -> list[tuple[str, str]]:
+    """`pydoc_pages(limit)` rendered in a fresh interpreter with a fixed environment (`RENDER_ENV`).
+
+    Every caller gets the same pages, and none of its environment variables."""
+    script = f"from tootsie.datakit.pydoc_source import print_pages; print_pages({int(limit)})"
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=RENDER_TIMEOUT_S,
+        env=RENDER_ENV,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"rendering the pydoc pages failed (exit {done.returncode}): {done.stderr[-2000:]}")
+    return [(name, html) for name, html in map(json.loads, done.stdout.splitlines())]
 
 
 def build_pydoc_warc(config: PydocWarcConfig, output_path: str) -> dict[str, Any]:
@@ -77,7 +123,7 @@ def build_pydoc_warc(config: PydocWarcConfig, output_path: str) -> dict[str, Any
 
     def records() -> Iterator[WarcRecord]:
         nonlocal html_bytes
-        for name, html in pydoc_pages(config.max_pages):
+        for name, html in rendered_pages(config.max_pages):
             body = html.encode("utf-8")
             modules.append(name)
             html_bytes += len(body)
