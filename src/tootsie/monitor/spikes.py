@@ -20,12 +20,12 @@ Example: a flat 3.0 curve with a 3-step bump to 5.0 at step 100 that returns to
 3.5 is a `plateau`.
 """
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from tootsie.monitor.metrics_log import MetricsRead
+from tootsie.monitor.signals import series
 
 NORM_SERIES = ("grad_norm", "update_norm")
 
@@ -77,22 +77,6 @@ class Spike:
             "baseline": self.baseline,
             **self.details,
         }
-
-
-def series(records: list[dict[str, object]], name: str) -> tuple[np.ndarray, np.ndarray, int]:
-    """Steps and values of a metric, sorted by step, finite only; also how many records had it non-finite."""
-    points, skipped = {}, 0
-    for record in records:
-        value, step = record.get(name), record.get("step")
-        if not isinstance(step, int) or value is None or isinstance(value, (list, dict, str)):
-            skipped += value is not None or name in record
-            continue
-        if not math.isfinite(float(value)):
-            skipped += 1
-            continue
-        points[step] = float(value)
-    steps = np.array(sorted(points), dtype=np.int64)
-    return steps, np.array([points[s] for s in steps], dtype=np.float64), skipped
 
 
 def _outliers(values: np.ndarray, config: SpikeConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

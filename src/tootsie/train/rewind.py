@@ -30,10 +30,9 @@ from pathlib import Path
 from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.jsonfile import read_json, write_json_atomic
 from tootsie.monitor.metrics_log import MetricsRead
+from tootsie.monitor.signals import REWINDS_FILE
 from tootsie.monitor.spikes import SpikeConfig, find_spikes
 from tootsie.train.checkpoint import Location, delete_checkpoint, list_checkpoints
-
-REWINDS_FILE = "rewinds.json"
 
 
 @dataclass(frozen=True)

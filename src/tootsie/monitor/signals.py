@@ -1,0 +1,189 @@
+"""Every signal a run logs, as named series: what the report and the dashboard plot.
+
+A pure function from metric records (the lines of `metrics.jsonl`) to arrays,
+so the static report and the live dashboard read the same fields the same way:
+scalar series by name (`loss`, `grad_norm`, `adam/mu_norm`, `eval/bpb/code`,
+...), the per-layer update norms as a layers × steps matrix, and the rewinds a
+run performed (`rewinds.json`), with the train steps each one re-ran on fresh
+data (its skipped-data window).
+
+Example: records `{"step": 0, "loss": 3.1, "layer_update_norms": [0.2, 0.3]}`
+and `{"step": 1, "loss": 2.9, "layer_update_norms": [0.1, 0.4]}` give
+`scalar_signals(...)["loss"]` = steps [0, 1], values [3.1, 2.9] and
+`layer_norms(...)` = steps [0, 1], values [[0.2, 0.1], [0.3, 0.4]].
+"""
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from tootsie.errors import TootsieError
+from tootsie.jsonfile import read_json
+
+REWINDS_FILE = "rewinds.json"
+"""A run's rewind events (`{"rewinds": [...]}`), written by `tootsie.train.rewind`, which imports this name."""
+LAYER_NORMS = "layer_update_norms"
+"""The per-layer update norms the trainer logs every step (a list, one value per layer)."""
+SCALAR_SIGNALS: dict[str, str] = {
+    "loss": "train loss (nats/token)",
+    "grad_norm": "gradient norm before clipping",
+    "update_norm": "norm of the update the optimizer applied",
+    "lm_head_norm": "norm of the output projection (the embedding when tied)",
+    "adam/mu_norm": "norm of Adam's first moment",
+    "adam/nu_norm": "norm of Adam's second moment",
+    "muon/momentum_norm": "norm of Muon's momentum",
+    "clip_update/threshold": "update-clipping threshold",
+    "lr": "learning rate",
+    "tokens": "tokens trained on after the step",
+    "tokens_per_s": "throughput",
+    "mfu": "model FLOP utilization",
+    "step_seconds": "wall time of the step",
+}
+"""The scalar series with a fixed name, and what each is; `eval/...` series are found by prefix."""
+EVAL_PREFIX = "eval/"
+
+Records = list[dict[str, object]]
+
+
+@dataclass(frozen=True)
+class Series:
+    """One signal: the logged steps in order and their finite values."""
+
+    steps: np.ndarray
+    values: np.ndarray
+
+    def to_json(self) -> dict[str, list[float]]:
+        """Plain lists, for a JSON API."""
+        return {"steps": self.steps.tolist(), "values": self.values.tolist()}
+
+
+@dataclass(frozen=True)
+class LayerNorms:
+    """Per-layer update norms: `values[layer, i]` at `steps[i]`, NaN where a step logged none or a non-finite one."""
+
+    steps: np.ndarray
+    values: np.ndarray
+
+    @property
+    def num_layers(self) -> int:
+        """Rows of the matrix."""
+        return int(self.values.shape[0])
+
+    def layer(self, index: int) -> Series:
+        """One layer's finite values as a series."""
+        keep = np.isfinite(self.values[index])
+        return Series(self.steps[keep], self.values[index][keep])
+
+    def to_json(self) -> dict[str, list]:
+        """Plain lists (NaN as null), for a JSON API."""
+        rows = [[float(v) if math.isfinite(v) else None for v in row] for row in self.values]
+        return {"steps": self.steps.tolist(), "values": rows}
+
+
+@dataclass(frozen=True)
+class Rewind:
+    """One rewind: a plateau spike found at `from_step` sent the run back to `to_step`, skipping data steps."""
+
+    spike_step: int
+    from_step: int
+    """The step at which the plateau was final and the run went back (`detected_at` in `rewinds.json`)."""
+    to_step: int
+    """The checkpoint step the run restarted from."""
+    skipped_data_steps: tuple[int, int]
+    """Data steps `[start, end)` never trained on again."""
+
+    @property
+    def window(self) -> tuple[int, int]:
+        """Train steps `[to_step, from_step]`: trained once on the skipped data, then re-run on fresh data."""
+        return self.to_step, self.from_step
+
+    def to_json(self) -> dict[str, object]:
+        """Plain fields, for a JSON API."""
+        return {
+            "spike_step": self.spike_step,
+            "from_step": self.from_step,
+            "to_step": self.to_step,
+            "skipped_data_steps": list(self.skipped_data_steps),
+        }
+
+
+def series(records: Records, name: str) -> tuple[np.ndarray, np.ndarray, int]:
+    """Steps and values of a metric, sorted by step, finite only; also how many records had it non-finite."""
+    points, skipped = {}, 0
+    for record in records:
+        value, step = record.get(name), record.get("step")
+        if not isinstance(step, int) or value is None or isinstance(value, (list, dict, str)):
+            skipped += value is not None or name in record
+            continue
+        if not math.isfinite(float(value)):
+            skipped += 1
+            continue
+        points[step] = float(value)
+    steps = np.array(sorted(points), dtype=np.int64)
+    return steps, np.array([points[s] for s in steps], dtype=np.float64), skipped
+
+
+def scalar_signals(records: Records) -> dict[str, Series]:
+    """Every logged scalar signal of `SCALAR_SIGNALS` and every `eval/...` series, by name (absent ones left out)."""
+    names = [*SCALAR_SIGNALS, *sorted({k for r in records for k in r if k.startswith(EVAL_PREFIX)})]
+    found = {}
+    for name in names:
+        steps, values, _ = series(records, name)
+        if len(values):
+            found[name] = Series(steps, values)
+    return found
+
+
+def layer_norms(records: Records, key: str = LAYER_NORMS) -> LayerNorms | None:
+    """The per-layer update norms as a layers × steps matrix, None when no record logged them.
+
+    The layer count is the longest list logged; shorter or damaged entries leave NaN.
+    """
+    rows = {
+        r["step"]: r[key] for r in records if isinstance(r.get("step"), int) and isinstance(r.get(key), (list, tuple))
+    }
+    if not rows:
+        return None
+    steps = np.array(sorted(rows), dtype=np.int64)
+    matrix = np.full((max(len(v) for v in rows.values()), len(steps)), np.nan)
+    for column, step in enumerate(steps):
+        for layer, value in enumerate(rows[int(step)]):
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+                matrix[layer, column] = float(value)
+    return LayerNorms(steps, matrix)
+
+
+def read_rewinds(directory: str | Path) -> tuple[Rewind, ...]:
+    """The rewinds recorded in `directory/rewinds.json`, oldest first; none when the file is absent."""
+    path = Path(directory) / REWINDS_FILE
+    payload = read_json(path)
+    if payload is None:
+        return ()
+    try:
+        return tuple(
+            Rewind(
+                int(e["spike_step"]),
+                int(e["detected_at"]),
+                int(e["to_step"]),
+                (int(e["skipped_data_steps"][0]), int(e["skipped_data_steps"][1])),
+            )
+            for e in payload["rewinds"]
+        )
+    except (KeyError, TypeError, IndexError, ValueError) as error:
+        raise TootsieError(
+            f"{path} is not a rewind record ({error!r}); expected"
+            ' {"rewinds": [{"spike_step", "detected_at", "to_step", "skipped_data_steps": [start, end]}]}'
+            " as tootsie.train.rewind writes it; move the file away to report the run without its rewinds"
+        ) from error
+
+
+def run_signals(records: Records, rewinds: tuple[Rewind, ...] = ()) -> dict[str, object]:
+    """Everything above for one run as plain JSON: `series`, `layer_update_norms` (or None) and `rewinds`."""
+    layers = layer_norms(records)
+    return {
+        "series": {name: s.to_json() for name, s in scalar_signals(records).items()},
+        "layer_update_norms": layers.to_json() if layers else None,
+        "rewinds": [r.to_json() for r in rewinds],
+    }
