@@ -79,3 +79,25 @@ def test_damaged_files_still_work_and_say_what_was_skipped(tmp_path, capsys) -> 
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert [s["step"] for s in report["spikes"]] == [200]
     assert report["skipped"] == {"unparseable_lines": 1, "non_finite_loss": 2, "step_gaps": 12}
+
+
+def test_the_layer_whose_norm_jumped_first_led_the_spike(tmp_path, capsys) -> None:
+    loss, grad = _curve()
+    rng = np.random.default_rng(1)
+    layers = 0.1 * (1 + np.arange(4))[:, None] * (1 + rng.normal(0, 0.02, (4, len(loss))))
+    loss[200:203] += 1.0
+    layers[2, 198:203] *= 4.0  # layer 2 jumps two steps before the loss
+    layers[0, 200:203] *= 8.0  # layer 0 jumps more, but with the loss
+    records = [
+        {"step": i, "loss": float(v), "grad_norm": float(grad[i]), "layer_update_norms": layers[:, i].tolist()}
+        for i, v in enumerate(loss)
+    ]
+    (tmp_path / "m.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert main(["monitor", "spikes", str(tmp_path / "m.jsonl"), "--json"]) == 0
+    [spike] = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["spikes"]
+    assert spike["step"] == 200 and spike["layer_led"] == 2 and spike["layer_lead_steps"] == 2
+    assert spike["layer_rise"] == pytest.approx(4.0, rel=0.1)
+    assert main(["monitor", "spikes", str(tmp_path / "m.jsonl")]) == 0
+    assert "step 200: layer 2 led by 2 steps" in capsys.readouterr().out
+    [plain] = _report(tmp_path, loss, grad)["spikes"]  # no per-layer norms logged: nothing to name
+    assert plain["layer_led"] is None and plain["layer_lead_steps"] is None

@@ -14,7 +14,8 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     monitor = subparsers.add_parser("monitor", help="diagnose runs from their metrics: loss spikes")
     commands = monitor.add_subparsers(dest="monitor_command", required=True, metavar="COMMAND")
     spikes = commands.add_parser(
-        "spikes", help="find loss spikes and classify them (recoverable / plateau), with leading norms"
+        "spikes",
+        help="find loss spikes and classify them (recoverable / plateau), with leading norms and the layer that led",
     )
     spikes.add_argument("metrics", metavar="METRICS.jsonl", help="a run's metrics.jsonl")
     spikes.add_argument(
@@ -41,5 +42,12 @@ def run_spikes(args: argparse.Namespace) -> int:
     )
     kinds = [spike["kind"] for spike in report["spikes"]]
     counts = ", ".join(f"{kinds.count(k)} {k}" for k in sorted(set(kinds))) or "none"
-    headline = f"{len(kinds)} spikes in {report['points']} points ({counts}); skipped {report['skipped']}"
+    led = "; ".join(
+        f"step {s['step']}: layer {s['layer_led']} led by {s['layer_lead_steps']} steps"
+        for s in report["spikes"]
+        if s.get("layer_led") is not None
+    )
+    headline = f"{len(kinds)} spikes in {report['points']} points ({counts}); skipped {report['skipped']}" + (
+        f"; {led}" if led else ""
+    )
     return emit(report, args, headline)

@@ -13,7 +13,13 @@ Each spike is then classified:
 
 When gradient or update norms are logged, the spike records whether a norm
 spiked first and by how many steps (`norm_led`, `lead_steps`): norms leading
-the loss point at the optimizer, a loss-only spike at the data.
+the loss point at the optimizer, a loss-only spike at the data. When the
+per-layer update norms are logged, it also names the layer that led
+(`layer_led`): of the layers whose norm left its own rolling band within
+`norm_lookback` steps before the loss spike, the one that left first, ties
+broken by the largest rise over its own baseline (`layer_rise`, a ratio), and
+how many steps before the loss it left (`layer_lead_steps`); None when no
+layer left its band.
 
 Example: a flat 3.0 curve with a 3-step bump to 5.0 at step 100 that returns to
 3.0 is one `recoverable` spike at 100 with height 2.0; a jump that stays at
@@ -25,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tootsie.monitor.metrics_log import MetricsRead
-from tootsie.monitor.signals import series
+from tootsie.monitor.signals import LayerNorms, layer_norms, series
 
 NORM_SERIES = ("grad_norm", "update_norm")
 
@@ -143,6 +149,23 @@ def _first_norm_spike(norms: dict[str, tuple[np.ndarray, np.ndarray]], step: int
     return earliest
 
 
+def _layer_lead(layers: LayerNorms, step: int, config: SpikeConfig) -> dict[str, object]:
+    """The layer whose update norm left its own band first (then rose most) in the lookback before `step`."""
+    best: tuple[int, float, int] | None = None  # (first outlier step, -rise, layer): min() picks the leader
+    for index in range(layers.num_layers):
+        layer = layers.layer(index)
+        above, medians, _ = _outliers(layer.values, config)
+        inside = (layer.steps <= step) & (layer.steps >= step - config.norm_lookback)
+        hits = layer.steps[inside & above]
+        if not len(hits):
+            continue
+        rise = float(np.nanmax(layer.values[inside & above] / medians[inside & above]))
+        best = min(best or (int(hits.min()), -rise, index), (int(hits.min()), -rise, index))
+    if best is None:
+        return {"layer_led": None, "layer_lead_steps": None, "layer_rise": None}
+    return {"layer_led": best[2], "layer_lead_steps": step - best[0], "layer_rise": -best[1]}
+
+
 def find_spikes(metrics: MetricsRead, config: SpikeConfig = SpikeConfig(), loss: str = "loss") -> dict[str, object]:
     """The spike report of a metrics file: spikes, the EMA gap if logged, and what was skipped."""
     steps, values, skipped = series(metrics.records, loss)
@@ -152,6 +175,7 @@ def find_spikes(metrics: MetricsRead, config: SpikeConfig = SpikeConfig(), loss:
         norm_steps, norm_values, _ = series(metrics.records, name)
         if len(norm_values):
             norms[name] = (norm_steps, _outliers(norm_values, config)[0])
+    layers = layer_norms(metrics.records)
     spikes = []
     for start, end in _events(above):
         peak = start + int(np.argmax(values[start : end + 1]))
@@ -166,6 +190,9 @@ def find_spikes(metrics: MetricsRead, config: SpikeConfig = SpikeConfig(), loss:
                 lead_steps=lead,
                 end_step=int(steps[end]),
                 baseline=float(medians[start]),
+                details=_layer_lead(layers, int(steps[start]), config)
+                if layers is not None
+                else {"layer_led": None, "layer_lead_steps": None, "layer_rise": None},
             )
         )
     report: dict[str, object] = {
