@@ -7,6 +7,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
+from tootsie.cli import bpb_suite_cmd
 from tootsie.cli.output import build, emit
 from tootsie.datakit.token_bytes import TokenBytes
 from tootsie.datakit.tokenizer import load_tokenizer
@@ -93,6 +94,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     lm.add_argument("--ema", action="store_true", help="evaluate the checkpoint's EMA weights")
     lm.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     lm.set_defaults(handler=run_lm_eval_command)
+    bpb_suite_cmd.register(commands)
 
 
 def _domains(values: list[str]) -> dict[str, str]:

@@ -1,0 +1,118 @@
+"""A Paloma-style BPB suite: a checkpoint's bits-per-byte on every domain of a held-out directory.
+
+`run_bpb_suite` builds (or reuses) one token cache per domain with the
+executor (`heldout_domains.domain_cache_steps`, content-addressed on the files
+and the tokenizer) and scores the checkpoint with the in-loop evaluation's own
+code: `bpb.domain_bpb` per domain and `bpb.summarize` for the macro average
+(every domain weighs the same, Paloma's headline) and the micro average
+(every byte weighs the same). So `tootsie eval bpb-suite` on a run's last
+checkpoint reports the numbers its in-loop `eval/bpb/*` would on the same
+caches.
+
+Example: a suite of `code/` and `prose.jsonl` gives `{"bpb": {"code": 1.61,
+"prose": 2.05, "macro_avg": 1.83, "micro_avg": 1.78}, "caches": {"code":
+{"path": ".../bpb_suite/code-3f2a...", "built": true}, ...}}`; a second call
+prints the same numbers with `"built": false`.
+"""
+
+import os
+from pathlib import Path
+from typing import Any
+
+from tootsie.datakit.token_bytes import TokenBytes
+from tootsie.datakit.tokenizer import load_tokenizer
+from tootsie.errors import TootsieError
+from tootsie.eval.bpb import domain_bpb, summarize
+from tootsie.eval.heldout_domains import domain_cache_steps
+from tootsie.executor import failure_summary, run_experiment
+from tootsie.jsonfile import read_json
+from tootsie.models.llama import LlamaModel
+from tootsie.monitor.metrics_log import CONFIG_FILE
+from tootsie.train.checkpoint import model_config_of, read_checkpoint_state
+from tootsie.train.trainer import load_model, resolve_checkpoint
+
+DEFAULT_SEQ_LEN = 128
+"""Tokens per evaluated sequence when the run's config does not say (`tootsie eval bpb`'s default)."""
+
+
+def evaluate_domains(
+    model: LlamaModel, caches: dict[str, str], tokenizer: str, seq_len: int, max_sequences: int | None = None
+) -> dict[str, dict[str, float]]:
+    """BPB per domain with `macro_avg` and `micro_avg` (the in-loop code), and each domain's bytes and tokens."""
+    token_bytes = TokenBytes(load_tokenizer(tokenizer))
+    results = {
+        name: domain_bpb(model, cache, token_bytes, seq_len, max_sequences=max_sequences)
+        for name, cache in sorted(caches.items())
+    }
+    return {
+        "bpb": summarize(results),
+        "bytes": {name: r.bytes for name, r in results.items()},
+        "tokens": {name: r.tokens for name, r in results.items()},
+    }
+
+
+def build_domain_caches(suite_dir: str, tokenizer: str, prefix: str) -> dict[str, dict[str, Any]]:
+    """Domain → `{"path", "built"}`: its token cache under `prefix`, built now or reused from an earlier call."""
+    steps = domain_cache_steps(suite_dir, tokenizer)
+    report = run_experiment(list(steps.values()), prefix)
+    failure = failure_summary(report)
+    if failure is not None:
+        raise TootsieError(f"building the held-out caches of {suite_dir} failed: {failure}")
+    by_name = {step.name: step for step in report.steps}
+    return {
+        name: {
+            "path": by_name[step.name].output_path,
+            "built": not by_name[step.name].reason.startswith("skip"),
+        }
+        for name, step in steps.items()
+    }
+
+
+def _run_config(checkpoint: str) -> dict[str, Any]:
+    """The training config recorded beside the checkpoint (`<run>/config.json`), or {} when there is none."""
+    path = Path(checkpoint)
+    for directory in (path, path.parent.parent):
+        record = read_json(directory / CONFIG_FILE) if (directory / CONFIG_FILE).is_file() else None
+        if isinstance(record, dict):
+            return record
+    return {}
+
+
+def run_bpb_suite(
+    checkpoint: str,
+    suite_dir: str,
+    prefix: str | None = None,
+    tokenizer: str | None = None,
+    seq_len: int | None = None,
+    max_sequences: int | None = None,
+    weights: str = "model",
+) -> dict[str, Any]:
+    """Per-domain BPB of a checkpoint on a suite directory, with micro and macro averages and the caches used.
+
+    `prefix` holds the caches (default $TOOTSIE_PREFIX, else ./out); `tokenizer`
+    and `seq_len` default to the run's recorded eval tokenizer and sequence length.
+    """
+    prefix = prefix or os.environ.get("TOOTSIE_PREFIX") or "out"
+    run = _run_config(checkpoint)
+    tokenizer = tokenizer or (run.get("eval") or {}).get("tokenizer")
+    if not tokenizer:
+        raise TootsieError(
+            f"no tokenizer recorded for {checkpoint} (its config.json has no eval.tokenizer); "
+            "pass --tokenizer with the tokenizer.json the model was trained with"
+        )
+    seq_len = seq_len or (run.get("data") or {}).get("seq_len") or DEFAULT_SEQ_LEN
+    caches = build_domain_caches(suite_dir, tokenizer, prefix)
+    location = resolve_checkpoint(checkpoint)
+    model = load_model(model_config_of(location), str(location), weights=weights)
+    scores = evaluate_domains(model, {name: c["path"] for name, c in caches.items()}, tokenizer, seq_len, max_sequences)
+    return {
+        "checkpoint": str(location),
+        "step": read_checkpoint_state(location)["step"],
+        "weights": weights,
+        "suite": str(Path(suite_dir).resolve()),
+        "tokenizer": str(tokenizer),
+        "seq_len": int(seq_len),
+        "max_sequences": max_sequences,
+        **scores,
+        "caches": caches,
+    }
