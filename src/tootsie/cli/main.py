@@ -10,6 +10,7 @@ import sys
 from tootsie import __version__
 from tootsie.cli import (
     checkpoint_cmd,
+    dashboard_cmd,
     data_cmd,
     datakit_cmd,
     demo_cmd,
@@ -40,6 +41,7 @@ COMMAND_MODULES = (
     report_cmd,
     release_cmd,
     scaling_cmd,
+    dashboard_cmd,
     plan_cmd,
 )
 

@@ -1,0 +1,52 @@
+"""`tootsie dashboard PREFIX_OR_RUN...`: serve the live dashboard of the training runs under the given roots."""
+
+import argparse
+import sys
+
+from tootsie.errors import TootsieError
+from tootsie.monitor.dashboard.registry import RunRegistry
+from tootsie.monitor.dashboard.runs import root_labels
+from tootsie.monitor.dashboard.server import Dashboard, make_server
+
+
+def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """Add the `dashboard` command."""
+    parser = subparsers.add_parser(
+        "dashboard",
+        help="serve a live local dashboard of training runs: loss, BPB, norms, LR, throughput, layers, rewinds",
+    )
+    parser.add_argument(
+        "roots",
+        nargs="+",
+        metavar="PREFIX_OR_RUN",
+        help="an executor prefix (its train steps are found) or a training output directory (tootsie train --out)",
+    )
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: only this machine can connect)"
+    )
+    parser.add_argument("--port", type=int, default=8765, help="port to bind (default 8765; 0 picks a free one)")
+    parser.set_defaults(handler=dashboard_command)
+
+
+def dashboard_command(args: argparse.Namespace) -> int:
+    """`tootsie dashboard`: print the URL, then serve until interrupted."""
+    labels = root_labels(args.roots)
+    registry = RunRegistry(labels)
+    try:
+        server = make_server(registry, args.host, args.port)
+    except OSError as error:
+        raise TootsieError(
+            f"cannot serve on {args.host}:{args.port} ({error.strerror or error}); pick another --port (0: a free one)"
+        ) from None
+    dashboard = Dashboard(server, None)
+    runs = len(registry.rows())
+    roots = ", ".join(str(root) for root in labels.values())
+    print(f"tootsie dashboard: {runs} runs under {roots}", file=sys.stderr)
+    print(f"serving {dashboard.url} (Ctrl-C to stop)", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        print("tootsie dashboard: stopped", file=sys.stderr)
+    finally:
+        server.server_close()
+    return 0
