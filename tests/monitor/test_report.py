@@ -15,7 +15,8 @@ from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.errors import TootsieError
 from tootsie.models.llama import LlamaConfig
-from tootsie.monitor.report import clip_skip_events, load_run_directory, mixture_by_phase, write_report
+from tootsie.monitor.report import clip_skip_events, mixture_by_phase, write_report
+from tootsie.monitor.report_data import load_run_directory
 from tootsie.monitor.report_panels import smooth
 from tootsie.monitor.run_summary import RunSummaryConfig, summarize_runs
 from tootsie.train.config import TrainConfig
@@ -28,12 +29,15 @@ PANEL_TITLES = (
     "Train loss (raw and smoothed)",
     "Gradient norm (pre-clip)",
     "Update norm (post-optimizer)",
+    "Per-layer update norms (layer × step)",
+    "Optimizer moments: Adam first and second moment norms",
+    "lm_head norm",
     "Learning rate and schedule phase",
     "Throughput and MFU",
     "Clip and skip events",
     "Data mixture by phase",
 )
-SPIKE_STEP, NAN_STEP, GAP = 120, 60, range(80, 85)
+SPIKE_STEP, NAN_STEP, GAP, LAYERS = 120, 60, range(80, 85), 3
 
 
 def config_plain(stages: tuple[MixtureStage, ...], steps: int = 200) -> dict:
@@ -82,6 +86,10 @@ def write_synthetic_run(directory: Path, steps: range = range(200), spike: bool 
             "loss": None if damaged and step == NAN_STEP else loss,
             "grad_norm": grad,
             "update_norm": 0.1 + rng.normal(0, 0.002),
+            "layer_update_norms": [0.05 * (layer + 1) + rng.normal(0, 0.001) for layer in range(LAYERS)],
+            "adam/mu_norm": 0.2 + 0.001 * step,
+            "adam/nu_norm": 1e-4 + 1e-6 * step,
+            "lm_head_norm": 10.0 + 0.01 * step,
             "lr": 1e-3 * min(1.0, (step + 1) / 10, (200 - step) / 50),
             "phase": phase,
             "batch_size": 4,
@@ -262,3 +270,41 @@ def test_smoothing_stays_within_the_range_seen_so_far(values: list[float], span:
     assert smoothed[0] == pytest.approx(values[0])
     for i, value in enumerate(smoothed):
         assert min(values[: i + 1]) - 1e-6 <= value <= max(values[: i + 1]) + 1e-6
+
+
+TIME_PANELS = tuple(title for title in PANEL_TITLES if title not in ("Clip and skip events", "Data mixture by phase"))
+
+
+def test_a_multi_run_report_overlays_every_run_on_every_panel(tmp_path) -> None:
+    reference = write_synthetic_run(tmp_path / "reference", damaged=False)
+    new = write_synthetic_run(tmp_path / "new", range(150), spike=False, damaged=False)
+    result = write_report([reference, new], tmp_path / "compare.html")
+    page = (tmp_path / "compare.html").read_text(encoding="utf-8")
+    assert "<h1>Run report: reference vs new</h1>" in page and all(result["panels"].values())
+    for title in TIME_PANELS:
+        drawn = result["traces"][title]
+        assert set(drawn) == {"reference", "new"}, title
+        assert drawn.count("reference") == drawn.count("new"), title  # the same curves for each run
+    assert result["traces"]["Per-layer update norms (layer × step)"] == ["reference", "new"]
+    assert f"reference: {LAYERS} layers × 200 steps; new: {LAYERS} layers × 150 steps" in page
+    [spike] = result["spikes"]  # found in the reference only, and named by its run
+    assert spike["run"] == "reference" and spike["step"] == SPIKE_STEP
+    assert f"<td>reference</td><td>{SPIKE_STEP}</td>" in page
+    single = write_report(reference, tmp_path / "single.html")  # one run: the report as before
+    assert set(single["traces"]["Train loss (raw and smoothed)"]) == {"reference"} and "run" not in single["spikes"][0]
+
+
+def test_a_synthetic_rewind_is_marked_with_its_steps_and_skipped_data(tmp_path) -> None:
+    run = write_synthetic_run(tmp_path / "run", spike=False, damaged=False)
+    event = {"spike_step": 90, "height": 1.2, "baseline": 3.1, "detected_at": 99, "to_step": 84}
+    (run / "rewinds.json").write_text(json.dumps({"rewinds": [{**event, "skipped_data_steps": [84, 100]}]}))
+    result = write_report(run, x="tokens")
+    page = Path(result["report"]).read_text(encoding="utf-8")
+    assert result["runs"]["run"]["rewinds"] == [
+        {"spike_step": 90, "from_step": 99, "to_step": 84, "skipped_data_steps": [84, 100]}
+    ]
+    assert "<td>run</td><td>90</td><td>99</td><td>84</td><td>[84, 100)</td>" in page and "1 rewind(s)" in page
+    (tmp_path / "bare").mkdir()
+    (tmp_path / "bare" / "metrics.jsonl").write_text('{"step": 0, "loss": 3.0}\n', encoding="utf-8")
+    with pytest.raises(TootsieError, match="logged no `tokens` field"):
+        write_report(tmp_path / "bare", x="tokens")

@@ -14,19 +14,26 @@ Plots are base64 PNG inside the HTML, so the file can be mailed or archived alon
 """
 
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.errors import TootsieError
-from tootsie.executor.hashing import STEP_KEY
-from tootsie.executor.metadata import INFO_FILE
 from tootsie.executor.storage import write_bytes
-from tootsie.jsonfile import read_json
-from tootsie.monitor.metrics_log import CONFIG_FILE, METRICS_FILE, MetricsRead, read_metrics
+from tootsie.monitor.metrics_log import METRICS_FILE, MetricsRead
+from tootsie.monitor.report_data import (
+    X_AXES,
+    RunData,
+    RunDirectory,
+    directory_names,
+    get,
+    load_runs,
+    on_tokens,
+    step_to_tokens,
+)
 from tootsie.monitor.report_html import ReportContent, RunConfig, render_page
 from tootsie.monitor.report_panels import (
     Records,
@@ -42,102 +49,14 @@ from tootsie.monitor.report_panels import (
     throughput_panel,
     train_loss_panel,
 )
-from tootsie.monitor.spikes import SpikeConfig, find_spikes, series
+from tootsie.monitor.report_signals import adam_moments_panel, layer_heatmap_panel
+from tootsie.monitor.signals import series
+from tootsie.monitor.spikes import SpikeConfig, find_spikes
 
-SUMMARY_FILE = "summary.json"
 REPORT_FILE = "report.html"
 CHECKED_METRICS = ("loss", "grad_norm", "update_norm", "lr", "tokens_per_s")
 """Series whose null or non-finite values count as damage (`mfu` is null by design on devices of unknown peak)."""
 MIXTURE_POINTS = 600
-
-
-@dataclass(frozen=True)
-class RunData:
-    """One run of the recipe: its metric records (step order), and its config if one was found."""
-
-    label: str
-    records: Records
-    """Records with an integer step, in step order."""
-    config: dict[str, object] | None
-    config_source: str | None
-
-    @property
-    def span(self) -> Span | None:
-        """First and last logged step, None when there are no records."""
-        return Span(self.label, self.records[0]["step"], self.records[-1]["step"]) if self.records else None
-
-
-@dataclass(frozen=True)
-class RunDirectory:
-    """Everything the report reads from a directory."""
-
-    directory: Path
-    runs: tuple[RunData, ...]
-    skipped_lines: int
-    """Unparseable lines of the metrics file."""
-    stepless: int
-    """Parsed records without an integer step (left out of everything)."""
-    summary: dict[str, object]
-
-
-def _run_config(directory: Path) -> tuple[dict[str, object] | None, str | None]:
-    """A run's config: the executor's metadata file, else `tootsie train`'s config.json."""
-    info = read_json(directory / INFO_FILE)
-    if info and isinstance(info.get("config"), dict):
-        return info["config"], str(directory / INFO_FILE)
-    config = read_json(directory / CONFIG_FILE)
-    return (config, str(directory / CONFIG_FILE)) if config else (None, None)
-
-
-def _summary_run_dirs(root: Path, summary: dict[str, object]) -> dict[str, str]:
-    """Run label → training directory of a summary.
-
-    From summary.json, else from the summary step's metadata (refs under its prefix).
-    """
-    if isinstance(summary.get("runs"), dict):
-        return summary["runs"]
-    info = read_json(root / INFO_FILE) or {}
-    refs, own = _get(info, "config", "runs"), f"{info.get('name')}-{info.get('hash')}"
-    if not isinstance(refs, dict) or not str(info.get("output_path", "")).endswith(own):
-        return {}
-    prefix = str(info["output_path"])[
-        : -len(own)
-    ]  # a step's output path is <prefix>/<name>-<hash>, refs name "<name>-<hash>"
-    return {
-        label: prefix + ref[STEP_KEY]
-        for label, ref in refs.items()
-        if isinstance(ref, dict) and isinstance(ref.get(STEP_KEY), str)
-    }
-
-
-def load_run_directory(directory: str | Path) -> RunDirectory:
-    """Read the metrics (grouped by their `run` label), the configs and the summary of a run or summary directory."""
-    root = Path(directory)
-    if not (root / METRICS_FILE).is_file():
-        raise TootsieError(
-            f"no {METRICS_FILE} in {root};"
-            " pass a training output directory (tootsie train --out) or the demo's summary directory"
-        )
-    read = read_metrics(root / METRICS_FILE)
-    summary = read_json(root / SUMMARY_FILE) or {}
-    run_dirs = _summary_run_dirs(root, summary)
-    records = sorted((r for r in read.records if isinstance(r.get("step"), int)), key=lambda r: r["step"])
-    own_config, own_source = _run_config(root)
-    default_label = str((read_json(root / INFO_FILE) or {}).get("name", root.name)).rsplit("/", 1)[-1]
-    groups: dict[str, Records] = {}
-    for record in records:
-        groups.setdefault(str(record.get("run", default_label)), []).append(record)
-    runs = []
-    for label, group in groups.items():
-        config, source = (
-            _run_config(Path(run_dirs[label]))
-            if label in run_dirs
-            else (own_config, own_source)
-            if len(groups) == 1
-            else (None, None)
-        )
-        runs.append(RunData(label, group, config, source))
-    return RunDirectory(root, tuple(runs), read.skipped_lines, len(read.records) - len(records), summary)
 
 
 def _phases(records: Records) -> tuple[Span, ...]:
@@ -154,17 +73,9 @@ def _phases(records: Records) -> tuple[Span, ...]:
     return tuple(spans)
 
 
-def _get(config: dict[str, object] | None, *path: str) -> object:
-    """A nested config value, None when any key is missing."""
-    value: object = config
-    for key in path:
-        value = value.get(key) if isinstance(value, dict) else None
-    return value
-
-
 def _mixture(run: RunData) -> MixtureConfig:
     """The run's mixture stages as a MixtureConfig (caches by name only), so weights come from `weights_at`."""
-    stages = _get(run.config, "data", "stages")
+    stages = get(run.config, "data", "stages")
     if not isinstance(stages, list) or not stages:
         raise ValueError("no data.stages in the config")
     built = tuple(
@@ -173,7 +84,7 @@ def _mixture(run: RunData) -> MixtureConfig:
         )
         for s in stages
     )
-    caches = _get(run.config, "data", "caches")
+    caches = get(run.config, "data", "caches")
     names = set(caches) if isinstance(caches, dict) else {name for stage in built for name in stage.weights}
     return MixtureConfig(caches={name: "" for name in names}, stages=built)
 
@@ -194,7 +105,7 @@ def mixture_by_phase(
             notes.append(f"{run.label}: mixture unknown ({error if run.config else 'no config found'})")
             continue
         first = span.first if span else 0
-        last = span.last if span else int(_get(run.config, "num_steps") or 1) - 1
+        last = span.last if span else int(get(run.config, "num_steps") or 1) - 1
         starts = [stage.start_step for stage in mixture.stages]
         for index, stage in enumerate(mixture.stages):
             stage_last = starts[index + 1] - 1 if index + 1 < len(starts) else last
@@ -235,7 +146,7 @@ def clip_skip_events(runs: tuple[RunData, ...]) -> tuple[dict[str, list[int]], s
     """Steps where each readable clip/skip signal fired, and the per-run settings that explain them."""
     records = [r for run in runs for r in run.records]
     events: dict[str, list[int]] = {}
-    limits = {run.label: _get(run.config, "optimizer", "max_grad_norm") for run in runs}
+    limits = {run.label: get(run.config, "optimizer", "max_grad_norm") for run in runs}
     if any(isinstance(v, (int, float)) for v in limits.values()):
         events["grad norm > max_grad_norm"] = [
             r["step"]
@@ -259,13 +170,13 @@ def clip_skip_events(runs: tuple[RunData, ...]) -> tuple[dict[str, list[int]], s
         if run.config is None:
             settings.append(f"{run.label}: config not found")
             continue
-        window = _get(run.config, "stability", "clip_update_window")
+        window = get(run.config, "stability", "clip_update_window")
         clip = (
-            f"update clip σ={_get(run.config, 'stability', 'clip_update_sigma')} over {window}"
+            f"update clip σ={get(run.config, 'stability', 'clip_update_sigma')} over {window}"
             if window
             else "update clipping off"
         )
-        skip = "skip_bad_steps on" if _get(run.config, "stability", "skip_bad_steps") else "skip_bad_steps off"
+        skip = "skip_bad_steps on" if get(run.config, "stability", "skip_bad_steps") else "skip_bad_steps off"
         settings.append(f"{run.label}: max_grad_norm={limits[run.label]}, {clip}, {skip}")
     return events, "; ".join(settings)
 
@@ -297,7 +208,7 @@ def _grad_limits(runs: tuple[RunData, ...]) -> dict[str, float]:
     """The gradient clip levels of the runs, labelled (with the runs' names when they differ)."""
     values: dict[float, list[str]] = {}
     for run in runs:
-        value = _get(run.config, "optimizer", "max_grad_norm")
+        value = get(run.config, "optimizer", "max_grad_norm")
         if isinstance(value, (int, float)):
             values.setdefault(float(value), []).append(run.label)
     return {
@@ -400,8 +311,10 @@ def bpb_table(summary: dict[str, object], labels: list[str]) -> Table | None:
 def spike_table(report: dict[str, object]) -> tuple[Table, str]:
     """The spike detector's findings as a table, and a sentence on how they were found (plus the last EMA gap)."""
     spikes = report["spikes"]
+    compared = any("run" in s for s in spikes)
     rows = tuple(
         (
+            *((str(s["run"]),) if compared else ()),
             str(s["step"]),
             str(s["end_step"]),
             _fmt(s["height"]),
@@ -409,6 +322,8 @@ def spike_table(report: dict[str, object]) -> tuple[Table, str]:
             s["kind"],
             _fmt(s["norm_led"]),
             _fmt(s["lead_steps"]),
+            _fmt(s.get("layer_led")),
+            _fmt(s.get("layer_lead_steps")),
         )
         for s in spikes
     )
@@ -420,30 +335,101 @@ def spike_table(report: dict[str, object]) -> tuple[Table, str]:
         " A spike is a run of points above "
         f"median + {config.k_sigma:g} robust σ of the previous {config.window};"
         f" recoverable = back in the band within {config.horizon} steps; "
-        "norm led = a grad/update-norm spike started first (lead steps earlier)."
+        "norm led = a grad/update-norm spike started first (lead steps earlier);"
+        " layer led = the layer whose update norm left its own band first (— when none did or none was logged)."
     )
     gaps = [g for g in report.get("ema_gap", []) if g["metric"] == "eval/bpb/macro_avg"]
     if gaps:
         note += f" EMA gap (raw − EMA macro BPB) at step {gaps[-1]['step']}: {gaps[-1]['gap']:+.4f}."
-    return Table(("step", "end step", "height", "baseline", "kind", "norm led", "lead steps"), rows), note
+    columns = ("step", "end step", "height", "baseline", "kind", "norm led", "lead steps", "layer led", "layer lead")
+    return Table((*(("run",) if compared else ()), *columns), rows), note
 
 
-def build_content(data: RunDirectory, spike_report: dict[str, object], skipped: dict[str, object]) -> ReportContent:
-    """Every section of the page: overview, the guide's panels in its order, spikes, mixture, configs, skipped data."""
-    runs = {run.label: run.records for run in data.runs}
-    records = sorted(
-        (r for run in data.runs for r in run.records if isinstance(r.get("step"), int)), key=lambda r: r["step"]
+def rewind_table(runs: tuple[RunData, ...]) -> Table:
+    """Every rewind of every run, in steps: the spike, where the run went back from and to, the data it skipped."""
+    return Table(
+        ("run", "spike step", "rewound from step", "to step", "skipped data steps"),
+        tuple(
+            (run.label, str(r.spike_step), str(r.from_step), str(r.to_step), "[{}, {})".format(*r.skipped_data_steps))
+            for run in runs
+            for r in run.rewinds
+        ),
     )
+
+
+def find_run_spikes(data: RunDirectory) -> dict[str, object]:
+    """The spike report of every compared directory (spikes tagged with its `run`), or of the one directory."""
+    groups = sorted({run.group for run in data.runs})
+    names = directory_names(list(data.compared)) if data.compared else []
+    reports = {
+        group: find_spikes(
+            MetricsRead([r for run in data.runs if run.group == group for r in run.records], data.skipped_lines)
+        )
+        for group in groups
+    }
+    if not data.compared:
+        return reports[groups[0]] if groups else find_spikes(MetricsRead([], data.skipped_lines))
+    return {
+        "spikes": [{"run": names[g], **s} for g, report in reports.items() for s in report["spikes"]],
+        "points": sum(int(report["points"]) for report in reports.values()),
+        "ema_gap": [gap for report in reports.values() for gap in report.get("ema_gap", [])],
+    }
+
+
+def _colors(data: RunDirectory) -> dict[str, str]:
+    """A colour per run, or per directory when several are compared (the reference first, C0)."""
+    if data.compared:
+        return {run.label: f"C{run.group % 10}" for run in data.runs}
+    return {run.label: f"C{index % 10}" for index, run in enumerate(data.runs)}
+
+
+def _timeline(data: RunDirectory, spikes: list[dict[str, object]], x: str) -> Timeline:
+    """The shared backdrop: the reference directory's runs and phases, every run's x range, spikes and rewinds."""
+    reference = [run for run in data.runs if run.group == 0]
+    records = sorted((r for run in reference for r in run.records), key=lambda r: r["step"])
+    spans = [s for s in (run.span for run in data.runs) if s]
+    by_group = {run.group: run for run in data.runs}
+    names = directory_names(list(data.compared)) if data.compared else []
+    spike_x = tuple(
+        step_to_tokens(by_group[names.index(s["run"]) if "run" in s else 0], s["step"]) if x == "tokens" else s["step"]
+        for s in spikes
+    )
+    return Timeline(
+        tuple(s for s in (run.span for run in reference) if s),
+        _phases(records),
+        spike_x,
+        colors=_colors(data),
+        rewinds=tuple((run.label, rewind) for run in data.runs for rewind in run.rewinds),
+        limits=(min(s.first for s in spans), max(s.last for s in spans)) if spans else None,
+        x_label="tokens" if x == "tokens" else "step",
+        compare=bool(data.compared),
+    )
+
+
+def build_content(
+    data: RunDirectory, spike_report: dict[str, object], skipped: dict[str, object], x: str = "step"
+) -> ReportContent:
+    """Every section of the page: overview, the guide's panels in its order, spikes, mixture, configs, skipped data.
+
+    `data` is drawn as given; with `x="tokens"` the mixture is read from its steps and mapped to tokens.
+    """
+    shown = on_tokens(data) if x == "tokens" else data
+    runs = {run.label: run.records for run in shown.runs}
     spikes = spike_report["spikes"]
-    timeline = Timeline(
-        tuple(s for s in (run.span for run in data.runs) if s), _phases(records), tuple(s["step"] for s in spikes)
-    )
-    rows, curves, notes = mixture_by_phase(data.runs)
-    events, settings = clip_skip_events(data.runs)
+    timeline = _timeline(shown, spikes, x)
+    marked = [{**s, "step": at} for s, at in zip(spikes, timeline.spike_steps)]
+    rows, curves, notes = mixture_by_phase(tuple(run for run in data.runs if run.group == 0))
+    if x == "tokens":
+        by_label = {run.label: run for run in data.runs}
+        curves = {
+            label: (np.array([step_to_tokens(by_label[label], s) for s in steps]), weights)
+            for label, (steps, weights) in curves.items()
+        }
+    events, settings = clip_skip_events(shown.runs)
     heldout = heldout_panel(runs, timeline)
     panels = (
         replace(heldout, table=bpb_table(data.summary, list(runs))),
-        train_loss_panel(runs, timeline, spikes),
+        replace(train_loss_panel(runs, timeline, marked), table=rewind_table(data.runs)),
         norm_panel(
             runs,
             timeline,
@@ -461,6 +447,17 @@ def build_content(data: RunDirectory, spike_report: dict[str, object], skipped: 
             {},
             "The size of the step actually taken; often the better lever for 'was this a wild step?'."
             " Dashed: update-clip threshold when on.",
+        ),
+        layer_heatmap_panel(runs, timeline),
+        adam_moments_panel(runs, timeline),
+        norm_panel(
+            runs,
+            timeline,
+            "lm_head_norm",
+            "lm_head norm",
+            {},
+            "Norm of the output projection (the embedding when tied): steady growth is normal,"
+            " a jump means the logits' scale moved.",
         ),
         lr_panel(runs, timeline),
         throughput_panel(runs, timeline),
@@ -480,13 +477,14 @@ def build_content(data: RunDirectory, spike_report: dict[str, object], skipped: 
     )
     mixture = replace(
         mixture,
-        note=" ".join([mixture.note, *notes]),
+        note=" ".join([mixture.note, *notes, *(["(the reference run's mixture)"] if data.compared else [])]),
         table=Table(("run", "stage", "steps", "transition steps", *components), mixture_rows),
     )
     spikes_table, spike_note = spike_table(spike_report)
+    names = [d.resolve().name for d in data.compared] or [data.directory.resolve().name]
     return ReportContent(
-        title=f"Run report: {data.directory.resolve().name}",
-        directory=str(data.directory.resolve()),
+        title=f"Run report: {names[0]}" + (f" vs {', '.join(names[1:])}" if names[1:] else ""),
+        directory=", ".join(str(d.resolve()) for d in data.compared) or str(data.directory.resolve()),
         overview=overview_table(data),
         panels=panels,
         spikes=spikes_table,
@@ -498,22 +496,30 @@ def build_content(data: RunDirectory, spike_report: dict[str, object], skipped: 
 
 
 def write_report(
-    directory: str | Path, output: str | Path | None = None, figures: Mapping[str, str | Path] | None = None
+    directory: str | Path | Sequence[str | Path],
+    output: str | Path | None = None,
+    figures: Mapping[str, str | Path] | None = None,
+    x: str = "step",
 ) -> dict[str, object]:
-    """Write the HTML report of a run or summary directory (default `<directory>/report.html`); return what it holds.
+    """Write the HTML report of one run or summary directory, or of several overlaid; return what it holds.
 
-    `figures` (title → PNG file) are embedded after the guide's panels: a case study's own figure, say.
+    The default output is `<first directory>/report.html`. Several directories are compared on the same panels,
+    the first as the reference. `x` is "step" or "tokens". `figures` (title → PNG file) are embedded after the
+    guide's panels: a case study's own figure, say.
     """
+    if x not in X_AXES:
+        raise TootsieError(f"x axis {x!r} is not one of {X_AXES}; pass --x step or --x tokens")
     started = time.perf_counter()
-    data = load_run_directory(directory)
-    spike_report = find_spikes(MetricsRead([r for run in data.runs for r in run.records], data.skipped_lines))
+    data = load_runs([directory] if isinstance(directory, (str, Path)) else list(directory))
+    spike_report = find_run_spikes(data)
     skipped = damage(data)
-    content = build_content(data, spike_report, skipped)
+    content = build_content(data, spike_report, skipped, x)
     content = replace(
         content, panels=content.panels + tuple(file_panel(title, Path(path)) for title, path in (figures or {}).items())
     )
     target = Path(output) if output else data.directory / REPORT_FILE
     write_bytes(str(target), render_page(content).encode("utf-8"))
+    spike_keys = ("run", "step", "height", "kind", "norm_led", "lead_steps", "layer_led", "layer_lead_steps")
     return {
         "report": str(target),
         "bytes": target.stat().st_size,
@@ -524,12 +530,12 @@ def write_report(
                 "first_step": run.span.first if run.span else None,
                 "last_step": run.span.last if run.span else None,
                 "config": run.config_source,
+                "rewinds": [r.to_json() for r in run.rewinds],
             }
             for run in data.runs
         },
         "panels": {panel.title: panel.image is not None for panel in (*content.panels, content.mixture)},
-        "spikes": [
-            {k: s[k] for k in ("step", "height", "kind", "norm_led", "lead_steps")} for s in spike_report["spikes"]
-        ],
+        "traces": {panel.title: list(panel.traces) for panel in (*content.panels, content.mixture) if panel.traces},
+        "spikes": [{k: s[k] for k in spike_keys if k in s} for s in spike_report["spikes"]],
         "skipped": skipped,
     }

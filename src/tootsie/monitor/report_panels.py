@@ -12,14 +12,15 @@ pyplot state, no display), encoded as base64 PNG so the HTML needs no other file
 import base64
 import io
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from tootsie.monitor.spikes import series
+from tootsie.monitor.signals import Rewind, series
 
 Records = list[dict[str, object]]
 WIDTH, HEIGHT, DPI = 11.0, 3.2, 100
@@ -29,6 +30,9 @@ LEFT, RIGHT, BOTTOM, TOP = 0.8, 0.75, 0.5, 0.3
 PHASE_COLORS = {"warmup": "#fde68a", "rewarmup": "#fde68a", "stable": "#d1fae5", "decay": "#bfdbfe"}
 OTHER_PHASE_COLOR = "#e5e7eb"
 SPIKE_COLOR = "#dc2626"
+REWIND_COLOR = "#7c3aed"
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+"""Per-domain markers when compared runs are coloured by run."""
 MIXTURE_COLORS = ("#10b981", "#8b5cf6", "#f59e0b", "#06b6d4", "#ec4899", "#84cc16", "#6366f1", "#f97316")
 
 
@@ -51,6 +55,19 @@ class Timeline:
     """Learning-rate schedule phases as logged in the `phase` field."""
     spike_steps: tuple[int, ...]
     """First steps of the detected loss spikes."""
+    colors: Mapping[str, str] = field(default_factory=dict)
+    """Run label → the colour of its curves (runs of one compared directory share one)."""
+    rewinds: tuple[tuple[str, Rewind], ...] = ()
+    """(run label, rewind): the re-run window of each is shaded, the loss panel draws the jump back."""
+    limits: tuple[int, int] | None = None
+    """First and last x of every run, so every panel has the same x range (None: from `runs`)."""
+    x_label: str = "step"
+    compare: bool = False
+    """Several directories overlaid: curves are coloured by run, not by domain or series."""
+
+    def color(self, label: str) -> str:
+        """The colour of a run's curves."""
+        return self.colors.get(label, "C0")
 
 
 @dataclass(frozen=True)
@@ -69,6 +86,8 @@ class Panel:
     image: str | None
     note: str
     table: Table | None = None
+    traces: tuple[str, ...] = ()
+    """The run label of every curve drawn (one entry per curve), read back from the figure."""
 
 
 def file_panel(title: str, path: Path) -> Panel:
@@ -78,7 +97,7 @@ def file_panel(title: str, path: Path) -> Panel:
     return Panel(title, "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii"), f"from {path}")
 
 
-def _figure(height: float = HEIGHT) -> tuple[Figure, Axes]:
+def panel_figure(height: float = HEIGHT) -> tuple[Figure, Axes]:
     figure = Figure(figsize=(WIDTH, height), dpi=DPI)
     figure.subplots_adjust(left=LEFT / WIDTH, right=1 - RIGHT / WIDTH, bottom=BOTTOM / height, top=1 - TOP / height)
     return figure, figure.subplots()
@@ -91,11 +110,26 @@ def _data_uri(figure: Figure) -> str:
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
+def traces(figure: Figure) -> tuple[str, ...]:
+    """The run label (`gid`) of every curve on the figure's axes, in drawing order."""
+    return tuple(
+        artist.get_gid()
+        for axis in figure.axes
+        for artist in (*axis.lines, *axis.collections, *axis.images)
+        if artist.get_gid()
+    )
+
+
+def finished(title: str, figure: Figure, note: str, table: Table | None = None) -> Panel:
+    """The panel of a drawn figure: its PNG, and the runs of its curves read back from it."""
+    return Panel(title, _data_uri(figure), note, table, traces(figure))
+
+
 def _phase_color(name: str) -> str:
     return PHASE_COLORS.get(name.rsplit("/", 1)[-1], OTHER_PHASE_COLOR)
 
 
-def _backdrop(axis: Axes, timeline: Timeline, label_phases: bool = False) -> None:
+def backdrop(axis: Axes, timeline: Timeline, label_phases: bool = False) -> None:
     """Shade schedule phases, mark run starts and spikes; name the phases on top when asked.
 
     Only phases wide enough to hold a name are named.
@@ -129,15 +163,29 @@ def _backdrop(axis: Axes, timeline: Timeline, label_phases: bool = False) -> Non
         )
     for step in timeline.spike_steps:
         axis.axvline(step, color=SPIKE_COLOR, alpha=0.35, linewidth=1, zorder=1)
-    if timeline.runs:
-        first, last = min(run.first for run in timeline.runs), max(run.last for run in timeline.runs)
+    for label, rewind in timeline.rewinds:  # the steps trained on the skipped data, then re-run
+        axis.axvspan(
+            rewind.to_step,
+            rewind.from_step,
+            facecolor="none",
+            edgecolor=timeline.color(label),
+            hatch="///",
+            alpha=0.5,
+            linewidth=0,
+            zorder=0,
+        )
+    limits = timeline.limits or (
+        (min(run.first for run in timeline.runs), max(run.last for run in timeline.runs)) if timeline.runs else None
+    )
+    if limits:
+        first, last = limits
         pad = max(0.5, 0.01 * (last - first))
-        axis.set_xlim(first - pad, last + pad)  # the same step range in every panel, so they line up
-    axis.set_xlabel("step")
+        axis.set_xlim(first - pad, last + pad)  # the same x range in every panel, so they line up
+    axis.set_xlabel(timeline.x_label)
     axis.grid(alpha=0.3)
 
 
-def _log_scale_if_wide(axis: Axes, values: list[np.ndarray]) -> None:
+def log_scale_if_wide(axis: Axes, values: list[np.ndarray]) -> None:
     """Log y when positive values span more than 30x (norms early in training), so the tail stays readable."""
     finite = np.concatenate([v for v in values if len(v)]) if any(len(v) for v in values) else np.array([])
     if len(finite) and finite.min() > 0 and finite.max() / finite.min() > 30:
@@ -167,28 +215,30 @@ def heldout_panel(runs: dict[str, Records], timeline: Timeline) -> Panel:
             "No in-loop evaluation was logged (TrainConfig.eval unset);"
             " offline checkpoint results, if any, are in the table below.",
         )
-    figure, axis = _figure()
-    _backdrop(axis, timeline)
-    for index, name in enumerate(names):
-        color = f"C{index}"
-        for key, style in ((name, "-"), (f"{name}_ema", "--")):
-            steps, values, _ = series(records, key)
-            if len(values):
-                axis.plot(
-                    steps,
-                    values,
-                    style,
-                    color=color,
-                    marker="o",
-                    markersize=3,
-                    linewidth=1.4,
-                    label=key.removeprefix("eval/bpb/"),
-                )
+    figure, axis = panel_figure()
+    backdrop(axis, timeline)
+    groups = runs if timeline.compare else {"": records}  # compared runs overlap in steps: one curve set per run
+    for label, group in groups.items():
+        for index, name in enumerate(names):
+            for key, style in ((name, "-"), (f"{name}_ema", "--")):
+                steps, values, _ = series(group, key)
+                if len(values):
+                    axis.plot(
+                        steps,
+                        values,
+                        style,
+                        color=timeline.color(label) if timeline.compare else f"C{index}",
+                        marker=MARKERS[index % len(MARKERS)] if timeline.compare else "o",
+                        markersize=3,
+                        linewidth=1.4,
+                        label=f"{label} {key.removeprefix('eval/bpb/')}".strip(),
+                        gid=label or None,
+                    )
     axis.set_ylabel("bits per byte")
     axis.legend(fontsize=8, ncol=min(4, 2 * len(names)))
-    return Panel(
+    return finished(
         title,
-        _data_uri(figure),
+        figure,
         "Lower is better. Solid: raw weights; dashed: EMA weights (the gap is the EMA gap)."
         " If this rises while train loss falls, check the eval data before calling it overfitting.",
     )
@@ -197,17 +247,26 @@ def heldout_panel(runs: dict[str, Records], timeline: Timeline) -> Panel:
 def train_loss_panel(runs: dict[str, Records], timeline: Timeline, spikes: list[dict[str, object]]) -> Panel:
     """Raw train loss (thin) and its smoothed trend (thick) per run, spikes marked with their kind."""
     title = "Train loss (raw and smoothed)"
-    figure, axis = _figure()
-    _backdrop(axis, timeline)
+    figure, axis = panel_figure()
+    backdrop(axis, timeline)
     total = sum(len(rs) for rs in runs.values())
     span = min(100.0, max(3.0, total / 20))
     drawn = False
-    for index, (label, records) in enumerate(runs.items()):
+    for label, records in runs.items():
         steps, values, _ = series(records, "loss")
         if len(values):
             drawn = True
-            axis.plot(steps, values, color=f"C{index}", alpha=0.35, linewidth=0.8, label=f"{label} (raw)")
-            axis.plot(steps, smooth(values, span), color=f"C{index}", linewidth=1.8, label=f"{label} (smoothed)")
+            axis.plot(
+                steps, values, color=timeline.color(label), alpha=0.35, linewidth=0.8, label=f"{label} (raw)", gid=label
+            )
+            axis.plot(
+                steps,
+                smooth(values, span),
+                color=timeline.color(label),
+                linewidth=1.8,
+                label=f"{label} (smoothed)",
+                gid=label,
+            )
     if not drawn:
         return Panel(title, None, "No finite train loss was logged.")
     for spike in spikes:
@@ -220,14 +279,43 @@ def train_loss_panel(runs: dict[str, Records], timeline: Timeline, spikes: list[
             color=SPIKE_COLOR,
         )
         axis.plot([spike["step"]], [spike["baseline"] + spike["height"]], "v", color=SPIKE_COLOR, markersize=6)
+    _draw_rewinds(axis, timeline)
     axis.set_ylabel("loss (nats/token)")
     axis.legend(fontsize=8, ncol=len(runs), loc="lower left")  # a falling loss leaves that corner empty
-    return Panel(
+    return finished(
         title,
-        _data_uri(figure),
+        figure,
         f"Smoothed: bias-corrected EMA over ~{span:.0f} points. Red marks: detected spikes (table below)."
-        " A spike that rejoins the band is recoverable; a new higher level is a plateau.",
+        " A spike that rejoins the band is recoverable; a new higher level is a plateau."
+        + (
+            f" Purple arrows: {len(timeline.rewinds)} rewind(s) (rewinds.json), from the step where the plateau was"
+            " final back to the checkpoint; hatched: the steps first trained on the skipped data, then re-run."
+            if timeline.rewinds
+            else ""
+        ),
     )
+
+
+def _draw_rewinds(axis: Axes, timeline: Timeline) -> None:
+    """An arrow from the step where each rewind fired back to its checkpoint, labelled with both."""
+    for _, rewind in timeline.rewinds:
+        axis.annotate(
+            "",
+            xy=(rewind.to_step, 0.9),
+            xytext=(rewind.from_step, 0.9),
+            xycoords=axis.get_xaxis_transform(),
+            arrowprops={"arrowstyle": "->", "color": REWIND_COLOR, "linewidth": 1.6},
+        )
+        axis.text(
+            (rewind.to_step + rewind.from_step) / 2,
+            0.92,
+            f"rewind {rewind.from_step}→{rewind.to_step}",
+            transform=axis.get_xaxis_transform(),
+            ha="center",
+            va="bottom",
+            fontsize=8,
+            color=REWIND_COLOR,
+        )
 
 
 def norm_panel(
@@ -237,14 +325,14 @@ def norm_panel(
 
     Also a dashed `clip_update/threshold` if logged.
     """
-    figure, axis = _figure()
-    _backdrop(axis, timeline)
+    figure, axis = panel_figure()
+    backdrop(axis, timeline)
     drawn = []
-    for index, (label, records) in enumerate(runs.items()):
+    for label, records in runs.items():
         steps, values, _ = series(records, metric)
         if len(values):
             drawn.append(values)
-            axis.plot(steps, values, color=f"C{index}", linewidth=1.0, label=label)
+            axis.plot(steps, values, color=timeline.color(label), linewidth=1.0, label=label, gid=label)
         if metric == "update_norm":
             steps, values, _ = series(records, "clip_update/threshold")
             if len(values):
@@ -252,7 +340,7 @@ def norm_panel(
                     steps,
                     values,
                     "--",
-                    color=f"C{index}",
+                    color=timeline.color(label),
                     linewidth=0.9,
                     alpha=0.8,
                     label=f"{label} update-clip threshold",
@@ -271,49 +359,57 @@ def norm_panel(
             fontsize=8,
             color="#374151",
         )
-    _log_scale_if_wide(axis, drawn)
+    log_scale_if_wide(axis, drawn)
     axis.set_ylabel(metric)
     axis.legend(fontsize=8)
-    return Panel(title, _data_uri(figure), note)
+    return finished(title, figure, note)
 
 
 def lr_panel(runs: dict[str, Records], timeline: Timeline) -> Panel:
     """Learning rate per run with the schedule phases shaded and named."""
     title = "Learning rate and schedule phase"
-    figure, axis = _figure()
-    _backdrop(axis, timeline, label_phases=True)
+    figure, axis = panel_figure()
+    backdrop(axis, timeline, label_phases=True)
     drawn = False
-    for index, (label, records) in enumerate(runs.items()):
+    for label, records in runs.items():
         steps, values, _ = series(records, "lr")
         if len(values):
             drawn = True
-            axis.plot(steps, values, color=f"C{index}", linewidth=1.6, label=label)
+            axis.plot(steps, values, color=timeline.color(label), linewidth=1.6, label=label, gid=label)
     if not drawn:
         return Panel(title, None, "`lr` was not logged.")
     axis.set_ylabel("learning rate")
     axis.legend(fontsize=8, loc="lower left")
     phases = ", ".join(f"{p.name} {p.first}–{p.last}" for p in timeline.phases) or "no `phase` field logged"
-    return Panel(
-        title, _data_uri(figure), f"Loss is not readable without knowing where in the schedule it is. Phases: {phases}."
+    return finished(
+        title, figure, f"Loss is not readable without knowing where in the schedule it is. Phases: {phases}."
     )
 
 
 def throughput_panel(runs: dict[str, Records], timeline: Timeline) -> Panel:
     """Tokens per second per run (each run's first step left out: it includes compilation) and MFU on a second axis."""
     title = "Throughput and MFU"
-    figure, axis = _figure()
-    _backdrop(axis, timeline)
+    figure, axis = panel_figure()
+    backdrop(axis, timeline)
     twin, drawn, mfu_logged = None, False, False
-    for index, (label, records) in enumerate(runs.items()):
+    for label, records in runs.items():
         steps, values, _ = series(records[1:], "tokens_per_s")
         if len(values):
             drawn = True
-            axis.plot(steps, values, color=f"C{index}", linewidth=0.9, label=f"{label} tokens/s")
+            axis.plot(steps, values, color=timeline.color(label), linewidth=0.9, label=f"{label} tokens/s", gid=label)
         mfu_steps, mfu_values, _ = series(records[1:], "mfu")
         if len(mfu_values):
             mfu_logged = True
             twin = twin or axis.twinx()
-            twin.plot(mfu_steps, 100 * mfu_values, ":", color=f"C{index}", linewidth=1.2, label=f"{label} MFU")
+            twin.plot(
+                mfu_steps,
+                100 * mfu_values,
+                ":",
+                color=timeline.color(label),
+                linewidth=1.2,
+                label=f"{label} MFU",
+                gid=label,
+            )
     if not drawn:
         return Panel(title, None, "`tokens_per_s` was not logged.")
     axis.set_ylabel("tokens / s")
@@ -328,9 +424,9 @@ def throughput_panel(runs: dict[str, Records], timeline: Timeline) -> Panel:
         if mfu_logged
         else "MFU was not logged (the device's peak FLOP/s is unknown, e.g. a CPU; set TOOTSIE_PEAK_FLOPS to log it)."
     )
-    return Panel(
+    return finished(
         title,
-        _data_uri(figure),
+        figure,
         "The money line: a drop at constant loss slope is paid for."
         f" Each run's first step (compilation) is left out. {mfu_note}",
     )
@@ -341,8 +437,8 @@ def events_panel(events: dict[str, list[int]], timeline: Timeline, settings: str
     title = "Clip and skip events"
     if not events:
         return Panel(title, None, f"No clip or skip signal could be read. Settings: {settings}.")
-    figure, axis = _figure(BOTTOM + TOP + 0.45 * len(events))
-    _backdrop(axis, timeline)
+    figure, axis = panel_figure(BOTTOM + TOP + 0.45 * len(events))
+    backdrop(axis, timeline)
     for row, (name, steps) in enumerate(events.items()):
         axis.plot(steps, [row] * len(steps), "|", color=SPIKE_COLOR, markersize=12, markeredgewidth=1.5)
         axis.text(
@@ -350,9 +446,9 @@ def events_panel(events: dict[str, list[int]], timeline: Timeline, settings: str
         )
     axis.set_yticks([])
     axis.set_ylim(-0.5, len(events) - 0.1)
-    return Panel(
+    return finished(
         title,
-        _data_uri(figure),
+        figure,
         "One row per signal with its count; a tick per step where it fired."
         " Grad clipping bounds Adam's input, update clipping the step taken, skipping drops the step."
         f" Settings: {settings}.",
@@ -367,8 +463,8 @@ def mixture_panel(curves: dict[str, tuple[np.ndarray, dict[str, np.ndarray]]], t
     title = "Data mixture by phase"
     if not curves:
         return Panel(title, None, "No run config with mixture stages was found.")
-    figure, axis = _figure()
-    _backdrop(axis, timeline)
+    figure, axis = panel_figure()
+    backdrop(axis, timeline)
     components = sorted({name for _, weights in curves.values() for name in weights})
     for index, (steps, weights) in enumerate(curves.values()):
         stacked = [weights.get(name, np.zeros(len(steps))) for name in components]
@@ -382,9 +478,9 @@ def mixture_panel(curves: dict[str, tuple[np.ndarray, dict[str, np.ndarray]]], t
     axis.set_ylim(0, 1)
     axis.set_ylabel("target weight")
     axis.legend(fontsize=8, loc="lower left")
-    return Panel(
+    return finished(
         title,
-        _data_uri(figure),
+        figure,
         "Target weights of each component by step, from the runs' MixtureConfig stages"
         " (interpolated through transitions); exact numbers in the table.",
     )
