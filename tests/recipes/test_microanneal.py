@@ -1,0 +1,93 @@
+"""Microannealing: the plan's branches and anneals, and the ranking against the control with seed noise."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tootsie.cli.main import main
+from tootsie.executor import StepRef
+from tootsie.jsonfile import write_json_atomic
+from tootsie.recipes.microanneal import CONTROL, MicroannealSpec, microanneal_steps
+from tootsie.recipes.microanneal_rank import RankConfig, rank_candidates, rank_microanneal
+from tootsie.recipes.microanneal_scales import tiny_microanneal
+from tootsie.train.schedule import LinearScheduleConfig
+
+EXPERIMENT = str(Path(__file__).resolve().parents[2] / "experiments" / "microanneal.py")
+
+
+def test_dry_run_plan_has_a_control_and_one_70_15_15_branch_per_candidate(tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.delenv("TOOTSIE_SCALE", raising=False)
+    assert main(["run", EXPERIMENT, "--dry-run", "--json", "--prefix", str(tmp_path)]) == 0
+    plan = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["microanneal"]
+    branches = {b["name"]: b for b in plan["branches"]}
+    assert len(branches) == 4 and plan["train_runs"] == 4 * len(plan["seeds"])
+    assert branches[CONTROL]["weights"] == {"pretraining": 0.7, "flan": 0.3}
+    for name, branch in branches.items():
+        if name != CONTROL:
+            assert branch["weights"] == {"pretraining": 0.7, "flan": 0.15, name: 0.15}
+    assert plan["schedule"]["kind"] == "linear" and plan["schedule"]["min_lr_ratio"] == 0.0
+    assert plan["warm_start"] == {"load_optimizer": False, "reset_step": True}
+
+
+def test_tiny_steps_warm_start_every_branch_from_the_base_with_seeded_data() -> None:
+    spec = tiny_microanneal(seeds=(0, 1))
+    steps = microanneal_steps(spec)
+    assert sorted({branch for branch, _ in steps["train"]}) == [CONTROL, "math", "patterned", "reference"]
+    for (branch, seed), step in steps["train"].items():
+        config = step.config
+        assert isinstance(config.warm_start.checkpoint, StepRef) and config.warm_start.checkpoint == spec.base
+        assert config.warm_start.reset_step and not config.warm_start.load_optimizer
+        assert isinstance(config.schedule, LinearScheduleConfig) and config.schedule.total_steps == config.num_steps
+        assert config.data.seed == seed
+        weights = config.data.stages[0].weights
+        assert sum(weights.values()) == pytest.approx(1.0) and weights["pretraining"] == 0.7
+        assert (branch in weights) == (branch != CONTROL)
+        bpb = steps["bpb"][branch, seed].config
+        assert bpb.checkpoints == {"final": step.ref()} and set(bpb.heldout) == {"web", "code", "math", "qa"}
+    ranking = steps["ranking"].config
+    assert set(ranking.bpb) == {CONTROL, "math", "patterned", "reference"}
+    with pytest.raises(ValueError, match="reserved"):
+        MicroannealSpec(**{**spec.__dict__, "candidates": {"flan": "x"}})
+
+
+def _runs(macro: list[float], math_bpb: list[float]) -> list[dict[str, float]]:
+    return [
+        {"math": m, "web": 2.0, "macro_avg": value, "micro_avg": value}
+        for value, m in zip(macro, math_bpb, strict=True)
+    ]
+
+
+def test_ranking_finds_the_planted_candidate_only_above_the_noise() -> None:
+    control = _runs([2.50, 2.52, 2.51], [3.0, 3.0, 3.0])
+    bpb = {
+        CONTROL: control,
+        "planted": _runs([2.30, 2.31, 2.29], [2.6, 2.6, 2.6]),
+        "noisy": _runs([2.40, 2.60, 2.45], [3.0, 3.0, 3.0]),  # better on average, but within its seed spread
+        "worse": _runs([2.55, 2.56, 2.57], [3.1, 3.1, 3.1]),
+    }
+    results = rank_candidates(bpb, CONTROL, noise_sigmas=2.0)
+    ranked = [c["name"] for c in results["candidates"]]
+    assert ranked == ["planted", "noisy", "worse"] and results["best"] == "planted"
+    planted, noisy = results["candidates"][0], results["candidates"][1]
+    assert planted["delta_vs_control"] == pytest.approx(-0.21)
+    assert planted["noise"] == pytest.approx(((0.01**2) / 3 + (0.01**2) / 3) ** 0.5)
+    assert planted["above_noise"] and not noisy["above_noise"] and noisy["delta_vs_control"] < 0
+    assert planted["delta_by_domain"] == pytest.approx({"math": -0.4, "web": 0.0})
+    one_seed = rank_candidates({CONTROL: control[:1], "planted": bpb["planted"][:1]}, CONTROL)
+    assert one_seed["candidates"][0]["noise"] is None and one_seed["best"] is None
+
+
+def test_rank_step_writes_results_json_and_a_figure(tmp_path) -> None:
+    paths: dict[str, dict[str, str]] = {}
+    for branch, macro in {CONTROL: [2.5, 2.52], "math": [2.2, 2.21], "patterned": [2.6, 2.58]}.items():
+        for seed, value in enumerate(macro):
+            path = tmp_path / branch / str(seed) / "bpb.json"
+            write_json_atomic(path, {"final": {"math": value + 0.5, "macro_avg": value, "micro_avg": value}})
+            paths.setdefault(branch, {})[str(seed)] = str(path)
+    rank_microanneal(RankConfig(bpb=paths, control=CONTROL, noise_sigmas=2.0, weights={}), str(tmp_path / "out"))
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    first = results["candidates"][0]
+    assert {"name", "bpb_macro", "delta_vs_control", "noise", "tasks"} <= set(first)
+    assert first["name"] == "math" and results["best"] == "math"
+    assert (tmp_path / "out" / "figure.png").stat().st_size > 1000
