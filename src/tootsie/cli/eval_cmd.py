@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 
 from tootsie.cli import bpb_suite_cmd
+from tootsie.cli.eval_suite_cmd import register as register_suite_commands
 from tootsie.cli.output import build, emit
 from tootsie.datakit.token_bytes import TokenBytes
 from tootsie.datakit.tokenizer import load_tokenizer
@@ -94,6 +95,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     lm.add_argument("--ema", action="store_true", help="evaluate the checkpoint's EMA weights")
     lm.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     lm.set_defaults(handler=run_lm_eval_command)
+    register_suite_commands(commands)
     bpb_suite_cmd.register(commands)
 
 

@@ -1,0 +1,141 @@
+"""`tootsie eval suite` on generated fixtures in each benchmark's Hub schema, with a tiny random model."""
+
+import json
+
+import jax
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from tests.eval.benchmark_fixtures import ROWS, fixture_texts, write_fixtures
+from tootsie.datakit.parquet_io import write_table_atomic
+from tootsie.datakit.tokenizer import TokenizerTrainConfig, train_bpe
+from tootsie.errors import TootsieError
+from tootsie.eval.benchmark_data import MANIFEST_FILE, benchmark_files, mirror, record_files
+from tootsie.eval.benchmarks import BENCHMARKS, SUITES
+from tootsie.eval.code_sandbox import run_program, sandbox_unavailable
+from tootsie.models.llama import LlamaConfig, LlamaModel
+
+pytest.importorskip("lm_eval", reason="lm-eval is not installed (pip install 'tootsie[lmeval]')")
+from tootsie.eval.lm_eval_adapter import TootsieLM  # noqa: E402 - needs lm_eval
+from tootsie.eval.suite import run_suite  # noqa: E402 - needs lm_eval
+
+VOCAB = 400
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("benchmarks")
+    write_fixtures(directory)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def lm(tmp_path_factory) -> TootsieLM:
+    docs = tmp_path_factory.mktemp("docs")
+    texts = fixture_texts()
+    write_table_atomic(pa.table({"id": [str(i) for i in range(len(texts))], "text": texts}), docs / "part-0.parquet")
+    tokenizer = train_bpe(TokenizerTrainConfig(inputs=(str(docs),), vocab_size=VOCAB))
+    config = LlamaConfig(
+        vocab_size=VOCAB, hidden_dim=32, intermediate_dim=64, num_layers=2, num_heads=2, num_kv_heads=1
+    )
+    model = LlamaModel(config, key=jax.random.PRNGKey(0))
+    return TootsieLM(model, tokenizer, max_length=64, batch_size=8)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_every_suite_task_runs_end_to_end_in_both_formats(lm, data_dir, tmp_path) -> None:
+    names = SUITES["core"] + SUITES["reasoning"]
+    result = run_suite(lm, ",".join(names), data_dir, tmp_path, prompt_format="both", limit=1, show_prompts=1)
+    rows = {(row["task"], row["prompt_format"]): row for row in result["results"]}
+    with_olmes = {name for name in names if BENCHMARKS[name].olmes}
+    assert with_olmes == {"arc_easy", "arc_challenge", "hellaswag", "gsm8k", "mmlu"}
+    assert set(rows) == {(name, "lm-eval") for name in names} | {(name, "olmes") for name in with_olmes}
+    for (name, _), row in rows.items():
+        assert set(row) >= {"task", "metric", "value", "stderr", "n", "prompt_format"}
+        if name == "humaneval" and sandbox_unavailable():
+            assert row["value"] is None and "not sandboxed" in row["refused"]
+            continue
+        assert 0.0 <= row["value"] <= 1.0, row
+        assert row["n"] == (len(BENCHMARKS["bbh"].subtasks) if name == "bbh" else 1), row
+    assert rows[("gsm8k", "lm-eval")]["metric"] == "exact_match/strict-match"
+    assert rows[("mmlu", "olmes")]["metric"] == "acc"
+    json.dumps(result)  # the --json payload
+    prompts = result["prompts"]
+    (stock,) = prompts["gsm8k/lm-eval/gsm8k"]
+    (olmes,) = prompts["gsm8k/olmes/gsm8k_olmes"]
+    question = "Question: Tom has 2 apples and buys 3 more. How many apples does he have?\nAnswer:"
+    assert stock.endswith(question) and olmes.endswith(question) and stock != olmes
+    assert stock.count("Question:") == 6 and "#### " in stock  # 5 shots from the train split + the document
+    assert olmes.count("Question:") == 9 and olmes.count("So the answer is") == 8 and "####" not in olmes
+    (arc_mc,) = prompts["arc_easy/olmes/arc_easy_olmes"]
+    assert arc_mc.endswith("\n A. the red one\n B. the blue one\n C. the green one\n D. the small one\nAnswer:")
+
+
+def test_suite_accuracy_equals_a_hand_computation(lm, data_dir, tmp_path) -> None:
+    result = run_suite(lm, "arc_easy", data_dir, tmp_path, prompt_format="lm-eval")
+    (row,) = result["results"]
+    docs = [json.loads(line) for line in (data_dir / "allenai/ai2_arc/ARC-Easy/test.jsonl").read_text().splitlines()]
+    norm_hits = []
+    for doc in docs:
+        context = f"Question: {doc['question']}\nAnswer:"
+        choices = doc["choices"]["text"]
+        scores = np.array([score for score, _ in lm.loglikelihood(_requests(context, choices))])
+        answer = doc["choices"]["label"].index(doc["answerKey"])
+        norm_hits.append(int(np.argmax(scores / np.array([len(c) for c in choices]))) == answer)
+    assert row["metric"] == "acc_norm" and row["n"] == ROWS
+    assert row["value"] == pytest.approx(np.mean(norm_hits))
+    assert row["stderr"] == pytest.approx(np.std(norm_hits, ddof=1) / np.sqrt(ROWS))
+
+
+def _requests(context: str, choices: list[str]) -> list:
+    from types import SimpleNamespace
+
+    return [SimpleNamespace(args=(context, f" {choice}")) for choice in choices]
+
+
+def test_a_missing_file_refuses_with_the_mirror_command(tmp_path) -> None:
+    write_fixtures(tmp_path, ("gsm8k",))
+    (tmp_path / "openai/gsm8k/main/train.jsonl").unlink()
+    with pytest.raises(
+        TootsieError, match=r"missing .*openai/gsm8k/main/train\.jsonl .*tootsie eval mirror gsm8k --out"
+    ):
+        benchmark_files(tmp_path, BENCHMARKS["gsm8k"])
+    for name in BENCHMARKS:
+        with pytest.raises(TootsieError, match=f"tootsie eval mirror {name} --out"):
+            benchmark_files(tmp_path / "empty", BENCHMARKS[name])
+
+
+def test_the_manifest_checks_every_file_it_lists(tmp_path) -> None:
+    files = write_fixtures(tmp_path, ("arc_easy", "boolq"))
+    record_files(tmp_path, files[:2])
+    manifest = json.loads((tmp_path / MANIFEST_FILE).read_text())
+    assert sorted(manifest["files"]) == ["allenai/ai2_arc/ARC-Easy/test.jsonl", "allenai/ai2_arc/ARC-Easy/train.jsonl"]
+    assert benchmark_files(tmp_path, BENCHMARKS["arc_easy"])["ARC-Easy"]["test"] == files[0]
+    with pytest.raises(TootsieError, match="not listed in"):
+        benchmark_files(tmp_path, BENCHMARKS["boolq"])
+    files[1].write_text(files[1].read_text().replace("red", "pink"))
+    with pytest.raises(TootsieError, match="train.jsonl has sha256 .* but manifest.json records"):
+        benchmark_files(tmp_path, BENCHMARKS["arc_easy"])
+
+
+def test_mirror_offline_says_it_needs_the_network(tmp_path) -> None:
+    with pytest.raises(
+        TootsieError, match="could not download allenai/ai2_arc config 'ARC-Easy' split 'test'.*network"
+    ):
+        mirror([BENCHMARKS["arc_easy"]], tmp_path)
+    assert not (tmp_path / MANIFEST_FILE).exists()
+
+
+def test_code_runs_sandboxed_without_network() -> None:
+    if sandbox_unavailable():
+        with pytest.raises(TootsieError, match="refusing to execute"):
+            run_program("pass")
+        return
+    assert run_program("assert sum([1, 2]) == 3")
+    assert not run_program("assert sum([1, 2]) == 4")
+    interfaces = "[line.split(':')[0].strip() for line in open('/proc/net/dev').readlines()[2:]]"
+    assert run_program(f"assert {interfaces} == ['lo'], {interfaces}")
+    assert not run_program("x = bytearray(2 ** 31)")  # over the 1 GiB address-space limit
+    assert run_program("import os\nassert os.getcwd().split('/')[-1].startswith('tootsie-sandbox-')")
