@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from tootsie.cli.executor_cmd import add_backend_arguments, progress_lines
+from tootsie.cli.output import add_quiet_argument, quiet_progress
 from tootsie.demos import stdlib_demo
 from tootsie.executor import RunReport, failure_summary, load_experiment, run_experiment, storage
 from tootsie.monitor.metrics_log import METRICS_FILE
@@ -46,6 +47,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line of stdout")
     add_backend_arguments(parser)
+    add_quiet_argument(parser)
     parser.set_defaults(handler=demo_command)
 
 
@@ -57,7 +59,7 @@ def demo_command(args: argparse.Namespace) -> int:
     else:
         experiment = Path(stdlib_demo.__file__)
         steps = stdlib_demo.build_steps(stdlib_demo.TINY if args.tiny else stdlib_demo.DemoSettings())
-    with progress_lines():
+    with progress_lines(enabled=not args.quiet), quiet_progress(args):
         report = run_experiment(
             steps, args.out, experiment_path=experiment, backend=args.backend, ray_address=args.ray_address
         )

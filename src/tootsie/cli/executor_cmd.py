@@ -21,6 +21,7 @@ import os
 import sys
 from collections.abc import Iterator
 
+from tootsie.cli.output import add_quiet_argument, quiet_progress
 from tootsie.executor import RunReport, experiment_status, failure_summary, run_experiment
 from tootsie.executor.experiment import load_experiment_with_plan, merge_plan
 from tootsie.executor.runner import BACKENDS
@@ -42,6 +43,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         "--force", metavar="REGEX", help="rerun steps whose name matches REGEX (re.search) even if SUCCESS"
     )
     add_backend_arguments(run)
+    add_quiet_argument(run)
     run.set_defaults(handler=run_command)
     status = subparsers.add_parser(
         "status",
@@ -104,7 +106,7 @@ def prefix_of(args: argparse.Namespace) -> str:
 def run_command(args: argparse.Namespace) -> int:
     """`tootsie run`: run (or plan) the experiment, print the report, and return the exit code."""
     steps, plan = _load(args)
-    with progress_lines():
+    with progress_lines(enabled=not args.quiet), quiet_progress(args):
         report = run_experiment(
             steps,
             prefix_of(args),
@@ -130,8 +132,14 @@ def status_command(args: argparse.Namespace) -> int:
 
 
 @contextlib.contextmanager
-def progress_lines() -> Iterator[None]:
-    """Print the executor's progress log lines to stdout for the block (before `--json`'s last line, when asked)."""
+def progress_lines(enabled: bool = True) -> Iterator[None]:
+    """Print the executor's progress log lines to stdout for the block (before `--json`'s last line, when asked).
+
+    A step's own progress (training steps, shards) goes to stderr (`executor.progress`).
+    """
+    if not enabled:
+        yield
+        return
     logger = logging.getLogger("tootsie.executor")
     handler = logging.StreamHandler(sys.stdout)
     handler.setFormatter(logging.Formatter("[executor] %(message)s"))

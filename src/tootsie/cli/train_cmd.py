@@ -14,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from tootsie.cli.demo_cmd import DEFAULT_OUT
+from tootsie.cli.output import add_quiet_argument, quiet_progress
 from tootsie.configfile import dump_config, load_config
 from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureStage
@@ -67,6 +68,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     parser.add_argument(
         "--json", action="store_true", help="print one JSON object (final step and loss) as the last line"
     )
+    add_quiet_argument(parser)
     parser.set_defaults(handler=train_command)
 
 
@@ -85,7 +87,9 @@ def profile_window(text: str) -> tuple[int, int]:
 def train_command(args: argparse.Namespace) -> int:
     """Print the example config, or train `--config` into `--out`."""
     if args.example_config:
-        print(dump_config(example_config(args.prefix)), end="")
+        with quiet_progress(args):
+            config = example_config(args.prefix)
+        print(dump_config(config), end="")
         return 0
     if not args.config or not args.out:
         raise TootsieError("tootsie train needs --config FILE and --out DIR (or --example-config to get a config)")
@@ -96,7 +100,8 @@ def train_command(args: argparse.Namespace) -> int:
         if not any(isinstance(t, TRACKERS[kind]) for t in config.trackers)
     )
     config = replace(config, trackers=config.trackers + added, profile_steps=args.profile or config.profile_steps)
-    state = run_training(config, args.out, allow_config_change=args.allow_config_change)
+    with quiet_progress(args):
+        state = run_training(config, args.out, allow_config_change=args.allow_config_change)
     lines = (Path(args.out) / METRICS_FILE).read_text(encoding="utf-8").splitlines()
     final = json.loads(lines[-1]) if lines else {}
     result = {"step": state.step, "loss": final.get("loss"), "out": str(Path(args.out).resolve())}

@@ -30,6 +30,7 @@ whose second raises twice then succeeds returns 3 stats dicts and no failures.
 import logging
 import os
 import sys
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -40,6 +41,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tootsie.errors import TootsieError
+from tootsie.executor.progress import ProgressLine
 from tootsie.executor.step import unhashed
 from tootsie.jsonfile import read_json, write_json_atomic
 
@@ -60,7 +62,7 @@ class EngineConfig:
     max_failed_shards: int = unhashed(0)
     """Shards allowed to fail (after retries) before the stage fails."""
     progress: bool = unhashed(True)
-    """Show a progress bar on a terminal."""
+    """Show shards done / total (a line on a terminal, else every 20 s on stderr; `$TOOTSIE_PROGRESS=off` hides it)."""
     backend: str | None = unhashed(None)
     """"local" (`workers`), "ray" (a Ray task per shard), or None: Ray inside a Ray task, else local."""
     ray_address: str | None = unhashed(None)
@@ -141,7 +143,8 @@ def map_shards(
         else:
             pending.append(task)
     attempts = dict.fromkeys((t.name for t in pending), 0)
-    with _Progress(len(tasks), results.skipped, label, enabled=engine.progress) as progress:
+    progress = _ShardProgress(len(tasks), results.skipped, label, enabled=engine.progress and bool(pending))
+    try:
 
         def record(task: ShardTask, outcome: dict[str, Any] | BaseException) -> bool:
             """Store an outcome; True when the task must be retried."""
@@ -160,7 +163,7 @@ def map_shards(
             else:
                 write_json_atomic(_done_path(done, task), outcome)
                 results.stats[task.name] = outcome
-            progress.advance()
+            progress.advance(outcome)
             return False
 
         if shard_backend(engine) == "ray":
@@ -171,6 +174,8 @@ def map_shards(
             _run_inline(fn, config, pending, record)
         else:
             _run_pool(fn, config, pending, engine.workers, record)
+    finally:
+        progress.close()
     if len(results.failed) > engine.max_failed_shards:
         first = next(iter(results.failed.items()))
         raise TootsieError(
@@ -231,30 +236,27 @@ def _run_pool(
                 pool.shutdown(wait=False, cancel_futures=True)
 
 
-class _Progress:
-    """A rich progress bar on a terminal; silent otherwise."""
+class _ShardProgress:
+    """Shards done / total with documents/s and ETA (`executor.progress`: rich on a terminal, plain lines in logs)."""
 
     def __init__(self, total: int, completed: int, label: str, enabled: bool) -> None:
-        self.enabled = enabled and os.isatty(2)
-        self.total, self.completed, self.label = total, completed, label
+        self.done, self.documents = completed, 0
+        self.started = time.monotonic()
+        self.line = ProgressLine(label, total, "shard", mode=None if enabled else "off")
+        self.line.restart(completed)
 
-    def __enter__(self) -> "_Progress":
-        if self.enabled:
-            from rich.progress import Progress
+    def advance(self, outcome: dict[str, Any] | BaseException) -> None:
+        """One more shard finished (its stats' `total` documents counted) or failed for good."""
+        self.done += 1
+        if isinstance(outcome, dict) and isinstance(outcome.get("total"), int):
+            self.documents += outcome["total"]
+        elapsed = time.monotonic() - self.started
+        fields = (f"{self.documents / elapsed:,.0f} docs/s",) if self.documents and elapsed > 0 else ()
+        self.line.update(self.done, fields)
 
-            self._bar = Progress(transient=True)
-            self._bar.start()
-            self._task = self._bar.add_task(self.label, total=self.total, completed=self.completed)
-        return self
-
-    def advance(self) -> None:
-        """One more shard finished or failed for good."""
-        if self.enabled:
-            self._bar.advance(self._task)
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self.enabled:
-            self._bar.stop()
+    def close(self) -> None:
+        """Leave the final state on screen or in the log."""
+        self.line.close()
 
 
 def merge_counts(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from tootsie.configfile import register_kinds
 from tootsie.errors import TootsieError
 from tootsie.jsonfile import read_json, write_json_atomic
 from tootsie.monitor.metrics_log import METRICS_FILE, MetricsLog
+from tootsie.monitor.progress import progress_tracker
 
 logger = logging.getLogger(__name__)
 WANDB_MODES = ("online", "offline", "disabled")
@@ -248,11 +249,20 @@ class Trackers:
 def open_trackers(
     output: Path, choices: Sequence[TrackerChoice], run_config: dict[str, Any], start_step: int
 ) -> Trackers:
-    """The JSONL log plus every configured tracker, for a run (re)starting at `start_step`."""
+    """The JSONL log, every configured tracker and the progress line, for a run (re)starting at `start_step`.
+
+    The progress line (`monitor.progress`) needs the run's length: it is drawn
+    when `run_config` (the TrainConfig as plain data) has `num_steps` and
+    progress is not off in this process.
+    """
     opened: list[Tracker] = [JsonlTracker(output / METRICS_FILE, start_step)]
     try:
         for choice in choices:
             opened.append(choice.build(output, run_config, start_step))
+        total = run_config.get("num_steps")
+        progress = progress_tracker(output, total, start_step) if isinstance(total, int) else None
+        if progress is not None:
+            opened.append(progress)
     except BaseException:
         Trackers(opened).close()
         raise
