@@ -14,7 +14,9 @@ from matplotlib import colors
 
 from tootsie.monitor.report_panels import (
     BOTTOM,
+    RIGHT,
     TOP,
+    WIDTH,
     Panel,
     Records,
     Timeline,
@@ -62,7 +64,9 @@ def layer_heatmap_panel(runs: dict[str, Records], timeline: Timeline) -> Panel:
         if axis is not axes[-1]:
             axis.set_xlabel("")
     if image is not None:
-        figure.colorbar(image, ax=axes, pad=0.01, fraction=0.03, label="log10 update norm")
+        bottom, top = axes[-1].get_position().y0, axes[0].get_position().y1
+        bar = figure.add_axes((1 - (RIGHT - 0.1) / WIDTH, bottom, 0.1 / WIDTH, top - bottom))  # in the right margin,
+        figure.colorbar(image, cax=bar, label="log10 norm")  # so the step axis lines up with the other panels
     shapes = "; ".join(f"{label}: {m.num_layers} layers × {len(m.steps)} steps" for label, m in matrices.items())
     return finished(
         title,
