@@ -4,8 +4,9 @@ The train step knows no loss by name. It calls the configured objective's
 `loss(model, tokens, segment_ids, loss_mask, z_loss_weight)`, which returns the
 scalar to differentiate and a dict of metrics for the step's record, and its
 `batch_weight`, which weights microbatches under gradient accumulation so the
-accumulated loss equals the full batch's. Pretraining's next-token loss is the
-one member today; SFT's assistant-only loss and DPO register here as they come.
+accumulated loss equals the full batch's. Pretraining's next-token loss serves
+SFT too (the batch's loss mask is on assistant tokens only); `dpo` trains on
+preference pairs against a reference's log-probs (`train.dpo`).
 
 Example: `NextTokenObjective().loss(model, tokens, segments, mask, 1e-4)` gives
 `(cross_entropy + 1e-4 * z_loss, {"loss": cross_entropy, "z_loss": z_loss})`,
@@ -13,11 +14,15 @@ both means over the positions where `mask` is on.
 """
 
 from dataclasses import dataclass
+from functools import cached_property
 
+import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float, Int
 
 from tootsie.configfile import registry_union
 from tootsie.models.llama import LlamaModel
+from tootsie.train.dpo import dpo_loss, pair_logprobs, read_reference
 from tootsie.train.loss import next_token_loss
 
 
@@ -44,6 +49,51 @@ class NextTokenObjective:
         return loss_mask.sum()
 
 
-OBJECTIVES: dict[str, type] = {"next_token": NextTokenObjective}
+@dataclass(frozen=True)
+class DPOObjective:
+    """DPO on preference pairs, one per row (`packing: {kind: document}` over a `datakit.preference_data` cache).
+
+    The row's segment id is its pair's index into the reference table, so the
+    data must be the one pair cache the reference step scored. The z-loss
+    weight is not used.
+    """
+
+    reference: str
+    """The reference log-prob step's output directory (`eval.reference_logprobs`)."""
+    beta: float = 0.1
+    """β: how far the policy may move from the reference (0.1, the DPO paper's and Tulu 3's common value)."""
+
+    def __post_init__(self) -> None:
+        if not self.beta > 0:
+            raise ValueError(f"beta must be positive, got {self.beta}; e.g. 0.1")
+
+    @cached_property
+    def _table(self) -> tuple[np.ndarray, np.ndarray]:
+        """(reference log-probs, chosen lengths) as host arrays: they enter each traced step as constants."""
+        return read_reference(self.reference)
+
+    def loss(
+        self,
+        model: LlamaModel,
+        tokens: Int[Array, "b t"],
+        segment_ids: Int[Array, "b t"],
+        loss_mask: Float[Array, "b t"],
+        z_loss_weight: float,
+    ) -> tuple[Float[Array, ""], dict[str, Float[Array, ""]]]:
+        """Mean DPO loss over the rows' pairs, with `reward_margin`, `preference_accuracy` and the rewards."""
+        reference, lengths = (jnp.asarray(table) for table in self._table)
+        valid = segment_ids[:, 0] >= 0
+        pair = jnp.where(valid, segment_ids[:, 0], 0)
+        chosen, rejected = pair_logprobs(model, tokens, segment_ids, loss_mask, lengths[pair])
+        return dpo_loss(chosen, rejected, reference[pair, 0], reference[pair, 1], self.beta, valid.astype(jnp.float32))
+
+    def batch_weight(
+        self, tokens: Int[Array, "b t"], segment_ids: Int[Array, "b t"], loss_mask: Float[Array, "b t"]
+    ) -> Float[Array, ""]:
+        """A microbatch's share of the batch loss: its count of pairs (the loss is a mean over pairs)."""
+        return (segment_ids[:, 0] >= 0).sum().astype(jnp.float32)
+
+
+OBJECTIVES: dict[str, type] = {"next_token": NextTokenObjective, "dpo": DPOObjective}
 ObjectiveChoice = registry_union(OBJECTIVES)
 """Any registered objective, written `{kind: NAME}` in a config; a new objective is one registry entry."""
