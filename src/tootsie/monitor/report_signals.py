@@ -66,7 +66,7 @@ def layer_heatmap_panel(runs: dict[str, Records], timeline: Timeline) -> Panel:
     if image is not None:
         bottom, top = axes[-1].get_position().y0, axes[0].get_position().y1
         bar = figure.add_axes((1 - (RIGHT - 0.1) / WIDTH, bottom, 0.1 / WIDTH, top - bottom))  # in the right margin,
-        figure.colorbar(image, cax=bar, label="log10 norm")  # so the step axis lines up with the other panels
+        figure.colorbar(image, cax=bar)  # so the step axis lines up with the other panels (log10: the note says)
     shapes = "; ".join(f"{label}: {m.num_layers} layers × {len(m.steps)} steps" for label, m in matrices.items())
     return finished(
         title,
