@@ -62,8 +62,8 @@ RECIPE = Recipe(
     ),
 )
 
-TINY = replace(tiny_scale(step_factor=1 / 100, batch_factor=1 / 16), seq_len=256)
-"""`--scale tiny`: 101 steps of 8 x 256 tokens (whole conversations need longer sequences than pretraining's 64)."""
+TINY = replace(tiny_scale(step_factor=1 / 100, batch_factor=1 / 32), seq_len=512)
+"""`--scale tiny`: 101 steps of 4 x 512 tokens (the longest local conversation is 476 tokens, so none is cut)."""
 TINY_COMPONENTS = {
     "tulu_3_sft_mixture": "docs",
     "smoltalk": "docs",

@@ -150,14 +150,14 @@ def test_tiny_graph_resolves_onto_the_tiny_8b(tiny: ModuleType) -> None:
     marin_8b = tiny.MARIN_8B
     tiny_8b = tiny_recipe_steps(marin_8b.recipe, marin_8b.tiny, marin_8b.tiny_eval_every)[0]["starling"]
     assert step_hash(base) == step_hash(tiny_8b) and sft.model == base.config.model
-    assert (sft.num_steps, sft.data.seq_len, sft.data.batch_schedule.stages) == (101, 256, ((0, 8),))
+    assert (sft.num_steps, sft.data.seq_len, sft.data.batch_schedule.stages) == (101, 512, ((0, 4),))
     assert set(sft.data.caches) == set(t.CARD_DATASETS) == set(tiny.TINY_COMPONENTS)
     tokenized = {ref.step.name for ref in sft.data.caches.values()}
     assert tokenized == {f"marin_8b_instruct/tiny-chat-tokenized/{name}" for name in t.CARD_DATASETS}
     assert set(sft.eval.heldout) == set(CHAT_KINDS)
     assert sft.eval.tokenizer == next(iter(sft.data.caches.values())).step.config.tokenizer
     plan = tiny.PLAN()
-    assert plan["missing_components"] == [] and plan["total_tokens"] == 101 * 8 * 256
+    assert plan["missing_components"] == [] and plan["total_tokens"] == 101 * 4 * 512
 
 
 def test_tiny_chat_splits_are_disjoint_and_cover_every_component(tmp_path: Path) -> None:
