@@ -1,6 +1,7 @@
 # tootsie: two commands on a fresh machine.
 #   make demo   install into .venv (the package and its demo extra) and run the end-to-end demo (no network at run time)
-#   make test   install the dev and every optional extra into .venv, check format and lint (ruff), run the tests
+#   make test   install the dev and every optional extra into .venv (and Debian's chromium for the dashboard's
+#               browser test, when missing and apt-get runs as root), check format and lint (ruff), run the tests
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -28,6 +29,7 @@ demo: install
 	$(BIN)/tootsie demo --out $(OUT)
 
 test: install-dev
+	sh scripts/ensure_chromium.sh
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q

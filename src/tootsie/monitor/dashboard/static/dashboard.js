@@ -294,6 +294,7 @@ function render() {
   const heatmaps = $("heatmaps");
   for (const box of [...heatmaps.children]) if (!runs.some((run) => run.id === box.dataset.run)) box.remove();
   for (const run of runs) renderHeatmap(run, heatmaps);
+  for (const run of runs) run.tr.dataset.plottedStep = String(run.records[run.records.length - 1].step);
   const last = Math.max(-1, ...runs.map((run) => run.records[run.records.length - 1].step));
   document.body.dataset.lastStep = String(last);
   if (last >= 0 && !("firstStep" in document.body.dataset)) document.body.dataset.firstStep = String(last);
@@ -315,6 +316,7 @@ function updateRuns(rows) {
     if (!run) {
       run = { id: row.id, records: [], revision: null, chosen: state.runs.size < 8, color: COLORS[state.runs.size % COLORS.length], rewinds: [] };
       run.tr = document.createElement("tr");
+      run.tr.dataset.run = row.id;
       run.tr.innerHTML = "<td><input type=checkbox><span class=swatch></span></td><td class=id></td><td class=status></td>" +
         "<td class=num></td><td class=num></td><td class=num></td><td class=num></td>";
       const box = run.tr.querySelector("input");
