@@ -1,17 +1,13 @@
 """The dashboard in a real headless Chromium while a tiny model trains: the plotted step advances on a live page.
 
-Chromium is driven over the DevTools protocol on a pipe (`--remote-debugging-pipe`:
-NUL-terminated JSON on file descriptors 3 and 4), so no websocket client is
-needed. `make test` installs Debian's chromium when it is missing
+Chromium is driven over the DevTools protocol on a pipe (`tests/monitor/devtools.py`).
+`make test` installs Debian's chromium when it is missing
 (scripts/ensure_chromium.sh); elsewhere the test skips with the reason, and
 under CI=true it fails instead.
 """
 
 import json
-import os
-import select
 import shutil
-import subprocess
 import threading
 import time
 import urllib.request
@@ -21,6 +17,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import STRICT_SKIPS
+from tests.monitor.devtools import DevTools
 from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.eval.training import run_training
@@ -39,64 +36,6 @@ WAIT_SECONDS = 120
 
 class _Stop(Exception):
     """Raised by the pacing hook to end the training run when the test is done."""
-
-
-class DevTools:
-    """A headless Chromium and the DevTools protocol over its pipe: send a command, wait for its answer."""
-
-    def __init__(self, chromium: str, profile: Path) -> None:
-        flags = [
-            "--headless",
-            "--no-sandbox",  # the tests run as root in containers, where Chromium's sandbox cannot start
-            "--disable-gpu",
-            "--remote-debugging-pipe",
-            f"--user-data-dir={profile}",
-            "--window-size=1400,1000",
-            "about:blank",
-        ]
-        # The shell hands Chromium our pipes as fd 3 (commands in) and fd 4 (answers out).
-        self.process = subprocess.Popen(
-            ["sh", "-c", 'exec "$0" "$@" 3<&0 4>&1 </dev/null >/dev/null', chromium, *flags],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-        )
-        self._next, self._buffer = 0, b""
-
-    def call(self, method: str, session: str | None = None, **params: object) -> dict[str, object]:
-        """Send one command and return its result (events arriving meanwhile are dropped)."""
-        self._next += 1
-        message = {"id": self._next, "method": method, "params": params} | ({"sessionId": session} if session else {})
-        self.process.stdin.write(json.dumps(message).encode() + b"\0")
-        self.process.stdin.flush()
-        deadline = time.monotonic() + WAIT_SECONDS
-        while True:
-            while b"\0" not in self._buffer:
-                ready, _, _ = select.select([self.process.stdout], [], [], max(0.0, deadline - time.monotonic()))
-                chunk = os.read(self.process.stdout.fileno(), 1 << 20) if ready else b""
-                if not chunk:
-                    raise AssertionError(f"Chromium gave no answer to {method} (exit code {self.process.poll()})")
-                self._buffer += chunk
-            raw, self._buffer = self._buffer.split(b"\0", 1)
-            answer = json.loads(raw)
-            if answer.get("id") == self._next:
-                assert "error" not in answer, (method, answer)
-                return answer["result"]
-
-    def close(self) -> None:
-        """Close the browser (and kill it if it does not exit)."""
-        try:
-            self.call("Browser.close")
-        except (AssertionError, OSError):
-            pass
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=10)
-        finally:
-            self.process.stdin.close()
-            self.process.stdout.close()
 
 
 def _chromium() -> str:

@@ -297,7 +297,10 @@ function render() {
   for (const run of runs) run.tr.dataset.plottedStep = String(run.records[run.records.length - 1].step);
   const last = Math.max(-1, ...runs.map((run) => run.records[run.records.length - 1].step));
   document.body.dataset.lastStep = String(last);
-  if (last >= 0 && !("firstStep" in document.body.dataset)) document.body.dataset.firstStep = String(last);
+  if (last >= 0 && !("firstStep" in document.body.dataset)) {
+    document.body.dataset.firstStep = String(last);
+    document.body.dataset.firstPlotMs = String(Math.round(performance.now())); // time to the first plot
+  }
   $("last-step").textContent = last >= 0 ? String(last) : "–";
   state.dirty = false;
 }
