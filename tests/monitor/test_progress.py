@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from tootsie.executor.progress import PROGRESS_ENV
-from tootsie.monitor.progress import ProgressTracker, training_fields
+from tootsie.monitor.progress import ProgressTracker, training_fields, training_note
 from tootsie.monitor.trackers import open_trackers
 
 
@@ -41,3 +41,13 @@ def test_no_progress_tracker_when_off_or_without_a_length(tmp_path: Path, monkey
         trackers = open_trackers(tmp_path / mode, (), run_config, start_step=0)
         trackers.close()
         assert [type(t).__name__ for t in trackers.trackers] == ["JsonlTracker"]
+
+
+def test_training_note_reads_where_a_run_is_from_its_files(tmp_path: Path) -> None:
+    assert training_note(tmp_path) is None
+    (tmp_path / "metrics.jsonl").write_text(
+        '{"step": 0, "loss": 4.0}\n{"step": 119, "loss": 3.41234, "tokens_per_s": 12345.0}\n', encoding="utf-8"
+    )
+    assert training_note(tmp_path) == "step 120 loss 3.412 12,345 tok/s"
+    (tmp_path / "config.json").write_text('{"num_steps": 400}', encoding="utf-8")
+    assert training_note(tmp_path) == "step 120/400 (30%) loss 3.412 12,345 tok/s"

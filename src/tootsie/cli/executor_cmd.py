@@ -1,7 +1,8 @@
 """`tootsie run` and `tootsie status`: run an experiment file's steps, or show where they stand.
 
 Both print a compact table (status, seconds, hash, step, output path, and a
-note: the plan reason on a dry run, why a step is FAILED otherwise). With
+note: the plan reason on a dry run, why a step is FAILED otherwise, and for a
+RUNNING training step where it is, `step 120/400 (30%) loss 3.412`). With
 `--json` the last line of stdout is one JSON object,
 `{"steps": [{"name", "hash", "status", "output_path", ...}, ...], ...}`, plus
 the keys of the experiment's `PLAN` when it defines one (a recipe's phases).
@@ -22,9 +23,12 @@ import sys
 from collections.abc import Iterator
 
 from tootsie.cli.output import add_quiet_argument, quiet_progress
-from tootsie.executor import RunReport, experiment_status, failure_summary, run_experiment
+from tootsie.executor import RunReport, experiment_status, failure_summary, run_experiment, storage
 from tootsie.executor.experiment import load_experiment_with_plan, merge_plan
+from tootsie.executor.report import StepReport
 from tootsie.executor.runner import BACKENDS
+from tootsie.executor.status import Status
+from tootsie.monitor.progress import training_note
 from tootsie.recipes.tiny import SCALE_ENV
 
 DEFAULT_PREFIX = "./out"
@@ -153,6 +157,13 @@ def progress_lines(enabled: bool = True) -> Iterator[None]:
         logger.setLevel(previous_level)
 
 
+def _running_note(step: StepReport) -> str:
+    """Where a running training step is (`step 120/400 (30%) loss 3.412`), read from its metrics log; else ""."""
+    if step.status is not Status.RUNNING or storage.is_remote(step.output_path):
+        return ""
+    return training_note(step.output_path) or ""
+
+
 def _print_report(
     report: RunReport,
     *,
@@ -168,7 +179,7 @@ def _print_report(
     print(f"{header}: {report.prefix}")
     rows = [("STATUS", "SECONDS", "HASH", "STEP", "OUTPUT", "PLAN" if report.dry_run and show_plan else "NOTE")]
     for step in report.steps:
-        note = step.reason if report.dry_run and show_plan else (step.error or step.detail or "")
+        note = step.reason if report.dry_run and show_plan else (step.error or step.detail or _running_note(step))
         seconds = "" if step.seconds is None else f"{step.seconds:.1f}"
         rows.append((str(step.status), seconds, step.hash, step.name, step.output_path, note))
     widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]) - 1)]

@@ -4,7 +4,8 @@
 process's progress mode (`$TOOTSIE_PROGRESS`, `--quiet` sets it to off) is not
 off, so `tootsie train`, and every training step the executor runs for
 `tootsie run` and `tootsie demo`, shows its progress without the trainer
-knowing about terminals. The line itself is `executor.progress.ProgressLine`
+knowing about terminals. `training_note` reads the same figures back from a
+run's files, for `tootsie status` on a step that is still running. The line itself is `executor.progress.ProgressLine`
 (shared with the datakit's shard progress); it writes to stderr only.
 
 Example, a 400-step run in a log (not a terminal)::
@@ -16,7 +17,9 @@ Example, a 400-step run in a log (not a terminal)::
 import math
 from pathlib import Path
 
-from tootsie.executor.progress import ProgressLine, progress_mode
+from tootsie.executor.progress import ProgressLine, progress_mode, progress_text
+from tootsie.jsonfile import read_json
+from tootsie.monitor.metrics_log import CONFIG_FILE, METRICS_FILE, read_metrics
 
 
 def training_fields(record: dict[str, object]) -> tuple[str, ...]:
@@ -55,3 +58,21 @@ def progress_tracker(output: Path, total_steps: int, start_step: int) -> Progres
     if progress_mode() == "off":
         return None
     return ProgressTracker(ProgressLine(f"train {output.resolve().name}", total_steps, "step"), start_step)
+
+
+def training_note(directory: str | Path) -> str | None:
+    """`step 120/400 (30%) loss 3.412 ...` from a run directory's last logged record; None without one."""
+    path = Path(directory)
+    if not (path / METRICS_FILE).is_file():
+        return None
+    records = read_metrics(path / METRICS_FILE).records
+    if not records or not isinstance(records[-1].get("step"), int):
+        return None
+    last = records[-1]
+    total = (read_json(path / CONFIG_FILE) or {}).get("num_steps")
+    done, fields = last["step"] + 1, training_fields(last)
+    return (
+        progress_text("step", done, total, fields, None)
+        if isinstance(total, int)
+        else " ".join((f"step {done}", *fields))
+    )
