@@ -2,13 +2,15 @@
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
-import jax
 import numpy as np
 import pytest
 
 from tests.datakit.llama3_tokenizer import build_llama3_tokenizer
+from tootsie.cli.main import main
+from tootsie.configfile import dump_config
 from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.data.sequences import DocumentConfig
@@ -20,7 +22,7 @@ from tootsie.executor import run_experiment, step_hash
 from tootsie.models.llama import LlamaConfig
 from tootsie.monitor.metrics_log import METRICS_FILE
 from tootsie.train.checkpoint import wait_for_checkpoints
-from tootsie.train.config import CheckpointConfig, TrainConfig, WarmStartConfig
+from tootsie.train.config import CheckpointConfig, InLoopEvalConfig, TrainConfig, WarmStartConfig
 from tootsie.train.dpo import REFERENCE_RECORD_FILE
 from tootsie.train.objectives import DPOObjective
 from tootsie.train.schedule import WSDConfig
@@ -45,7 +47,7 @@ def _config(model: LlamaConfig, cache: str, **overrides: object) -> TrainConfig:
 
 @pytest.mark.slow
 @pytest.mark.timeout(400)
-def test_reference_step_is_content_addressed_and_dpo_raises_preference_accuracy(tmp_path: Path) -> None:
+def test_reference_step_is_content_addressed_and_dpo_raises_preference_accuracy(tmp_path: Path, capsys) -> None:
     build_llama3_tokenizer(tmp_path / "tok")
     # a preference a tiny model can pick up in a few steps: answer the question rather than refuse
     lines = [
@@ -104,4 +106,15 @@ def test_reference_step_is_content_addressed_and_dpo_raises_preference_accuracy(
     assert metrics["policy_accuracy"] > metrics["reference_accuracy"]
     assert metrics["reward_accuracy"] >= 0.75 and metrics["reward_margin"] > 0
     assert np.mean([r["preference_accuracy"] for r in records[-3:]]) > records[0]["preference_accuracy"]
-    assert jax.numpy.isfinite(policy_scores).all()
+    assert np.isfinite(policy_scores).all()
+    # the CLI's held-out figure reads the same numbers (here the training pairs stand in for held-out ones)
+    evaluation = InLoopEvalConfig(heldout={"pairs": cache}, tokenizer=str(tmp_path / "tok" / "tokenizer.json"))
+    (tmp_path / "dpo.yaml").write_text(dump_config(replace(dpo, eval=evaluation)), encoding="utf-8")
+    assert (
+        main(["dpo", "--evaluate", "--config", str(tmp_path / "dpo.yaml"), "--out", str(tmp_path / "dpo"), "--json"])
+        == 0
+    )
+    printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["pairs"]
+    assert printed["pairs"] == PAIRS
+    assert printed["policy_accuracy"] == pytest.approx(metrics["policy_accuracy"])
+    assert printed["reward_margin"] == pytest.approx(metrics["reward_margin"], rel=1e-4)

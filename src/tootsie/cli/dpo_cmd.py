@@ -11,6 +11,7 @@ reward margin and reward accuracy.
 
 import argparse
 import json
+from pathlib import Path
 
 from tootsie.cli.demo_cmd import DEFAULT_OUT
 from tootsie.configfile import dump_config, load_config
@@ -52,6 +53,11 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
 def dpo_command(args: argparse.Namespace) -> int:
     """Print the example config, or compare SFT and DPO held-out preference accuracy."""
     if args.example_config:
+        if "://" not in args.sft and not Path(args.sft).exists():
+            raise TootsieError(
+                f"--sft {args.sft} does not exist: train the SFT run first (tootsie sft --example-config > sft.yaml; "
+                f"tootsie train --config sft.yaml --out {args.sft}), or pass --sft DIR"
+            )
         settings = TINY if args.tiny else DemoSettings()
         print(dump_config(dpo_example(args.prefix, args.sft, settings, DpoSettings())), end="")
         return 0
