@@ -17,6 +17,8 @@ from tootsie.datakit.preference_data import (
     iter_pairs,
     tokenize_preferences,
 )
+from tootsie.datakit.stdlib_chat import HELDOUT_FILE, TRAIN_FILE, StdlibChatConfig, build_stdlib_chat
+from tootsie.datakit.stdlib_preferences import StdlibPreferenceConfig, build_stdlib_preferences
 from tootsie.datakit.token_cache import open_token_cache
 
 SYSTEM = {"role": "system", "content": "Be brief."}
@@ -91,3 +93,22 @@ def test_pair_cache_masks_only_the_reply_tokens(tmp_path: Path, template: str) -
             unmasked = tokenizer.decode(tokens[halves[side]][mask[halves[side]] == 0].tolist())
             assert "Hello there." in unmasked or doc == 0
         assert ledger["longest_pair"] >= stop - start
+
+
+def test_stdlib_preferences_pair_each_answer_with_a_wrong_one(tmp_path: Path) -> None:
+    build_stdlib_chat(StdlibChatConfig(modules=("json", "math")), str(tmp_path / "chat"))
+    counts = build_stdlib_preferences(StdlibPreferenceConfig(chat_sets=(str(tmp_path / "chat"),)), str(tmp_path / "p"))
+    chat = {split: (tmp_path / "chat" / split).read_text().splitlines() for split in (TRAIN_FILE, HELDOUT_FILE)}
+    assert counts == {"train": len(chat[TRAIN_FILE]), "heldout": len(chat[HELDOUT_FILE])}
+    for split in (TRAIN_FILE, HELDOUT_FILE):
+        rejected: Counter[str] = Counter()
+        pairs = list(iter_pairs(tmp_path / "p" / split, rejected))
+        assert not rejected and len(pairs) == len(chat[split])
+        for index, (pair, line) in enumerate(zip(pairs, chat[split], strict=True)):
+            messages = json.loads(line)["messages"]
+            assert pair.prompt == messages[:-1] and pair.chosen == messages[-1:]
+            wrong, right = pair.rejected[0]["content"], messages[-1]["content"]
+            if index % 2 == 1:  # shuffled: the same words in another order
+                assert sorted(wrong.split()) == sorted(right.split()) and wrong != right
+            else:  # another conversation's answer
+                assert wrong != right and wrong in {json.loads(c)["messages"][-1]["content"] for c in chat[split]}
