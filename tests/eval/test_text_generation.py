@@ -6,11 +6,11 @@ import jax
 import pyarrow as pa
 import pytest
 
-from tootsie.datakit.chat_templates import LLAMA3_TEMPLATE, render_chat
+from tootsie.datakit.chat_templates import CHAT_TEMPLATES, LLAMA3_TEMPLATE, render_chat
 from tootsie.datakit.parquet_io import write_table_atomic
 from tootsie.datakit.special_tokens import resolve_special_tokens
 from tootsie.datakit.tokenizer import TokenizerTrainConfig, train_bpe
-from tootsie.eval.text_generation import TextGenerator, resolve_chat_template
+from tootsie.eval.text_generation import TextGenerator, end_of_turn_markers, resolve_chat_template
 from tootsie.models.generate import SamplingConfig, generate
 from tootsie.models.llama import LlamaConfig, LlamaModel
 
@@ -57,3 +57,29 @@ def test_chat_template_resolution(tmp_path) -> None:
     assert resolve_chat_template(None, tmp_path / "tokenizer.json") == "{{ messages[0]['content'] }}"
     assert resolve_chat_template("llama3", tmp_path) == LLAMA3_TEMPLATE
     assert resolve_chat_template(None, tmp_path / "elsewhere" / "tokenizer.json") == LLAMA3_TEMPLATE
+
+
+def test_end_of_turn_markers_come_from_rendering_the_template() -> None:
+    assert end_of_turn_markers(CHAT_TEMPLATES["chatml"]) == ("<|im_end|>",)
+    assert end_of_turn_markers(CHAT_TEMPLATES["llama3"], bos_token="<|bos|>") == ("<|eot_id|>",)
+    closes_with_eos = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}{% if m['role'] == 'assistant' %}"
+    closes_with_eos += "{{ eos_token }}{% endif %}\n{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}"
+    assert end_of_turn_markers(closes_with_eos, eos_token="<|eos|>") == ("<|eos|>",)
+
+
+def test_a_chat_reply_reaching_the_end_of_turn_marker_reports_end_of_turn(generator: TextGenerator) -> None:
+    # a template closing assistant turns with a letter the random model writes anyway; its prompt is BOS and
+    # the user's text, as a plain prompt is, so the free continuation does not depend on the letter
+    prompt = generator.encode_prompt("def area")
+    (free,) = generator.generate([prompt], SamplingConfig(max_new_tokens=8))
+    letter = next(c for c in free.text if c.isascii() and c.isalpha())
+    template = "{{ bos_token }}{% for m in messages %}{{ m['content'] }}{% if m['role'] == 'assistant' %}"
+    template += letter + "{% endif %}{% endfor %}"
+    special = resolve_special_tokens(generator.tokenizer, None)
+    ending = TextGenerator(generator.model, generator.tokenizer, special, template)
+    assert ending.encode_chat([{"role": "user", "content": "def area"}]) == prompt
+    (reply,) = ending.generate([prompt], SamplingConfig(max_new_tokens=8), chat=True)
+    assert reply.stop_reason == "end_of_turn" and free.tokens[: len(reply.tokens)] == reply.tokens
+    assert letter in generator.decode(list(reply.tokens)) and letter not in reply.text
+    (plain,) = ending.generate([prompt], SamplingConfig(max_new_tokens=8))
+    assert plain.stop_reason != "end_of_turn" and plain.tokens == free.tokens

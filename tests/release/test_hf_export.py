@@ -13,6 +13,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from tests.release.conftest import LLAMA, make_checkpoint
 from tootsie.errors import TootsieError
 from tootsie.models.llama import Llama3RopeScaling
+from tootsie.release.hf_chat import FROM_NOWHERE
 from tootsie.release.hf_export import export_hf
 from tootsie.release.hf_import import import_hf
 from tootsie.release.hf_weights import INDEX_FILE, SINGLE_FILE, read_safetensors
@@ -75,6 +76,9 @@ def test_export_writes_the_hf_files_with_the_tokenizers_own_ids(tmp_path) -> Non
         *tokenizer.encode("hello").ids,
     ]  # BOS prepended, as in training documents
     assert summary["revision"] == "step-10-tokens-1280" and summary["weights"] == "model"
+    # a run with no chat cache ships no chat template, and says so
+    assert "chat_template" not in tokenizer_config and summary["chat_template"]["origin"] == FROM_NOWHERE
+    assert json.loads((out / "tootsie_export.json").read_text())["chat_template"]["name"] is None
     assert (
         config["hidden_size"] == 32
         and config["num_key_value_heads"] == 2

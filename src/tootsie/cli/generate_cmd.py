@@ -3,7 +3,11 @@
 Both load a checkpoint (or a training output directory's newest one) with its
 model config, decode with the KV cache (`tootsie.models.generate`) and stop at
 EOS, at the chat template's end of turn for chats, at `--stop` strings, or after
-`--max-new-tokens`. `generate --json` prints `{"text", "tokens", "stop_reason"}`.
+`--max-new-tokens`. `generate --json` prints `{"text", "tokens", "stop_reason"}`
+(`stop_reason`: `end_of_turn`, `eos`, `stop_string` or `max_new_tokens`).
+Chats use `--chat-template` when given, else the template the checkpoint's run
+trained with (its chat caches' ledgers), else the tokenizer_config.json's, else
+llama3.
 """
 
 import argparse
@@ -12,6 +16,7 @@ import sys
 
 from tootsie.cli.output import build
 from tootsie.datakit.chat_templates import CHAT_TEMPLATES, Message
+from tootsie.eval.run_chat_template import checkpoint_chat_template
 from tootsie.eval.text_generation import TextGenerator
 from tootsie.models.generate import SamplingConfig
 from tootsie.train.checkpoint import model_config_of
@@ -34,7 +39,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
         "--chat-template",
         metavar="NAME|FILE",
         help=f"chat template: {', '.join(CHAT_TEMPLATES)} or a Jinja file"
-        " (default: the tokenizer_config.json's chat_template, else llama3)",
+        " (default: the one the checkpoint's run trained with, else the tokenizer_config.json's"
+        " chat_template, else llama3)",
     )
 
 
@@ -52,8 +58,9 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     chat.set_defaults(handler=run_chat)
 
 
-def _load(args: argparse.Namespace) -> tuple[TextGenerator, SamplingConfig]:
+def _load(args: argparse.Namespace, chat: bool) -> tuple[TextGenerator, SamplingConfig]:
     checkpoint = resolve_checkpoint(args.checkpoint)
+    recorded = checkpoint_chat_template(checkpoint) if chat and args.chat_template is None else None
     model = load_model(model_config_of(checkpoint), str(checkpoint))
     sampling = build(
         SamplingConfig,
@@ -64,13 +71,14 @@ def _load(args: argparse.Namespace) -> tuple[TextGenerator, SamplingConfig]:
         seed=args.seed,
         stop_strings=tuple(args.stop),
     )
-    return TextGenerator.load(model, args.tokenizer, args.chat_template), sampling
+    generator = TextGenerator.load(model, args.tokenizer, args.chat_template, recorded and recorded.source)
+    return generator, sampling
 
 
 def run_generate(args: argparse.Namespace) -> int:
     """`tootsie generate`."""
-    generator, sampling = _load(args)
     chat = args.chat is not None
+    generator, sampling = _load(args, chat)
     prompt = (
         generator.encode_chat([{"role": "user", "content": args.chat}])
         if chat
@@ -87,7 +95,7 @@ def run_generate(args: argparse.Namespace) -> int:
 
 def run_chat(args: argparse.Namespace) -> int:
     """`tootsie chat`: read user lines from stdin, answer each with the whole conversation as context."""
-    generator, sampling = _load(args)
+    generator, sampling = _load(args, chat=True)
     messages: list[Message] = []
     print(f"chatting with {args.checkpoint}; {EXIT_COMMAND} or end of input to leave", file=sys.stderr)
     for line in sys.stdin:

@@ -2,6 +2,7 @@
 
 tootsie export hf out/demo/train/cooldown-<hash> --out hf-model [--ema] [--verify]
 tootsie export hf run/checkpoints/step-000100 --out hf-step-100 --tokenizer tokenizer.json
+tootsie export hf runs/sft --out hf-sft [--chat-template chatml|llama3|FILE]
 tootsie import hf hf-model --out imported-run
 tootsie release out --out release [--ema] [--all-checkpoints]
 """
@@ -12,6 +13,7 @@ import time
 from pathlib import Path
 
 from tootsie.cli.output import emit
+from tootsie.datakit.chat_templates import CHAT_TEMPLATES
 from tootsie.errors import TootsieError
 from tootsie.release.hf_config import ARCHITECTURES
 from tootsie.release.hf_export import DEFAULT_MAX_SHARD_BYTES, export_hf
@@ -29,6 +31,7 @@ SUMMARY_KEYS = (
     "architecture",
     "bos_token_id",
     "eos_token_id",
+    "chat_template",
     "weight_files",
     "safetensors_bytes",
 )
@@ -61,6 +64,12 @@ def _add_export_options(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_MAX_SHARD_BYTES,
         metavar="SIZE",
         help="shard model.safetensors past this size (default 5GB)",
+    )
+    parser.add_argument(
+        "--chat-template",
+        metavar="NAME|FILE",
+        help=f"chat template to ship ({', '.join(CHAT_TEMPLATES)} or a Jinja file; default: the one the run's"
+        " chat caches were tokenized with; a pretraining run ships none)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
 
@@ -123,12 +132,17 @@ def run_export_hf(args: argparse.Namespace) -> int:
         tokenizer=args.tokenizer,
         architecture=args.architecture,
         max_shard_bytes=args.max_shard_size,
+        chat_template=args.chat_template,
     )
     result = {key: summary[key] for key in SUMMARY_KEYS} | {"seconds": round(time.perf_counter() - started, 2)}
     if args.verify:
         result |= verify_export(Path(summary["out"]), Path(summary["checkpoint"]), ema=args.ema)
+    chat = summary["chat_template"]
+    shipped = f"chat template {chat['name']} from {chat['origin']}" if chat["name"] else "no chat template"
     return emit(
-        result, args, f"exported {summary['checkpoint']} as {summary['architecture']} revision {summary['revision']}"
+        result,
+        args,
+        f"exported {summary['checkpoint']} as {summary['architecture']} revision {summary['revision']} ({shipped})",
     )
 
 
@@ -151,6 +165,7 @@ def run_release(args: argparse.Namespace) -> int:
         max_shard_bytes=args.max_shard_size,
         all_checkpoints=args.all_checkpoints,
         name=args.name,
+        chat_template=args.chat_template,
     )
     result["seconds"] = round(time.perf_counter() - started, 2)
     return emit(result, args, f"released {result['revision']} of {args.run_dir} to {result['out']}")

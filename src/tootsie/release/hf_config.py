@@ -32,8 +32,8 @@ FIELD_NAMES = {
     "rope_theta": "rope_theta",
 }
 """tootsie `LlamaConfig` field → HF config key, for fields that are a plain rename."""
-HANDLED_FIELDS = frozenset(FIELD_NAMES) | {"head_dim", "rope_scaling", "qk_norm", "remat"}
-"""Fields the export maps (`remat` only changes how gradients are computed, not the weights' meaning)."""
+HANDLED_FIELDS = frozenset(FIELD_NAMES) | {"head_dim", "rope_scaling", "qk_norm", "remat", "attention"}
+"""Fields the export maps (`remat` and the `attention` kernel change how the model is computed, not what)."""
 FIXED_HF_VALUES = {"hidden_act": "silu", "attention_bias": False, "mlp_bias": False, "use_sliding_window": False}
 """HF settings tootsie's decoder always has; an import with another value is refused."""
 

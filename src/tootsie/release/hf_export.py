@@ -4,7 +4,8 @@ The folder holds `config.json` (LlamaForCausalLM, or Qwen3ForCausalLM for
 QK-norm models), `model.safetensors` (or shards plus an index past
 `max_shard_bytes`), `generation_config.json`, the tokenizer files and
 `tootsie_export.json` (which checkpoint, step, tokens and weights it came from,
-so `tootsie import hf` restores the step). Any checkpoint exports, raw or EMA
+so `tootsie import hf` restores the step). A chat model also ships its chat
+template and lists its end-of-turn token among the EOS ids (`hf_chat`). Any checkpoint exports, raw or EMA
 weights, and the export is named like Marin's revisions: `step-N-tokens-T`.
 
 The folder is written under a temporary sibling name and renamed into place,
@@ -23,14 +24,16 @@ import numpy as np
 import tootsie
 from tootsie.datakit.tokenizer import file_sha256
 from tootsie.errors import TootsieError
+from tootsie.eval.run_chat_template import run_of_checkpoint
 from tootsie.jsonfile import write_json_atomic
 from tootsie.models.llama import LlamaConfig
+from tootsie.release.hf_chat import ChatExport, chat_export
 from tootsie.release.hf_config import check_expressible, choose_architecture, hf_config
-from tootsie.release.hf_tokenizer import training_tokenizer, write_tokenizer_files
+from tootsie.release.hf_tokenizer import run_tokenizer, training_tokenizer, write_tokenizer_files
 from tootsie.release.hf_weights import model_layout, to_hf_tensors, write_safetensors
 from tootsie.release.step_info import StepInfo, load_json, read_step
 from tootsie.train.checkpoint import STATE_FILE, model_config_of, read_tensors
-from tootsie.train.trainer import CHECKPOINTS, resolve_checkpoint
+from tootsie.train.trainer import resolve_checkpoint
 
 DEFAULT_MAX_SHARD_BYTES = 5 * 10**9
 """transformers' own `save_pretrained` default shard size ("5GB")."""
@@ -55,14 +58,9 @@ def read_state(checkpoint: Path) -> dict[str, object]:
     return state
 
 
-def run_directory(checkpoint: Path) -> Path:
-    """The training output directory of a checkpoint `<run>/checkpoints/step-N` (the path itself otherwise)."""
-    return checkpoint.parent.parent if checkpoint.parent.name == CHECKPOINTS else checkpoint
-
-
 def training_step(checkpoint: Path) -> StepInfo | None:
     """The executor training step a checkpoint belongs to, if any."""
-    step = read_step(run_directory(checkpoint))
+    step = read_step(run_of_checkpoint(checkpoint))
     return step if step is not None and step.type == "TrainConfig" else None
 
 
@@ -129,21 +127,27 @@ def write_hf_folder(
     ema: bool = False,
     architecture: str | None = None,
     max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES,
+    chat: ChatExport | None = None,
 ) -> dict[str, object]:
-    """Write the HF files of one checkpoint into an existing `directory`; return what was written."""
+    """Write the HF files of one checkpoint into an existing `directory`; return what was written.
+
+    `chat` is the chat template to ship (default: `hf_chat.chat_export`'s choice for this checkpoint).
+    """
     state = read_state(checkpoint)
     check_expressible(state["model"], f"{checkpoint / STATE_FILE}")
     config = model_config_of(checkpoint)
     chosen = choose_architecture(config, architecture)
     weights = "ema" if ema else "model"
     length = context_length(config, training_step(checkpoint))
-    special = write_tokenizer_files(tokenizer, directory, length, config.vocab_size)
+    chat = chat if chat is not None else chat_export(checkpoint, tokenizer)
+    special = write_tokenizer_files(tokenizer, directory, length, config.vocab_size, chat.source)
     files = write_safetensors(
         to_hf_tensors(checkpoint_tensors(checkpoint, config, weights), config.num_layers), directory, max_shard_bytes
     )
     hf = hf_config(config, chosen, special["bos_token_id"], special["eos_token_id"], length)
     write_json_atomic(directory / "config.json", hf)
-    write_json_atomic(directory / "generation_config.json", special)
+    generation = special | {"eos_token_id": chat.eos_token_ids(special["eos_token_id"])}
+    write_json_atomic(directory / "generation_config.json", generation)
     step, tokens = int(state["step"]), int(state.get("tokens", 0))
     record = {
         "checkpoint": str(checkpoint),
@@ -154,6 +158,7 @@ def write_hf_folder(
         "architecture": hf["architectures"][0],
         "model": state["model"],
         "tokenizer_sha256": file_sha256(tokenizer),
+        "chat_template": chat.record(),
         "tootsie_version": tootsie.__version__,
     }
     write_json_atomic(directory / EXPORT_RECORD, record)
@@ -163,7 +168,7 @@ def write_hf_folder(
         "files": sorted(f.name for f in directory.iterdir()),
         "weight_files": files,
         "safetensors_bytes": size,
-        **special,
+        **generation,
     }
 
 
@@ -172,7 +177,7 @@ def find_tokenizer(checkpoint: Path, tokenizer: str | Path | None) -> Path:
     if tokenizer is not None:
         return Path(tokenizer)
     run = training_step(checkpoint)
-    found = training_tokenizer(run) if run is not None else None
+    found = training_tokenizer(run) if run is not None else run_tokenizer(run_of_checkpoint(checkpoint))
     if found is None:
         raise TootsieError(
             f"cannot tell which tokenizer trained {checkpoint} "
@@ -189,12 +194,23 @@ def export_hf(
     tokenizer: str | Path | None = None,
     architecture: str | None = None,
     max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES,
+    chat_template: str | None = None,
 ) -> dict[str, object]:
-    """Export a checkpoint (or a run directory's newest one) as an HF folder at `out`, atomically."""
+    """Export a checkpoint (or a run directory's newest one) as an HF folder at `out`, atomically.
+
+    `chat_template` (a name or Jinja file) overrides the template the run's chat caches recorded.
+    """
     source = resolve_checkpoint(str(checkpoint))
     tokenizer_path = find_tokenizer(source, tokenizer)
+    chat = chat_export(source, tokenizer_path, chat_template)
     with staged_directory(Path(out)) as tmp:
         summary = write_hf_folder(
-            source, tmp, tokenizer_path, ema=ema, architecture=architecture, max_shard_bytes=max_shard_bytes
+            source,
+            tmp,
+            tokenizer_path,
+            ema=ema,
+            architecture=architecture,
+            max_shard_bytes=max_shard_bytes,
+            chat=chat,
         )
     return {"out": str(Path(out).resolve()), **summary}

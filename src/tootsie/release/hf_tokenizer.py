@@ -11,6 +11,7 @@ tokenizer that is exported, never from a constant: Marin's first export wrote
 a wrong `eos_token_id`, and a test checks ours against the tokenizer.
 """
 
+from collections.abc import Iterable
 from pathlib import Path
 
 from tokenizers import processors
@@ -18,31 +19,51 @@ from tokenizers import processors
 from tootsie.datakit.special_tokens import TOKENIZER_CONFIG_FILE, load_with_special_tokens, template_tokens
 from tootsie.datakit.tokenizer import TOKENIZER_FILE
 from tootsie.errors import TootsieError
-from tootsie.jsonfile import write_json_atomic
+from tootsie.jsonfile import read_json, write_json_atomic
+from tootsie.monitor.metrics_log import CONFIG_FILE
 from tootsie.release.step_info import StepInfo, read_step
 
 SPECIAL_TOKENS_FILE = "special_tokens_map.json"
 
 
-def training_tokenizer(run: StepInfo) -> Path | None:
-    """The tokenizer.json that made a training step's token caches, found through the caches' tokenize steps."""
+TOKENIZE_STEP_TYPES = frozenset({"TokenizeConfig", "ChatTokenizeConfig"})
+"""Config classes of the executor steps that write token caches (text and chat)."""
+
+
+def caches_tokenizer(caches: Iterable[Path | None], where: Path) -> Path | None:
+    """The tokenizer.json that made these token caches, found through their tokenize steps' records."""
     found = set()
-    for ref in run.config.get("data", {}).get("caches", {}).values():
-        cache = run.resolve(ref)
+    for cache in caches:
         cache_step = read_step(cache) if cache is not None else None
-        if cache_step is not None and cache_step.type == "TokenizeConfig":
+        if cache_step is not None and cache_step.type in TOKENIZE_STEP_TYPES:
             found.add(cache_step.resolve(cache_step.config.get("tokenizer")))
     found.discard(None)
     if len(found) > 1:
         raise TootsieError(
-            f"the caches of {run.directory} were made with different "
-            f"tokenizers {sorted(map(str, found))}; pass --tokenizer"
+            f"the caches of {where} were made with different tokenizers {sorted(map(str, found))}; pass --tokenizer"
         )
     return found.pop() if found else None
 
 
-def write_tokenizer_files(source: Path, directory: Path, model_max_length: int, vocab_size: int) -> dict[str, int]:
-    """Write tokenizer.json (BOS prepended), tokenizer_config.json and special_tokens_map.json; return special ids."""
+def training_tokenizer(run: StepInfo) -> Path | None:
+    """The tokenizer.json that made a training step's token caches."""
+    caches = run.config.get("data", {}).get("caches", {}).values()
+    return caches_tokenizer((run.resolve(ref) for ref in caches), run.directory)
+
+
+def run_tokenizer(run: Path) -> Path | None:
+    """The tokenizer.json that made the caches of a `tootsie train --out` run (named in its config.json)."""
+    config = read_json(run / CONFIG_FILE) or {}
+    caches = config.get("data", {}).get("caches", {})
+    paths = (Path(c) for c in caches.values() if isinstance(c, str)) if isinstance(caches, dict) else ()
+    return caches_tokenizer(paths, run)
+
+
+def write_tokenizer_files(
+    source: Path, directory: Path, model_max_length: int, vocab_size: int, chat_template: str | None = None
+) -> dict[str, int]:
+    """Write tokenizer.json (BOS prepended), tokenizer_config.json (with `chat_template` when given) and
+    special_tokens_map.json; return the special ids."""
     tokenizer, special = load_with_special_tokens(source)
     bos_id, eos_id = special.require("bos"), special.require("eos")
     bos, eos = special.bos, special.eos
@@ -80,7 +101,8 @@ def write_tokenizer_files(source: Path, directory: Path, model_max_length: int, 
             "model_max_length": model_max_length,
             "clean_up_tokenization_spaces": False,
             "added_tokens_decoder": added,
-        },
+        }
+        | ({"chat_template": chat_template} if chat_template is not None else {}),
     )
     write_json_atomic(directory / SPECIAL_TOKENS_FILE, {"bos_token": bos, "eos_token": eos})
     return {"bos_token_id": bos_id, "eos_token_id": eos_id}

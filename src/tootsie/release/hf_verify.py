@@ -4,9 +4,11 @@ Needs the `hf` extra (torch, transformers); the import happens only here, so
 exporting never needs them. The HF model is loaded from the local folder only
 (`local_files_only`, no remote code) in float32, fed random token ids, and
 compared with the tootsie model of the same checkpoint; then both generate
-greedily from the same prompt, stopping at EOS.
+greedily from the same prompt, stopping at any of generation_config.json's EOS
+ids (EOS, and the end-of-turn token of a chat export).
 """
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import equinox as eqx
@@ -34,19 +36,19 @@ def _logits(model: LlamaModel, tokens: Int[Array, "batch seq"]) -> Float[Array, 
     return model(tokens)
 
 
-def greedy_tokens(model: LlamaModel, prompt: list[int], new_tokens: int, eos_id: int) -> list[int]:
-    """Prompt plus up to `new_tokens` argmax continuations from tootsie, stopping after EOS.
+def greedy_tokens(model: LlamaModel, prompt: list[int], new_tokens: int, eos_id: int | Sequence[int]) -> list[int]:
+    """Prompt plus up to `new_tokens` argmax continuations from tootsie, stopping after EOS (any of a list).
 
     Every step runs on one fixed-length buffer (compiled once): the model is
     causal, so the unfilled tail cannot change the logits before it.
     """
     buffer = np.zeros((1, len(prompt) + new_tokens), dtype=np.int32)
     buffer[0, : len(prompt)] = prompt
-    length = len(prompt)
+    length, stops = len(prompt), {eos_id} if isinstance(eos_id, int) else set(eos_id)
     while length < buffer.shape[1]:
         buffer[0, length] = int(jnp.argmax(_logits(model, jnp.asarray(buffer))[0, length - 1]))
         length += 1
-        if buffer[0, length - 1] == eos_id:
+        if int(buffer[0, length - 1]) in stops:
             break
     return buffer[0, :length].tolist()
 
@@ -70,13 +72,14 @@ def verify_export(
     ids = np.random.default_rng(seed).integers(0, config.vocab_size, size=(2, seq_len))
     with torch.no_grad():
         hf_logits = hf_model(torch.tensor(ids)).logits.numpy()
-        eos_id = int(hf_model.generation_config.eos_token_id)
+        eos = hf_model.generation_config.eos_token_id
+        eos_ids = [eos] if isinstance(eos, int) else list(eos)
         prompt = ids[0, : seq_len // 2].tolist()
         hf_tokens = hf_model.generate(
-            torch.tensor([prompt]), max_new_tokens=new_tokens, do_sample=False, pad_token_id=eos_id
+            torch.tensor([prompt]), max_new_tokens=new_tokens, do_sample=False, pad_token_id=eos_ids[0]
         )[0].tolist()
     ours = np.asarray(_logits(model, jnp.asarray(ids, jnp.int32)))
-    tootsie_tokens = greedy_tokens(model, prompt, new_tokens, eos_id)
+    tootsie_tokens = greedy_tokens(model, prompt, new_tokens, eos_ids)
     return {
         "max_abs_logit_diff": float(np.max(np.abs(ours - hf_logits))),
         "greedy_match": tootsie_tokens == hf_tokens,

@@ -14,6 +14,7 @@ from pathlib import Path
 from tootsie.jsonfile import write_json_atomic
 from tootsie.monitor.metrics_log import METRICS_FILE
 from tootsie.release.evaluations import bpb_step_results, in_loop_results
+from tootsie.release.hf_chat import chat_export
 from tootsie.release.hf_export import DEFAULT_MAX_SHARD_BYTES, find_tokenizer, staged_directory, write_hf_folder
 from tootsie.release.manifest import mixture_manifest
 from tootsie.release.model_card import MANIFEST_FILE, model_card
@@ -38,23 +39,37 @@ def release(
     max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES,
     all_checkpoints: bool = False,
     name: str | None = None,
+    chat_template: str | None = None,
 ) -> dict[str, object]:
-    """Release RUN_DIR's final checkpoint at `out` with model card, manifest and metrics; return a summary."""
+    """Release RUN_DIR's final checkpoint at `out` with model card, manifest and metrics; return a summary.
+
+    `chat_template` (a name or Jinja file) overrides the one the final run's chat caches recorded, in every
+    revision; without it each revision ships its own run's template, if any.
+    """
     history = run_history(run_dir)
     final = history.final
     tokenizer_path = find_tokenizer(final.path, tokenizer)
+    chat = chat_export(final.path, tokenizer_path, chat_template)
     manifest = mixture_manifest(history)
     bpb_rows, in_loop_rows = bpb_step_results(history), in_loop_results(history)
     last = history.phases[-1]
     title = name or (last.step.name if last.step is not None else last.directory.name)
     options = {"architecture": architecture, "max_shard_bytes": max_shard_bytes}
     with staged_directory(Path(out)) as tmp:
-        export = write_hf_folder(final.path, tmp, tokenizer_path, ema=ema, **options)
+        export = write_hf_folder(final.path, tmp, tokenizer_path, ema=ema, chat=chat, **options)
         revisions = []
         for checkpoint in (c for phase in history.phases for c in phase.checkpoints if all_checkpoints and c != final):
             directory = tmp / "revisions" / checkpoint.revision
             directory.mkdir(parents=True)
-            write_hf_folder(checkpoint.path, directory, tokenizer_path, ema=ema and checkpoint.has_ema, **options)
+            revision_chat = chat if chat_template is not None else None
+            write_hf_folder(
+                checkpoint.path,
+                directory,
+                tokenizer_path,
+                ema=ema and checkpoint.has_ema,
+                chat=revision_chat,
+                **options,
+            )
             revisions.append(checkpoint.revision)
         write_json_atomic(tmp / MANIFEST_FILE, manifest)
         metrics = _write_metrics(history, tmp / METRICS_FILE)
@@ -68,6 +83,7 @@ def release(
         "checkpoint": str(final.path),
         "weights": export["weights"],
         "architecture": export["architecture"],
+        "chat_template": export["chat_template"],
         "phases": [
             {"name": p.name, "steps": [p.start_step, p.end_step], "tokens": [p.start_tokens, p.end_tokens]}
             for p in history.phases

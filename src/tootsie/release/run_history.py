@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from tootsie.errors import TootsieError
+from tootsie.eval.run_chat_template import run_of_checkpoint
 from tootsie.monitor.metrics_log import METRICS_FILE, read_metrics
-from tootsie.release.hf_export import read_state, revision_name, run_directory, training_step
+from tootsie.release.hf_export import read_state, revision_name, training_step
 from tootsie.release.step_info import StepInfo, find_steps
 from tootsie.train.checkpoint import STATE_FILE, has_tree, list_checkpoints
 from tootsie.train.trainer import CHECKPOINTS, resolve_checkpoint
@@ -153,7 +154,7 @@ def _first_logged_step(run: Path) -> int:
 
 def _phases_to(checkpoint: Path, seen: frozenset[Path]) -> list[Phase]:
     """The phases ending at `checkpoint`, oldest first, following warm starts back."""
-    run = run_directory(checkpoint).resolve()
+    run = run_of_checkpoint(checkpoint).resolve()
     if run in seen:
         raise TootsieError(f"warm starts form a cycle through {run}; its recorded configs are inconsistent")
     step, state = training_step(checkpoint), read_state(checkpoint)
