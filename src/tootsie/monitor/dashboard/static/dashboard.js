@@ -167,7 +167,12 @@ function backdrop(panel) {
     const runs = chosenRuns();
     if (panel.phases) {
       const ctx = u.ctx;
+      const spans = new Map(); // runs sharing a schedule share its spans: shade and name each once, to the longest end
       for (const span of runs.flatMap(phaseSpans)) {
+        const key = `${span.name}@${span.x0}`, known = spans.get(key);
+        spans.set(key, known && known.x1 > span.x1 ? known : span);
+      }
+      for (const span of spans.values()) {
         shade(u, span.x0, span.x1, PHASE_COLORS[span.name.split("/").pop()] || "rgba(229,231,235,0.6)");
         const mid = u.valToPos((span.x0 + span.x1) / 2, "x", true);
         ctx.fillStyle = "#374151"; ctx.font = `${11 * devicePixelRatio}px sans-serif`; ctx.textAlign = "center";
