@@ -20,7 +20,7 @@ RESCAN_SECONDS = 5.0
 """The roots are walked again for new runs at most this often (the page polls every 2 s)."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Tracked:
     run: RunDirectory
     index: MetricsIndex
@@ -42,13 +42,14 @@ class RunRegistry:
                 runs = {}
                 for run in find_runs(self.labels):
                     known = self._runs.get(run.id)
-                    if known is not None and known.run.path == run.path:
+                    if known is not None and known.run.path == run.path and known.num_steps is not None:
                         runs[run.id] = known
                         continue
-                    config = train_config(run.path) or {}
+                    config = train_config(run.path) or {}  # read again while a starting run has not written it
                     steps = config.get("num_steps")
+                    index = known.index if known is not None and known.run.path == run.path else None
                     runs[run.id] = _Tracked(
-                        run, MetricsIndex(run.path / METRICS_FILE), steps if isinstance(steps, int) else None
+                        run, index or MetricsIndex(run.path / METRICS_FILE), steps if isinstance(steps, int) else None
                     )
                 self._runs, self._scanned = runs, time.monotonic()
             return dict(self._runs)

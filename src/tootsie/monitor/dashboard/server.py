@@ -119,7 +119,7 @@ def _handler(registry: RunRegistry, files: dict[str, tuple[bytes, str]], loopbac
     return Handler
 
 
-@dataclass
+@dataclass(frozen=True)
 class Dashboard:
     """A started dashboard server: its URL, and `close()` to stop it."""
 
