@@ -10,14 +10,26 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import equinox as eqx
+import jax
+import pyarrow as pa
 import pytest
 
 from tootsie.data.sequences import WholeDocumentsConfig
+from tootsie.datakit.parquet_io import write_table_atomic
+from tootsie.datakit.token_cache import open_token_cache
+from tootsie.datakit.tokenize import ChatTokenizeConfig, tokenize_chat
+from tootsie.datakit.tokenizer import TokenizerTrainConfig, train_tokenizer
+from tootsie.eval.assistant_loss import assistant_loss
 from tootsie.executor import Step, step_hash
+from tootsie.models.llama import LlamaConfig, LlamaModel
 from tootsie.recipes import marin_8b_instruct_tables as t
+from tootsie.recipes.instruct import REPORT_FILE, AssistantLossReportConfig, assistant_loss_report
 from tootsie.recipes.tiny import SCALE_ENV, tiny_recipe_steps
 from tootsie.recipes.tiny_chat import CHAT_KINDS, TinyChatConfig, build_tiny_chat
+from tootsie.train.checkpoint import save_checkpoint
 from tootsie.train.config import TrainConfig
+from tootsie.train.trainer import load_model
 
 from .helpers import REPO, SEEDS, load_experiment_module, needs_seeds
 
@@ -181,3 +193,34 @@ def test_tiny_chat_splits_are_disjoint_and_cover_every_component(tmp_path: Path)
     conversation = json.loads(lines(tmp_path / "components" / "c.jsonl")[0])["messages"]
     assert [m["role"] for m in conversation[:3]] == ["system", "user", "assistant"]
     assert len(conversation) % 2 == 1 and conversation[-1]["role"] == "assistant"
+
+
+@pytest.mark.timeout(240)  # about 7 s of CPU (jit compiles of a tiny model); minutes under heavy load
+def test_assistant_loss_report_compares_checkpoints_per_kind(tmp_path: Path) -> None:
+    components = {"a": "docs", "t": "tasks", "m": "math"}
+    build_tiny_chat(TinyChatConfig(components, task_conversations=20, math_conversations=20), str(tmp_path / "chat"))
+    table = pa.table({"id": ["0"], "text": [(tmp_path / "chat" / "components" / "t.jsonl").read_text()]})
+    write_table_atomic(table, tmp_path / "text" / "p.parquet")
+    train_tokenizer(TokenizerTrainConfig(inputs=(str(tmp_path / "text"),), vocab_size=300), str(tmp_path / "tok"))
+    heldout = {}
+    for kind in ("tasks", "math"):
+        heldout[kind] = str(tmp_path / f"heldout-{kind}")
+        source = str(tmp_path / "chat" / "heldout" / f"{kind}.jsonl")
+        tokenize_chat(
+            ChatTokenizeConfig(input=source, tokenizer=str(tmp_path / "tok"), chat_template="chatml"), heldout[kind]
+        )
+    model = LlamaConfig(vocab_size=300, hidden_dim=16, intermediate_dim=32, num_layers=2, num_heads=2, num_kv_heads=1)
+    for name, key in (("base", 1), ("same", 1), ("other", 2)):
+        params = eqx.filter(LlamaModel(model, key=jax.random.PRNGKey(key)), eqx.is_array)
+        save_checkpoint(tmp_path / name / "checkpoints", 1, {"model": params}, {"kind": "permanent"})
+    checkpoints = {name: str(tmp_path / name) for name in ("base", "same", "other")}
+    report = assistant_loss_report(
+        AssistantLossReportConfig(model=model, checkpoints=checkpoints, heldout=heldout, seq_len=512),
+        str(tmp_path / "report"),
+    )
+    assert json.loads((tmp_path / "report" / REPORT_FILE).read_text()) == report
+    direct = assistant_loss(load_model(model, checkpoints["base"]), heldout["math"], 512)
+    assert report["heldout"]["math"]["base"] == round(direct.loss, 4) and direct.tokens > 0
+    assert report["base"] == report["same"] != report["other"]
+    # every masked token is a target: no held-out conversation is longer than a sequence
+    assert report["assistant_tokens"] == sum(int(open_token_cache(c).loss_mask.sum()) for c in heldout.values())
