@@ -76,7 +76,7 @@ def _ids(encoded: object) -> list[int]:
 
 
 @pytest.mark.parametrize(("template", "end_of_turn"), [("chatml", "<|im_end|>"), ("llama3", "<|eot_id|>")])
-def test_apply_chat_template_gives_tootsies_ids(tmp_path, chat_tokenizer, template, end_of_turn) -> None:
+def test_apply_chat_template_gives_tootsies_ids(tmp_path, chat_tokenizer, capsys, template, end_of_turn) -> None:
     conversations = tmp_path / "chat.jsonl"
     conversations.write_text(json.dumps({"messages": CONVERSATION}) + "\n", encoding="utf-8")
     tokenize_chat(
@@ -84,9 +84,11 @@ def test_apply_chat_template_gives_tootsies_ids(tmp_path, chat_tokenizer, templa
         str(tmp_path / "cache"),
     )
     cached = open_token_cache(tmp_path / "cache").document(0).tolist()
-    summary = export_hf(
-        make_checkpoint(tmp_path / "run", MODEL), tmp_path / "hf", tokenizer=chat_tokenizer, chat_template=template
-    )
+    checkpoint = make_checkpoint(tmp_path / "run", MODEL)
+    export = ["export", "hf", str(checkpoint), "--out", str(tmp_path / "hf"), "--tokenizer", str(chat_tokenizer)]
+    capsys.readouterr()
+    assert main([*export, "--chat-template", template, "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
 
     hf = _hf_tokenizer(tmp_path / "hf")
     turn_id = hf.convert_tokens_to_ids(end_of_turn)
@@ -99,7 +101,10 @@ def test_apply_chat_template_gives_tootsies_ids(tmp_path, chat_tokenizer, templa
         turn_id,
     ]
     assert summary["chat_template"]["origin"] == FROM_FLAG
-    assert summary["chat_template"]["end_of_turn_token_id"] == turn_id
+    assert summary["chat_template"]["end_of_turn_token_id"] == turn_id and summary["eos_token_id"] == [
+        hf.eos_token_id,
+        turn_id,
+    ]
     # the whole conversation: what SFT trained on
     assert _ids(hf.apply_chat_template(CONVERSATION, tokenize=True)) == cached
     # the generation prompt: what tootsie generate --chat feeds the model
