@@ -290,7 +290,9 @@ def math_document(rng: np.random.Generator) -> str:
 def _task(rng: np.random.Generator) -> tuple[str, str]:
     kind = int(rng.integers(6))
     if kind == 0:
-        words = sorted({_pick(rng, WORDS) for _ in range(int(rng.integers(3, 6)))}, key=lambda _: rng.random())
+        # Sorted before the random key: a set's iteration order follows PYTHONHASHSEED, the rng's draws must not.
+        distinct = sorted({_pick(rng, WORDS) for _ in range(int(rng.integers(3, 6)))})
+        words = sorted(distinct, key=lambda _: rng.random())
         return f"Sort these words alphabetically: {', '.join(words)}.", ", ".join(sorted(words)) + "."
     if kind == 1:
         word = _pick(rng, WORDS)
