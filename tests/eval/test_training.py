@@ -23,14 +23,20 @@ from tootsie.executor.step import is_unhashed
 from tootsie.models.llama import LlamaConfig
 from tootsie.train.checkpoint import latest_checkpoint, read_tensors
 from tootsie.train.config import CheckpointConfig, InLoopEvalConfig, TrainConfig, WarmStartConfig
-from tootsie.train.objectives import OBJECTIVES, NextTokenObjective, ObjectiveChoice
+from tootsie.train.objectives import OBJECTIVES, DPOObjective, NextTokenObjective, ObjectiveChoice
 from tootsie.train.optimizer import AdamWConfig
 from tootsie.train.schedule import WSDConfig
 from tootsie.train.stability import StabilityConfig
 from tootsie.train.trainer import train_loop
 
 STEPS = 4
-SHOWN_ELSEWHERE = {"rewind": ("tests/train/test_rewind.py", "test_rewinding_past_a_junk_window_ends_with_lower_loss")}
+SHOWN_ELSEWHERE = {
+    "rewind": ("tests/train/test_rewind.py", "test_rewinding_past_a_junk_window_ends_with_lower_loss"),
+    "objective": (
+        "tests/eval/test_dpo_run.py",
+        "test_reference_step_is_content_addressed_and_dpo_raises_preference_accuracy",
+    ),
+}
 """Hashed fields whose effect needs a longer run than this file's: the test named shows it."""
 
 
@@ -129,10 +135,6 @@ VARIANTS: dict[str, Variant] = {
         dataclasses.replace(c, ema=None),
         lambda a, b: a.tensors["ema"] is not None and b.tensors["ema"] is None,
     ),
-    "objective": lambda c, root: (
-        c,
-        lambda a, b: True,
-    ),  # one registered objective: see test_objective_kinds_are_checked_at_load
     "z_loss_weight": lambda c, root: (dataclasses.replace(c, z_loss_weight=0.5), _weights_differ),
     "compute_dtype": lambda c, root: (
         dataclasses.replace(c, compute_dtype="bfloat16"),
@@ -182,7 +184,7 @@ def test_every_hashed_field_has_a_variant_here_or_a_test_elsewhere() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(set(VARIANTS) - {"objective"}))
+@pytest.mark.parametrize("name", sorted(VARIANTS))
 def test_changing_a_hashed_field_changes_the_run(world, tmp_path, name: str) -> None:
     base, root, base_run = world
     changed, differs = VARIANTS[name](base, root)
@@ -192,12 +194,14 @@ def test_changing_a_hashed_field_changes_the_run(world, tmp_path, name: str) -> 
 
 
 def test_objective_kinds_are_checked_at_load() -> None:
-    assert set(OBJECTIVES) == {"next_token"}, "a second objective needs its own variant in VARIANTS"
+    assert set(OBJECTIVES) == {"next_token", "dpo"}, "a new objective needs a test showing its effect"
     assert from_plain(ObjectiveChoice, {"kind": "next_token"}, "train.yaml:config.objective") == NextTokenObjective()
+    loaded = from_plain(ObjectiveChoice, {"kind": "dpo", "reference": "ref"}, "train.yaml:config.objective")
+    assert loaded == DPOObjective(reference="ref", beta=0.1)
     with pytest.raises(
-        TootsieError, match=r"config\.objective\.kind: 'dpo' does not fit here; this field takes kind 'next_token'"
+        TootsieError, match=r"config\.objective\.kind: unknown kind 'dop'; choose one of \['dpo', 'next_token'\]"
     ):
-        from_plain(ObjectiveChoice, {"kind": "dpo"}, "train.yaml:config.objective")
+        from_plain(ObjectiveChoice, {"kind": "dop"}, "train.yaml:config.objective")
 
 
 def test_the_loop_refuses_an_eval_config_it_was_not_given_the_evaluation_for(world, tmp_path) -> None:
