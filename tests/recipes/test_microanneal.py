@@ -3,14 +3,23 @@
 import json
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from tootsie.cli.main import main
-from tootsie.executor import StepRef
+from tootsie.data.batch_schedule import BatchSchedule
+from tootsie.data.mixture import MixtureConfig, MixtureStage
+from tootsie.datakit.parquet_io import write_table_atomic
+from tootsie.datakit.tokenizer import TokenizerTrainConfig, train_tokenizer
+from tootsie.eval.heldout_domains import DomainCacheConfig, tokenize_domain
+from tootsie.executor import Step, StepRef, run_experiment
 from tootsie.jsonfile import write_json_atomic
+from tootsie.models.llama import LlamaConfig
+from tootsie.recipes.components import train_phase
 from tootsie.recipes.microanneal import CONTROL, MicroannealSpec, microanneal_steps
 from tootsie.recipes.microanneal_rank import RankConfig, rank_candidates, rank_microanneal
 from tootsie.recipes.microanneal_scales import tiny_microanneal
+from tootsie.train.config import TrainConfig
 from tootsie.train.schedule import LinearScheduleConfig
 
 EXPERIMENT = str(Path(__file__).resolve().parents[2] / "experiments" / "microanneal.py")
@@ -91,3 +100,66 @@ def test_rank_step_writes_results_json_and_a_figure(tmp_path) -> None:
     assert {"name", "bpb_macro", "delta_vs_control", "noise", "tasks"} <= set(first)
     assert first["name"] == "math" and results["best"] == "math"
     assert (tmp_path / "out" / "figure.png").stat().st_size > 1000
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_miniature_microanneal_runs_end_to_end(tmp_path) -> None:
+    """A base, the control and two candidates (one seed, 3 steps each) through the executor to results.json."""
+    texts = {
+        "pre": [f"def f{i}(x):\n    return x + {i}\n" for i in range(60)],
+        "flan": [f"Q: what is {i} plus 1?\nA: {i + 1}" for i in range(60)],
+        "a": [f"{i} {i + 1} {i + 2} {i + 3}" for i in range(60)],
+        "b": [f"the cat number {i} sat on the mat" for i in range(60)],
+    }
+    for name, docs in texts.items():
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in docs))
+    write_table_atomic(pa.table({"text": [t for docs in texts.values() for t in docs]}), tmp_path / "tok" / "d.parquet")
+    train_tokenizer(TokenizerTrainConfig(inputs=(str(tmp_path / "tok"),), vocab_size=300), str(tmp_path / "tokenizer"))
+    tokenizer = str(tmp_path / "tokenizer" / "tokenizer.json")
+    caches = {
+        name: Step(
+            f"mini/{name}", tokenize_domain, DomainCacheConfig(name, (str(tmp_path / f"{name}.jsonl"),), tokenizer)
+        )
+        for name in texts
+    }
+    model = LlamaConfig(vocab_size=300, hidden_dim=32, intermediate_dim=64, num_layers=2, num_heads=2, num_kv_heads=1)
+    base = Step(
+        "mini/base",
+        train_phase,
+        TrainConfig(
+            model=model,
+            data=MixtureConfig(
+                caches={"pre": caches["pre"].ref()},
+                stages=(MixtureStage(0, {"pre": 1.0}),),
+                seq_len=32,
+                batch_schedule=BatchSchedule.constant(4),
+            ),
+            num_steps=3,
+            schedule=LinearScheduleConfig(peak_lr=1e-2, warmup_steps=1, total_steps=3),
+            ema=None,
+        ),
+    )
+    spec = MicroannealSpec(
+        base=base.ref(),
+        model=model,
+        pretraining=caches["pre"].ref(),
+        flan=caches["flan"].ref(),
+        candidates={"a": caches["a"].ref(), "b": caches["b"].ref()},
+        heldout={"numbers": caches["a"].ref(), "code": caches["pre"].ref()},
+        tokenizer=tokenizer,
+        name="mini",
+        seq_len=32,
+        batch_size=4,
+        steps=3,
+        warmup_steps=1,
+        seeds=(0,),
+        eval_sequences=4,
+    )
+    report = run_experiment([microanneal_steps(spec)["ranking"]], tmp_path / "prefix")
+    assert report.ok and len(report.steps) == 4 + 1 + 3 * 2 + 1  # 4 caches, base, 3 anneals and their BPB, ranking
+    ranking = next(s for s in report.steps if s.name == "mini/ranking")
+    results = json.loads((Path(ranking.output_path) / "results.json").read_text())
+    assert sorted(c["name"] for c in results["candidates"]) == ["a", "b"]
+    assert all(c["noise"] is None and c["tasks"] == {} for c in results["candidates"]) and results["best"] is None
+    assert set(results["control"]["bpb"]) == {"numbers", "code", "macro_avg", "micro_avg"}
