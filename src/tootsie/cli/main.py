@@ -41,9 +41,9 @@ COMMAND_MODULES = (
     generate_cmd,
     monitor_cmd,
     report_cmd,
+    dashboard_cmd,
     release_cmd,
     scaling_cmd,
-    dashboard_cmd,
     plan_cmd,
 )
 
