@@ -11,6 +11,7 @@ from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.datakit.parquet_io import write_table_atomic
 from tootsie.datakit.tokenizer import TokenizerTrainConfig, train_tokenizer
+from tootsie.errors import TootsieError
 from tootsie.eval.heldout_domains import DomainCacheConfig, tokenize_domain
 from tootsie.executor import Step, StepRef, run_experiment
 from tootsie.jsonfile import write_json_atomic
@@ -83,6 +84,9 @@ def test_ranking_finds_the_planted_candidate_only_above_the_noise() -> None:
     assert planted["noise"] == pytest.approx(((0.01**2) / 3 + (0.01**2) / 3) ** 0.5)
     assert planted["above_noise"] and not noisy["above_noise"] and noisy["delta_vs_control"] < 0
     assert planted["delta_by_domain"] == pytest.approx({"math": -0.4, "web": 0.0})
+    tasks = {CONTROL: [{"arc/lm-eval/acc": 0.25}] * 3, "planted": [{"arc/lm-eval/acc": v} for v in (0.5, 0.4, 0.3)]}
+    with_tasks = rank_candidates(bpb, CONTROL, noise_sigmas=2.0, tasks=tasks)["candidates"][0]["tasks"]
+    assert with_tasks == {"arc/lm-eval/acc": {"value": pytest.approx(0.4), "delta_vs_control": pytest.approx(0.15)}}
     one_seed = rank_candidates({CONTROL: control[:1], "planted": bpb["planted"][:1]}, CONTROL)
     assert one_seed["candidates"][0]["noise"] is None and one_seed["best"] is None
 
@@ -94,7 +98,9 @@ def test_rank_step_writes_results_json_and_a_figure(tmp_path) -> None:
             path = tmp_path / branch / str(seed) / "bpb.json"
             write_json_atomic(path, {"final": {"math": value + 0.5, "macro_avg": value, "micro_avg": value}})
             paths.setdefault(branch, {})[str(seed)] = str(path)
-    rank_microanneal(RankConfig(bpb=paths, control=CONTROL, noise_sigmas=2.0, weights={}), str(tmp_path / "out"))
+    rank_microanneal(
+        RankConfig(bpb=paths, tasks={}, control=CONTROL, noise_sigmas=2.0, weights={}), str(tmp_path / "out")
+    )
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     first = results["candidates"][0]
     assert {"name", "bpb_macro", "delta_vs_control", "noise", "tasks"} <= set(first)
@@ -163,3 +169,16 @@ def test_miniature_microanneal_runs_end_to_end(tmp_path) -> None:
     assert sorted(c["name"] for c in results["candidates"]) == ["a", "b"]
     assert all(c["noise"] is None and c["tasks"] == {} for c in results["candidates"]) and results["best"] is None
     assert set(results["control"]["bpb"]) == {"numbers", "code", "macro_avg", "micro_avg"}
+
+
+def test_task_env_adds_one_task_step_per_anneal(monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("TOOTSIE_MICROANNEAL_TASKS", "arc_easy,piqa")
+    monkeypatch.setenv("TOOTSIE_MICROANNEAL_TASK_DATA", str(tmp_path))
+    steps = microanneal_steps(tiny_microanneal(seeds=(0, 1)))
+    assert set(steps["tasks"]) == set(steps["train"])
+    for key, step in steps["tasks"].items():
+        assert step.config.checkpoint == steps["train"][key].ref() and step.config.suite == "arc_easy,piqa"
+    assert set(steps["ranking"].config.tasks) == {CONTROL, "math", "patterned", "reference"}
+    monkeypatch.delenv("TOOTSIE_MICROANNEAL_TASK_DATA")
+    with pytest.raises(TootsieError, match="set both"):
+        tiny_microanneal()

@@ -19,6 +19,7 @@ Steps, for a spec named "microanneal" with candidates a, b and seeds 0, 1:
     microanneal/a/seed-0, microanneal/a/seed-1  anneal on {pretraining: 0.7, flan: 0.15, a: 0.15}
     microanneal/b/seed-*                        the same for b
     microanneal/<branch>/seed-*/bpb             held-out BPB of each anneal's final checkpoint
+    microanneal/<branch>/seed-*/tasks           benchmark tasks of it (only with `task_suite`)
     microanneal/ranking                         results.json and figure.png
 """
 
@@ -33,6 +34,7 @@ from tootsie.executor import Step, StepRef
 from tootsie.models.llama import LlamaConfig
 from tootsie.recipes.components import train_phase
 from tootsie.recipes.microanneal_rank import RankConfig, rank_microanneal
+from tootsie.recipes.microanneal_tasks import TASKS_FILE, BranchTasksConfig, branch_tasks
 from tootsie.train.config import CheckpointConfig, TrainConfig, WarmStartConfig
 from tootsie.train.schedule import LinearScheduleConfig
 
@@ -86,6 +88,12 @@ class MicroannealSpec:
     """A candidate beats the control when its BPB gain exceeds this many standard errors."""
     compute_dtype: str = "float32"
     """Forward/backward dtype."""
+    task_suite: str | None = None
+    """Benchmarks each branch also runs (`tootsie eval suite`: core, reasoning, or "arc_easy,piqa"); None for none."""
+    task_data_dir: str | None = None
+    """Local copies of the task files (`tootsie eval mirror`); needed with task_suite."""
+    task_limit: int | None = 50
+    """Documents per task."""
 
     def __post_init__(self) -> None:
         if not self.candidates:
@@ -97,6 +105,8 @@ class MicroannealSpec:
             raise ValueError("heldout is empty; name at least one held-out domain cache")
         if len(set(self.seeds)) != len(self.seeds) or not self.seeds:
             raise ValueError(f"seeds must be distinct and non-empty, got {self.seeds}")
+        if (self.task_suite is None) != (self.task_data_dir is None):
+            raise ValueError(f"task_suite and task_data_dir go together, got {self.task_suite=}, {self.task_data_dir=}")
         if not 0 <= self.warmup_steps < self.steps:
             raise ValueError(f"need 0 <= warmup_steps < steps, got {self.warmup_steps=}, {self.steps=}")
 
@@ -139,8 +149,11 @@ def branches(spec: MicroannealSpec) -> dict[str, str | None]:
 
 
 def microanneal_steps(spec: MicroannealSpec) -> dict[str, Any]:
-    """The anneal, evaluation and ranking steps: `{"train": {(branch, seed): step}, "bpb": {...}, "ranking": step}`."""
-    train, bpb = {}, {}
+    """The anneal, evaluation and ranking steps.
+
+    `{"train": {(branch, seed): step}, "bpb": {...}, "tasks": {...} (empty without a task suite), "ranking": step}`.
+    """
+    train, bpb, tasks = {}, {}, {}
     for branch, candidate in branches(spec).items():
         for seed in spec.seeds:
             run = Step(
@@ -164,6 +177,20 @@ def microanneal_steps(spec: MicroannealSpec) -> dict[str, Any]:
                 ),
                 description=f"held-out BPB of {branch} seed {seed}",
             )
+            if spec.task_suite is not None and spec.task_data_dir is not None:
+                tasks[branch, seed] = Step(
+                    f"{spec.name}/{branch}/seed-{seed}/tasks",
+                    branch_tasks,
+                    BranchTasksConfig(
+                        checkpoint=run.ref(),
+                        tokenizer=spec.tokenizer,
+                        suite=spec.task_suite,
+                        data_dir=spec.task_data_dir,
+                        limit=spec.task_limit,
+                        max_length=spec.seq_len,
+                    ),
+                    description=f"{spec.task_suite} tasks of {branch} seed {seed}",
+                )
     ranking = Step(
         f"{spec.name}/ranking",
         rank_microanneal,
@@ -171,13 +198,18 @@ def microanneal_steps(spec: MicroannealSpec) -> dict[str, Any]:
             bpb={
                 branch: {str(seed): bpb[branch, seed].ref(BPB_FILE) for seed in spec.seeds} for branch in branches(spec)
             },
+            tasks={
+                branch: {str(seed): tasks[branch, seed].ref(TASKS_FILE) for seed in spec.seeds}
+                for branch in branches(spec)
+                if tasks
+            },
             control=CONTROL,
             noise_sigmas=spec.noise_sigmas,
             weights={branch: branch_weights(candidate) for branch, candidate in branches(spec).items()},
         ),
         description="ranking against the control with seed noise: results.json, figure.png",
     )
-    return {"train": train, "bpb": bpb, "ranking": ranking}
+    return {"train": train, "bpb": bpb, "tasks": tasks, "ranking": ranking}
 
 
 def _where(value: PathOrRef) -> str:
@@ -218,5 +250,6 @@ def microanneal_plan(spec: MicroannealSpec) -> dict[str, Any]:
             "heldout": {name: _where(path) for name, path in sorted(spec.heldout.items())},
             "train_runs": len(branches(spec)) * len(spec.seeds),
             "noise_sigmas": spec.noise_sigmas,
+            "tasks": None if spec.task_suite is None else {"suite": spec.task_suite, "limit": spec.task_limit},
         }
     }

@@ -9,7 +9,9 @@ standard deviations. A candidate is `above_noise` when it beats the control
 by more than `noise_sigmas` standard errors; with one seed per branch there is
 no noise estimate (`noise` is null) and no candidate is called above it.
 Candidates are ranked by `delta_vs_control`, best first; per-domain deltas
-show which held-out domain a candidate helps.
+show which held-out domain a candidate helps. Benchmark tasks, when the
+branches ran them, are averaged over seeds per `<task>/<format>/<metric>`
+and reported beside the BPB with their difference from the control.
 
 Example: control macro BPB over three seeds 2.50, 2.52, 2.51 and a candidate's
 2.30, 2.31, 2.29 give delta -0.21, noise 0.0082 and above_noise (0.21 > 2 x 0.0082).
@@ -35,10 +37,22 @@ def _squared_stderr(values: list[float]) -> float | None:
     return float(np.var(values, ddof=1)) / len(values) if len(values) >= 2 else None
 
 
+def _task_means(runs: list[dict[str, float]]) -> dict[str, float]:
+    """Mean over seeds of every task value all seeds report."""
+    keys = set.intersection(*(set(run) for run in runs)) if runs else set()
+    return {key: float(np.mean([run[key] for run in runs])) for key in sorted(keys)}
+
+
 def rank_candidates(
-    bpb: dict[str, list[dict[str, float]]], control: str = "control", noise_sigmas: float = 2.0
+    bpb: dict[str, list[dict[str, float]]],
+    control: str = "control",
+    noise_sigmas: float = 2.0,
+    tasks: dict[str, list[dict[str, float]]] | None = None,
 ) -> dict[str, Any]:
-    """The control's mean BPB and every candidate's mean, delta, noise and rank (see the module docstring)."""
+    """The control's mean BPB and every candidate's mean, delta, noise and rank (see the module docstring).
+
+    `tasks` (branch → per seed `{task key: value}`) adds each candidate's mean task values and deltas.
+    """
     if control not in bpb or not bpb[control]:
         raise TootsieError(f"no BPB results for the control branch {control!r}; branches: {sorted(bpb)}")
     domains = sorted(key for key in bpb[control][0] if key not in AVERAGES)
@@ -46,6 +60,8 @@ def rank_candidates(
     def means(runs: list[dict[str, float]]) -> dict[str, float]:
         return {key: float(np.mean([run[key] for run in runs])) for key in [*domains, *AVERAGES]}
 
+    tasks = tasks or {}
+    base_tasks = _task_means(tasks.get(control, []))
     base = means(bpb[control])
     base_var = _squared_stderr([run[MACRO] for run in bpb[control]])
     candidates = []
@@ -67,7 +83,10 @@ def rank_candidates(
                 "bpb_macro_per_seed": [run[MACRO] for run in runs],
                 "bpb": own,
                 "delta_by_domain": {domain: own[domain] - base[domain] for domain in domains},
-                "tasks": {},
+                "tasks": {
+                    key: {"value": value, "delta_vs_control": value - base_tasks[key] if key in base_tasks else None}
+                    for key, value in _task_means(tasks.get(name, [])).items()
+                },
             }
         )
     candidates.sort(key=lambda c: c["delta_vs_control"])
@@ -80,6 +99,7 @@ def rank_candidates(
             "bpb": base,
             "seeds": len(bpb[control]),
             "bpb_macro_per_seed": [run[MACRO] for run in bpb[control]],
+            "tasks": base_tasks,
         },
         "candidates": candidates,
         "domains": domains,
@@ -94,6 +114,8 @@ class RankConfig:
 
     bpb: dict[str, dict[str, str]]
     """Branch → seed → the `bpb.json` of its anneal's final checkpoint (label "final")."""
+    tasks: dict[str, dict[str, str]]
+    """Branch → seed → its `tasks.json` ({} when the spec runs no tasks)."""
     control: str
     """The control branch's name."""
     noise_sigmas: float
@@ -143,6 +165,10 @@ def rank_microanneal(config: RankConfig, output_path: str) -> dict[str, Any]:
             if not record or "final" not in record:
                 raise TootsieError(f"{path} holds no 'final' BPB for branch {branch!r} seed {seed}; rerun its bpb step")
             bpb[branch].append(record["final"])
-    results = rank_candidates(bpb, config.control, config.noise_sigmas)
+    tasks = {
+        branch: [(read_json(path) or {}).get("values", {}) for _, path in sorted(seeds.items())]
+        for branch, seeds in config.tasks.items()
+    }
+    results = rank_candidates(bpb, config.control, config.noise_sigmas, tasks)
     results["weights"] = config.weights
     return write_results(output_path, results, _figure(results))

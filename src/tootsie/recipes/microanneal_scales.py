@@ -15,6 +15,10 @@ held-out `math` domain is text of the same distribution, which neither the
 base nor the control ever reads), `reference` (pydoc topics, prose near the
 docstrings) and `patterned` (synthetic counting text unlike any held-out
 domain). Held-out domains: web, code, math, qa.
+
+At either scale, $TOOTSIE_MICROANNEAL_TASKS (a suite or benchmark list) and
+$TOOTSIE_MICROANNEAL_TASK_DATA (their local files) add benchmark tasks to
+every branch.
 """
 
 import os
@@ -25,6 +29,7 @@ import numpy as np
 
 from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureStage
+from tootsie.errors import TootsieError
 from tootsie.eval.heldout_domains import DomainCacheConfig, domain_cache_steps, tokenize_domain
 from tootsie.executor import Step
 from tootsie.models.presets import PRESETS
@@ -41,12 +46,24 @@ BASE_ENV, SUITE_ENV, TOKENIZER_ENV = (
     "TOOTSIE_MICROANNEAL_SUITE",
     "TOOTSIE_MICROANNEAL_TOKENIZER",
 )
+TASKS_ENV, TASK_DATA_ENV = "TOOTSIE_MICROANNEAL_TASKS", "TOOTSIE_MICROANNEAL_TASK_DATA"
+"""Optional benchmark tasks per branch: a suite or benchmark list, and the directory of their local files."""
 FULL_CANDIDATES = ("finemath-3-plus", "dolmino/stackexchange", "arxiv_markdownified")
 """Candidate high-quality sources of the 8B-sized plan (Dolmino-style HQ sets the 8B cooldowns weighed)."""
 TINY_HELDOUT = ("web", "code", "math", "qa")
 TINY_BASE_STEPS = 300
 """Steps of the tiny base (about 0.3 M tokens of docstrings and code)."""
 PATTERNED_FILE = "docs-00000.jsonl.gz"
+
+
+def task_settings() -> dict[str, str | None]:
+    """`task_suite` and `task_data_dir` from $TOOTSIE_MICROANNEAL_TASKS and $TOOTSIE_MICROANNEAL_TASK_DATA."""
+    suite, data_dir = os.environ.get(TASKS_ENV) or None, os.environ.get(TASK_DATA_ENV) or None
+    if (suite is None) != (data_dir is None):
+        raise TootsieError(
+            f"set both {TASKS_ENV} (e.g. arc_easy,piqa) and {TASK_DATA_ENV} (local task files), or neither"
+        )
+    return {"task_suite": suite, "task_data_dir": data_dir}
 
 
 def full_microanneal() -> MicroannealSpec:
@@ -74,6 +91,7 @@ def full_microanneal() -> MicroannealSpec:
         seeds=(0, 1),
         eval_sequences=256,
         compute_dtype="bfloat16",
+        **task_settings(),
     )
 
 
@@ -151,4 +169,5 @@ def tiny_microanneal(seeds: tuple[int, ...] = (0, 1, 2), steps: int = 60) -> Mic
         warmup_steps=5,
         seeds=seeds,
         eval_sequences=64,
+        **task_settings(),
     )
