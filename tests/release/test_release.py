@@ -11,7 +11,9 @@ from hypothesis import strategies as st
 from tests.release.conftest import LLAMA, make_checkpoint
 from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureStage
+from tootsie.datakit.chat_templates import CHATML_TEMPLATE
 from tootsie.errors import TootsieError
+from tootsie.release.hf_chat import FROM_FLAG, FROM_NOWHERE
 from tootsie.release.manifest import component_tokens
 from tootsie.release.release import release
 from tootsie.release.run_history import run_history
@@ -104,6 +106,19 @@ def test_release_writes_manifest_card_metrics_and_hf_folder(fake_run, tmp_path) 
         and {r["run"] for r in records[:10]} == {"pretrain"}
         and records[-1]["run"] == "cooldown"
     )
+
+
+def test_a_chat_release_ships_the_template_and_says_how_to_stop(fake_run, tmp_path) -> None:
+    plain = release(fake_run.prefix, tmp_path / "plain")
+    assert plain["chat_template"]["origin"] == FROM_NOWHERE
+    assert "### Chat" not in (tmp_path / "plain" / "README.md").read_text()
+
+    summary = release(fake_run.prefix, tmp_path / "chat", chat_template="chatml")
+    assert summary["chat_template"]["origin"] == FROM_FLAG and summary["chat_template"]["end_of_turn"] == "<|im_end|>"
+    card = (tmp_path / "chat" / "README.md").read_text()
+    # the fake run's tokenizer has no <|im_end|> token, so the card passes it as a stop string
+    assert "`chatml` chat template" in card and 'stop_strings=["<|im_end|>"], tokenizer=tokenizer' in card
+    assert json.loads((tmp_path / "chat" / "tokenizer_config.json").read_text())["chat_template"] == CHATML_TEMPLATE
 
 
 def test_release_with_every_checkpoint_as_a_revision(fake_run, tmp_path) -> None:

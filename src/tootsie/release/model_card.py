@@ -17,6 +17,7 @@ from typing import Any
 from tootsie.executor.hashing import STEP_KEY, TYPE_KEY
 from tootsie.models.llama import LlamaConfig
 from tootsie.monitor.metrics_log import METRICS_FILE
+from tootsie.release.hf_chat import FROM_RUN
 from tootsie.release.run_history import Phase, RunHistory
 
 MANIFEST_FILE = "mixture_manifest.json"
@@ -124,6 +125,30 @@ def checkpoints_section(history: RunHistory, revisions: Sequence[str]) -> str:
         + _table(("Revision", "Phase", "Step", "Training tokens", "EMA saved"), rows)
         + f"\n\n{note}"
     )
+
+
+def chat_section(chat: dict[str, Any]) -> str:
+    """How to talk to a chat export with transformers: its template, and where generation stops."""
+    marker, token_id = chat["end_of_turn"], chat["end_of_turn_token_id"]
+    stop = "" if token_id is not None else f', stop_strings=["{marker}"], tokenizer=tokenizer'
+    where = (
+        f"at `{marker}` (id {token_id}, listed with EOS in `generation_config.json`)"
+        if token_id is not None
+        else f"at `{marker}`, which this tokenizer splits into several tokens, so pass it as a stop string"
+    )
+    origin = "the template the model was fine-tuned with" if chat["origin"] == FROM_RUN else "chosen at export"
+    return f"""### Chat
+
+The folder ships the `{chat["name"]}` chat template in `tokenizer_config.json` ({origin}).
+
+```python
+messages = [{{"role": "user", "content": "What does len do?"}}]
+inputs = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)
+output = model.generate(**inputs, max_new_tokens=128, do_sample=False{stop})
+print(tokenizer.decode(output[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True))
+```
+
+A reply ends {where}."""
 
 
 def inference_section(name: str) -> str:
@@ -339,6 +364,7 @@ def model_card(
         intro,
         checkpoints_section(history, revisions),
         inference_section(name),
+        *([chat_section(export["chat_template"])] if export["chat_template"]["name"] else []),
         architecture_section(config, export),
         phases_section(history),
         mixture_section(manifest),
