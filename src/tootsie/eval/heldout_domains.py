@@ -12,7 +12,8 @@ Hidden entries (a leading dot) are skipped. Each domain becomes one executor
 step, `bpb_suite/<domain>` (`tokenize_domain`), whose config holds the files,
 the sha256 of their bytes and the tokenizer's sha256, so the cache is
 content-addressed: a second call with the same files and tokenizer finds it
-SUCCESS and reuses it, an edited file gives a new hash and a new cache. The
+SUCCESS and reuses it, an edited file gives a new hash and a new cache (so
+does moving the suite: the file paths are hashed too). The
 cache is an ordinary token cache (BOS/EOS around every document, as the
 datakit tokenizer writes them), read by `tootsie.eval.bpb.domain_bpb`.
 
@@ -89,7 +90,7 @@ def discover_domains(suite_dir: str | Path) -> dict[str, tuple[Path, ...]]:
     return domains
 
 
-def content_sha256(files: tuple[Path, ...], root: Path) -> str:
+def files_sha256(files: tuple[Path, ...], root: Path) -> str:
     """sha256 over every file's name (relative to `root`) and bytes, in order: the domain's content address."""
     digest = hashlib.sha256()
     for path in files:
@@ -109,7 +110,7 @@ class DomainCacheConfig:
     tokenizer: str | StepRef
     """A tokenizer.json, or a directory holding one."""
     content_sha256: str | None = None
-    """sha256 of the files' names and bytes (`content_sha256`); None when the files are step outputs."""
+    """sha256 of the files' names and bytes (`files_sha256`); None when the files are step outputs."""
     tokenizer_sha256: str | None = None
     """sha256 of the tokenizer file; None when it is a step output."""
     batch_docs: int = unhashed(_BATCH_DOCS)
@@ -175,7 +176,7 @@ def domain_cache_steps(suite_dir: str | Path, tokenizer: str | Path) -> dict[str
                 domain=name,
                 files=tuple(str(f) for f in files),
                 tokenizer=str(tokenizer_file),
-                content_sha256=content_sha256(files, root),
+                content_sha256=files_sha256(files, root),
                 tokenizer_sha256=tokenizer_sha,
             ),
             description=f"held-out domain {name!r}: {len(files)} file(s) → token cache",

@@ -13,6 +13,8 @@ Modules: `mix_table` (seed mixture tables), `recipe` (Phase, Recipe), `scale`,
 `components`, `build`, `plan`, and the two tables modules; `tiny`, `tiny_data`
 and `tiny_text` (the CPU-sized scale and its local data); `instruct`,
 `marin_8b_instruct_tables` and `tiny_chat` (the Marin 8B Instruct SFT on top
-of the 8B recipe, and its local conversations); `case_*` (the retrospectives'
-case studies at toy scale).
+of the 8B recipe, and its local conversations); `microanneal`,
+`microanneal_rank`, `microanneal_tasks` and `microanneal_scales` (short
+anneals per candidate source, ranked against a control); `case_*` (the
+retrospectives' case studies at toy scale).
 """
