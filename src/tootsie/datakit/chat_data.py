@@ -13,6 +13,7 @@ spans into a token mask with the tokenizer's offsets: a token is on when it
 starts inside an assistant span (the reply and its end-of-turn marker).
 """
 
+import hashlib
 import json
 from collections import Counter
 from collections.abc import Iterator
@@ -23,6 +24,8 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from tootsie.datakit.chat_templates import Message, assistant_spans
+from tootsie.datakit.special_tokens import SpecialTokens
+from tootsie.datakit.tokenizer import file_sha256
 from tootsie.errors import TootsieError
 
 ROLES = ("system", "user", "assistant")
@@ -92,3 +95,21 @@ class ChatEncoder:
         for start, end in spans:
             mask |= ((starts >= start) & (starts < end)).astype(np.uint8)
         return np.asarray(encoding.ids, dtype=np.int64), mask
+
+
+def chat_cache_ledger(
+    tokenizer_file: Path, special: SpecialTokens, source: str, template_name: str, template: str
+) -> dict[str, object]:
+    """The ledger fields every chat-templated cache records: its tokenizer, specials, source and template.
+
+    `chat_template_sha256` is what `eval.run_chat_template` matches to find the template a run trained with.
+    """
+    return {
+        "tokenizer_sha256": file_sha256(tokenizer_file),
+        "bos_id": None,
+        "eos_id": None,
+        "special_tokens": special.ledger(),
+        "source": source,
+        "chat_template": template_name,
+        "chat_template_sha256": hashlib.sha256(template.encode("utf-8")).hexdigest(),
+    }

@@ -27,7 +27,6 @@ the number of items.<|im_end|>\\n<|im_start|>user\\n...absolute value.<|im_end|>
 with the mask on the two replies and their `<|im_end|>`.
 """
 
-import hashlib
 import json
 from collections import Counter
 from collections.abc import Iterator
@@ -37,12 +36,12 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
-from tootsie.datakit.chat_data import ROLES, chat_files
+from tootsie.datakit.chat_data import ROLES, chat_cache_ledger, chat_files
 from tootsie.datakit.chat_templates import Message, assistant_spans, load_chat_template
 from tootsie.datakit.parquet_io import write_npy_atomic
 from tootsie.datakit.special_tokens import load_with_special_tokens
 from tootsie.datakit.token_cache import TokenCacheWriter
-from tootsie.datakit.tokenizer import TOKENIZER_FILE, file_sha256
+from tootsie.datakit.tokenizer import TOKENIZER_FILE
 
 CHOSEN_TOKENS_FILE = "chosen_tokens.npy"
 REJECT_REASONS = (
@@ -199,14 +198,8 @@ def tokenize_preferences(config: PreferenceTokenizeConfig, output_path: str) -> 
     template = load_chat_template(config.chat_template)
     encoder = ReplyEncoder(tokenizer, template, bos_token=special.bos or "", eos_token=special.eos or "")
     rejected: Counter[str] = Counter()
-    ledger_extra: dict[str, object] = {
-        "tokenizer_sha256": file_sha256(tokenizer_file),
-        "bos_id": None,
-        "eos_id": None,
-        "special_tokens": special.ledger(),
-        "source": str(config.input),
-        "chat_template": config.chat_template,
-        "chat_template_sha256": hashlib.sha256(template.encode("utf-8")).hexdigest(),
+    ledger_extra = {
+        **chat_cache_ledger(tokenizer_file, special, str(config.input), config.chat_template, template),
         "max_tokens": config.max_tokens,
     }
     writer = TokenCacheWriter(

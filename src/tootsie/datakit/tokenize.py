@@ -15,7 +15,6 @@ one in a single process into a cache that also holds `loss_mask.bin`; the
 ledger records the template and the drops by reason.
 """
 
-import hashlib
 import os
 import shutil
 from collections import Counter
@@ -24,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tootsie.datakit.chat_data import ChatEncoder, iter_conversations
+from tootsie.datakit.chat_data import ChatEncoder, chat_cache_ledger, iter_conversations
 from tootsie.datakit.chat_templates import load_chat_template
 from tootsie.datakit.engine import EngineConfig, ShardTask, map_shards
 from tootsie.datakit.parquet_io import iter_texts, parquet_files
@@ -161,14 +160,8 @@ def tokenize_chat(config: ChatTokenizeConfig, output_path: str) -> dict[str, obj
         eos_token=special.eos or "",
     )
     rejected: Counter[str] = Counter()
-    ledger_extra: dict[str, object] = {
-        "tokenizer_sha256": file_sha256(tokenizer_file),
-        "bos_id": None,
-        "eos_id": None,
-        "special_tokens": special.ledger(),
-        "source": str(config.input),
-        "chat_template": config.chat_template,
-        "chat_template_sha256": hashlib.sha256(template.encode("utf-8")).hexdigest(),
+    ledger_extra = {
+        **chat_cache_ledger(tokenizer_file, special, str(config.input), config.chat_template, template),
         "rejected": rejected,
     }
     writer = TokenCacheWriter(
