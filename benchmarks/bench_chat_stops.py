@@ -16,7 +16,7 @@ greedily (`apply_chat_template`, then `generate(do_sample=False, stop_strings=[e
 tokenizer=...)`, since the demo tokenizer has no single token for `<|im_end|>`), and the new ids are
 compared with `tootsie generate`'s.
 
-    python benchmarks/bench_chat_stops.py --prefix /tmp/shared/demo --sft /tmp/shared/sft --max-new-tokens 64
+    python benchmarks/bench_chat_stops.py --prefix DEMO_PREFIX --sft SFT_RUN --max-new-tokens 64
 """
 
 import argparse
