@@ -29,8 +29,11 @@ def test_never_collected():
 """
 
 
-def _run_pytest(tmp_path: Path, body: str, ci: str | None) -> subprocess.CompletedProcess[str]:
-    """pytest over a generated test file and a plain one, this suite's conftest loaded as a plugin, CI set as given."""
+def _run_pytest(tmp_path: Path, body: str, ci: str | None, workers: int = 0) -> subprocess.CompletedProcess[str]:
+    """pytest over a generated test file and a plain one, this suite's conftest loaded as a plugin, CI set as given.
+
+    `workers` > 0 runs it as `make test` does, in pytest-xdist worker processes (`-n`).
+    """
     (tmp_path / "test_generated.py").write_text(body)
     (tmp_path / "test_plain.py").write_text("def test_plain():\n    assert 1 + 1 == 2\n")
     env = {key: value for key, value in os.environ.items() if key != "CI"} | {"PYTHONPATH": str(REPO)}
@@ -50,14 +53,16 @@ def _run_pytest(tmp_path: Path, body: str, ci: str | None) -> subprocess.Complet
         os.devnull,
         "-p",
         "no:cacheprovider",
+        *(["-n", str(workers)] if workers else []),
         str(tmp_path),
     ]
     return subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120, check=False)
 
 
+@pytest.mark.parametrize("workers", [0, 2], ids=["one-process", "xdist"])
 @pytest.mark.parametrize("body", [MISSING_EXTRA, MISSING_AT_COLLECTION], ids=["in-test", "at-collection"])
-def test_a_skip_fails_the_run_under_ci(tmp_path: Path, body: str) -> None:
-    result = _run_pytest(tmp_path, body, ci="true")
+def test_a_skip_fails_the_run_under_ci(tmp_path: Path, body: str, workers: int) -> None:
+    result = _run_pytest(tmp_path, body, ci="true", workers=workers)
     assert result.returncode == pytest.ExitCode.TESTS_FAILED, result.stdout + result.stderr
     assert "skips are failures under CI=true" in result.stdout
     assert "tootsie_no_such_extra" in result.stdout  # the reason names what is missing
