@@ -149,17 +149,29 @@ def _first_norm_spike(norms: dict[str, tuple[np.ndarray, np.ndarray]], step: int
     return earliest
 
 
-def _layer_lead(layers: LayerNorms, step: int, config: SpikeConfig) -> dict[str, object]:
-    """The layer whose update norm left its own band first (then rose most) in the lookback before `step`."""
-    best: tuple[int, float, int] | None = None  # (first outlier step, -rise, layer): min() picks the leader
-    for index in range(layers.num_layers):
+def _layer_bands(
+    layers: LayerNorms | None, config: SpikeConfig
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """Per layer, once per report: its logged steps, finite values, band outliers and baseline medians."""
+    bands = []
+    for index in range(layers.num_layers if layers is not None else 0):
         layer = layers.layer(index)
         above, medians, _ = _outliers(layer.values, config)
-        inside = (layer.steps <= step) & (layer.steps >= step - config.norm_lookback)
-        hits = layer.steps[inside & above]
+        bands.append((layer.steps, layer.values, above, medians))
+    return bands
+
+
+def _layer_lead(
+    bands: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]], step: int, config: SpikeConfig
+) -> dict[str, object]:
+    """The layer whose update norm left its own band first (then rose most) in the lookback before `step`."""
+    best: tuple[int, float, int] | None = None  # (first outlier step, -rise, layer): min() picks the leader
+    for index, (steps, values, above, medians) in enumerate(bands):
+        inside = (steps <= step) & (steps >= step - config.norm_lookback)
+        hits = steps[inside & above]
         if not len(hits):
             continue
-        rise = float(np.nanmax(layer.values[inside & above] / medians[inside & above]))
+        rise = float(np.nanmax(values[inside & above] / medians[inside & above]))
         best = min(best or (int(hits.min()), -rise, index), (int(hits.min()), -rise, index))
     if best is None:
         return {"layer_led": None, "layer_lead_steps": None, "layer_rise": None}
@@ -175,7 +187,7 @@ def find_spikes(metrics: MetricsRead, config: SpikeConfig = SpikeConfig(), loss:
         norm_steps, norm_values, _ = series(metrics.records, name)
         if len(norm_values):
             norms[name] = (norm_steps, _outliers(norm_values, config)[0])
-    layers = layer_norms(metrics.records)
+    bands = _layer_bands(layer_norms(metrics.records), config)
     spikes = []
     for start, end in _events(above):
         peak = start + int(np.argmax(values[start : end + 1]))
@@ -190,9 +202,7 @@ def find_spikes(metrics: MetricsRead, config: SpikeConfig = SpikeConfig(), loss:
                 lead_steps=lead,
                 end_step=int(steps[end]),
                 baseline=float(medians[start]),
-                details=_layer_lead(layers, int(steps[start]), config)
-                if layers is not None
-                else {"layer_led": None, "layer_lead_steps": None, "layer_rise": None},
+                details=_layer_lead(bands, int(steps[start]), config),
             )
         )
     report: dict[str, object] = {
