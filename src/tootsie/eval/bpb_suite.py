@@ -72,7 +72,7 @@ def _run_config(checkpoint: str) -> dict[str, Any]:
     """The training config recorded beside the checkpoint (`<run>/config.json`), or {} when there is none."""
     path = Path(checkpoint)
     for directory in (path, path.parent.parent):
-        record = read_json(directory / CONFIG_FILE) if (directory / CONFIG_FILE).is_file() else None
+        record = read_json(directory / CONFIG_FILE)
         if isinstance(record, dict):
             return record
     return {}
