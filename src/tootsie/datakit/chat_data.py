@@ -16,9 +16,10 @@ starts inside an assistant span (the reply and its end-of-turn marker).
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 from tokenizers import Tokenizer
@@ -28,6 +29,7 @@ from tootsie.datakit.special_tokens import SpecialTokens
 from tootsie.datakit.tokenizer import file_sha256
 from tootsie.errors import TootsieError
 
+T = TypeVar("T")
 ROLES = ("system", "user", "assistant")
 REJECT_REASONS = ("bad_json", "not_a_conversation", "unknown_role", "bad_content", "empty_content", "no_assistant_turn")
 """Why a line is dropped: unparsable, no `messages` list of objects, a role outside ROLES, a content that
@@ -63,18 +65,33 @@ def chat_files(path: str | Path) -> list[Path]:
     return files
 
 
-def iter_conversations(path: str | Path, rejected: Counter[str]) -> Iterator[list[Message]]:
-    """Every well-formed conversation under `path`; each rejected line adds one to `rejected[reason]`."""
+def iter_checked(path: str | Path, check: Callable[[str], T | str], rejected: Counter[str]) -> Iterator[T]:
+    """What `check` makes of every non-blank line under `path`; each line it rejects adds one to `rejected[reason]`."""
     for file in chat_files(path):
         with open(file, encoding="utf-8") as lines:
             for line in lines:
                 if not line.strip():
                     continue
-                checked = check_conversation(line)
+                checked = check(line)
                 if isinstance(checked, str):
                     rejected[checked] += 1
                 else:
                     yield checked
+
+
+def iter_conversations(path: str | Path, rejected: Counter[str]) -> Iterator[list[Message]]:
+    """Every well-formed conversation under `path`; each rejected line adds one to `rejected[reason]`."""
+    return iter_checked(path, check_conversation, rejected)
+
+
+def encode_spans(tokenizer: Tokenizer, text: str, spans: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Ids (int64) of `text`, tokenized once, and the uint8 mask on the tokens that start inside a span."""
+    encoding = tokenizer.encode(text, add_special_tokens=False)
+    starts = np.fromiter((start for start, _ in encoding.offsets), dtype=np.int64, count=len(encoding.ids))
+    mask = np.zeros(len(starts), dtype=np.uint8)
+    for start, end in spans:
+        mask |= ((starts >= start) & (starts < end)).astype(np.uint8)
+    return np.asarray(encoding.ids, dtype=np.int64), mask
 
 
 @dataclass(frozen=True)
@@ -89,12 +106,7 @@ class ChatEncoder:
     def encode(self, messages: list[Message]) -> tuple[np.ndarray, np.ndarray]:
         """Token ids (int64) and the uint8 mask that is 1 on assistant replies and their end of turn."""
         text, spans = assistant_spans(self.template, messages, bos_token=self.bos_token, eos_token=self.eos_token)
-        encoding = self.tokenizer.encode(text, add_special_tokens=False)
-        starts = np.fromiter((start for start, _ in encoding.offsets), dtype=np.int64, count=len(encoding.ids))
-        mask = np.zeros(len(starts), dtype=np.uint8)
-        for start, end in spans:
-            mask |= ((starts >= start) & (starts < end)).astype(np.uint8)
-        return np.asarray(encoding.ids, dtype=np.int64), mask
+        return encode_spans(self.tokenizer, text, spans)
 
 
 def chat_cache_ledger(

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
-from tootsie.datakit.chat_data import ROLES, chat_cache_ledger, chat_files
+from tootsie.datakit.chat_data import ROLES, chat_cache_ledger, encode_spans, iter_checked
 from tootsie.datakit.chat_templates import Message, assistant_spans, load_chat_template
 from tootsie.datakit.parquet_io import write_npy_atomic
 from tootsie.datakit.special_tokens import load_with_special_tokens
@@ -128,16 +128,7 @@ def check_pair(line: str) -> PreferencePair | str:
 
 def iter_pairs(path: str | Path, rejected: Counter[str]) -> Iterator[PreferencePair]:
     """Every well-formed pair under `path` (a JSONL file or a directory of them); drops counted by reason."""
-    for file in chat_files(path):
-        with open(file, encoding="utf-8") as lines:
-            for line in lines:
-                if not line.strip():
-                    continue
-                checked = check_pair(line)
-                if isinstance(checked, str):
-                    rejected[checked] += 1
-                else:
-                    yield checked
+    return iter_checked(path, check_pair, rejected)
 
 
 @dataclass(frozen=True)
@@ -153,13 +144,7 @@ class ReplyEncoder:
         """Ids (int64) of the whole conversation, tokenized once, and the uint8 mask of the reply's turns."""
         messages = prompt + reply
         text, spans = assistant_spans(self.template, messages, bos_token=self.bos_token, eos_token=self.eos_token)
-        reply_spans = spans[sum(m["role"] == "assistant" for m in prompt) :]
-        encoding = self.tokenizer.encode(text, add_special_tokens=False)
-        starts = np.fromiter((start for start, _ in encoding.offsets), dtype=np.int64, count=len(encoding.ids))
-        mask = np.zeros(len(starts), dtype=np.uint8)
-        for start, end in reply_spans:
-            mask |= ((starts >= start) & (starts < end)).astype(np.uint8)
-        return np.asarray(encoding.ids, dtype=np.int64), mask
+        return encode_spans(self.tokenizer, text, spans[sum(m["role"] == "assistant" for m in prompt) :])
 
     def encode_pair(self, pair: PreferencePair) -> tuple[np.ndarray, np.ndarray, int]:
         """One document: chosen conversation then rejected conversation; its mask; the chosen part's length."""
