@@ -223,13 +223,15 @@ def _where(value: PathOrRef) -> str:
 def microanneal_plan(spec: MicroannealSpec) -> dict[str, Any]:
     """The JSON plan: every branch's mixture, seeds, warm start, schedule, tokens, and the held-out domains."""
     tokens = spec.steps * spec.batch_size * spec.seq_len
-    schedule = branch_config(spec, None, spec.seeds[0]).schedule
+    control = branch_config(spec, None, spec.seeds[0])
+    warm_start = control.warm_start
+    assert warm_start is not None
     return {
         "microanneal": {
             "name": spec.name,
             "base": _where(spec.base),
-            "warm_start": {"load_optimizer": False, "reset_step": True},
-            "schedule": to_plain(schedule),
+            "warm_start": {"load_optimizer": warm_start.load_optimizer, "reset_step": warm_start.reset_step},
+            "schedule": to_plain(control.schedule),
             "steps": spec.steps,
             "tokens_per_branch": tokens,
             "seeds": list(spec.seeds),
