@@ -33,6 +33,7 @@ from tootsie.monitor.report_data import (
     load_runs,
     on_tokens,
     step_to_tokens,
+    steps_to_tokens,
 )
 from tootsie.monitor.report_html import ReportContent, RunConfig, render_page
 from tootsie.monitor.report_panels import (
@@ -422,8 +423,7 @@ def build_content(
     if x == "tokens":
         by_label = {run.label: run for run in data.runs}
         curves = {
-            label: (np.array([step_to_tokens(by_label[label], s) for s in steps]), weights)
-            for label, (steps, weights) in curves.items()
+            label: (steps_to_tokens(by_label[label], steps), weights) for label, (steps, weights) in curves.items()
         }
     events, settings = clip_skip_events(shown.runs)
     heldout = heldout_panel(runs, timeline)

@@ -183,6 +183,12 @@ def step_to_tokens(run: RunData, step: float) -> int:
     return int(round(float(np.interp(step, steps, tokens))))
 
 
+def steps_to_tokens(run: RunData, steps: np.ndarray) -> np.ndarray:
+    """`step_to_tokens` of many steps, reading the run's tokens once."""
+    logged, tokens = _tokens_of(run)
+    return np.array([int(round(float(value))) for value in np.interp(steps, logged, tokens)])
+
+
 def on_tokens(data: RunDirectory) -> RunDirectory:
     """Every run with `step` replaced by its tokens (original kept as `train_step`), rewinds mapped the same way."""
     runs = []
