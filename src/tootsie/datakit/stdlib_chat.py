@@ -72,7 +72,8 @@ def stdlib_conversations(config: StdlibChatConfig) -> list[list[dict[str, str]]]
     return conversations
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write `text` to `path` via a temporary sibling and `os.replace`."""
     temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     temporary.write_text(text, encoding="utf-8")
     os.replace(temporary, path)
@@ -88,5 +89,5 @@ def build_stdlib_chat(config: StdlibChatConfig, output_path: str) -> dict[str, i
         split = HELDOUT_FILE if index % config.heldout_every == config.heldout_every - 1 else TRAIN_FILE
         splits[split].append(json.dumps({"messages": messages}, ensure_ascii=False))
     for name, lines in splits.items():
-        _write_atomic(out / name, "".join(line + "\n" for line in lines))
+        write_text_atomic(out / name, "".join(line + "\n" for line in lines))
     return {"train": len(splits[TRAIN_FILE]), "heldout": len(splits[HELDOUT_FILE])}

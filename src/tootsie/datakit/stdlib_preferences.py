@@ -19,13 +19,12 @@ absolute value of the argument."}`.
 """
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from tootsie.datakit.stdlib_chat import HELDOUT_FILE, TRAIN_FILE
+from tootsie.datakit.stdlib_chat import HELDOUT_FILE, TRAIN_FILE, write_text_atomic
 from tootsie.errors import TootsieError
 
 REJECTIONS = ("other_answer", "shuffled")
@@ -88,8 +87,6 @@ def build_stdlib_preferences(config: StdlibPreferenceConfig, output_path: str) -
             if not file.is_file():
                 raise TootsieError(f"{file} is missing: build the chat set with datakit.stdlib_chat first")
             lines += preference_lines(file, config)
-        temporary = out / f".{split}.tmp-{os.getpid()}"
-        temporary.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-        os.replace(temporary, out / split)
+        write_text_atomic(out / split, "".join(line + "\n" for line in lines))
         counts[split.removesuffix(".jsonl")] = len(lines)
     return counts
