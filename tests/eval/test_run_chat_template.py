@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from tootsie.datakit.chat_templates import CHAT_TEMPLATES
+from tootsie.datakit.chat_templates import CHAT_TEMPLATES, template_sha256
 from tootsie.errors import TootsieError
-from tootsie.eval.run_chat_template import checkpoint_chat_template, run_chat_template, template_sha256
+from tootsie.eval.run_chat_template import checkpoint_chat_template, run_chat_template
 
 
 def _run(root: Path, ledgers: dict[str, dict[str, object]]) -> Path:

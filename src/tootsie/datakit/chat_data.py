@@ -13,7 +13,6 @@ spans into a token mask with the tokenizer's offsets: a token is on when it
 starts inside an assistant span (the reply and its end-of-turn marker).
 """
 
-import hashlib
 import json
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -24,7 +23,7 @@ from typing import TypeVar
 import numpy as np
 from tokenizers import Tokenizer
 
-from tootsie.datakit.chat_templates import Message, assistant_spans
+from tootsie.datakit.chat_templates import Message, assistant_spans, template_sha256
 from tootsie.datakit.special_tokens import SpecialTokens
 from tootsie.datakit.tokenizer import file_sha256
 from tootsie.errors import TootsieError
@@ -123,5 +122,5 @@ def chat_cache_ledger(
         "special_tokens": special.ledger(),
         "source": source,
         "chat_template": template_name,
-        "chat_template_sha256": hashlib.sha256(template.encode("utf-8")).hexdigest(),
+        "chat_template_sha256": template_sha256(template),
     }

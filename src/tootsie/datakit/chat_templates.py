@@ -18,6 +18,7 @@ Worked example (chatml, one user and one assistant turn):
                                                           ^^^^^^^^^^^^^^^^ the span
 """
 
+import hashlib
 import json
 from datetime import datetime
 from functools import lru_cache
@@ -133,3 +134,8 @@ def assistant_spans(
         end = max(len(through.rstrip()), len(before))
         spans.append((len(before), end))
     return text, spans
+
+
+def template_sha256(source: str) -> str:
+    """The digest a chat cache's ledger records for a template's Jinja source (`chat_template_sha256`)."""
+    return hashlib.sha256(source.encode("utf-8")).hexdigest()

@@ -44,7 +44,7 @@ from lm_eval.tasks import TaskManager  # noqa: E402
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window  # noqa: E402
 from tokenizers import Tokenizer  # noqa: E402
 
-from tootsie.datakit.chat_templates import load_chat_template, render_chat  # noqa: E402
+from tootsie.datakit.chat_templates import load_chat_template, render_chat, template_sha256  # noqa: E402
 from tootsie.datakit.special_tokens import load_with_special_tokens, resolve_special_tokens  # noqa: E402
 from tootsie.errors import TootsieError  # noqa: E402
 from tootsie.eval.lm_eval_tasks import builtin_tasks, write_tasks  # noqa: E402
@@ -130,8 +130,9 @@ class TootsieLM(TemplateLM):
 
     @property
     def tokenizer_name(self) -> str:
-        """Fingerprint of the tokenizer and chat template for lm-eval's request caches."""
-        return f"tootsie-{self.tootsie_tokenizer.get_vocab_size()}-{hash(self.chat_template)}"
+        """Fingerprint of the tokenizer and chat template for lm-eval's request caches (stable across processes)."""
+        template = template_sha256(self.chat_template)[:16] if self.chat_template is not None else "none"
+        return f"tootsie-{self.tootsie_tokenizer.get_vocab_size()}-{template}"
 
     def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
         """lm-eval's messages rendered with the chat template (BOS included, as training chats start)."""

@@ -17,11 +17,10 @@ different digests are refused, since the model would have learned two formats
 and nothing says which to speak.
 """
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from tootsie.datakit.chat_templates import CHAT_TEMPLATES
+from tootsie.datakit.chat_templates import CHAT_TEMPLATES, template_sha256
 from tootsie.datakit.token_cache import LEDGER_FILE
 from tootsie.errors import TootsieError
 from tootsie.executor import storage
@@ -41,11 +40,6 @@ class RecordedChatTemplate:
     """The ledgers' `chat_template_sha256`."""
     caches: tuple[str, ...]
     """The chat caches that recorded it."""
-
-
-def template_sha256(source: str) -> str:
-    """The digest a chat cache's ledger records for a template's Jinja source."""
-    return hashlib.sha256(source.encode("utf-8")).hexdigest()
 
 
 def run_of_checkpoint(checkpoint: Path) -> Path:

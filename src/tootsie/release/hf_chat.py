@@ -28,9 +28,9 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from tootsie.datakit.chat_templates import load_chat_template
+from tootsie.datakit.chat_templates import load_chat_template, template_sha256
 from tootsie.datakit.special_tokens import load_with_special_tokens
-from tootsie.eval.run_chat_template import checkpoint_chat_template, template_sha256
+from tootsie.eval.run_chat_template import checkpoint_chat_template
 from tootsie.eval.text_generation import end_of_turn_markers
 
 FROM_FLAG = "--chat-template"
