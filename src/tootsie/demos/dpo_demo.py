@@ -19,7 +19,6 @@ held-out preference accuracy of the SFT and DPO models.
 
 from dataclasses import dataclass
 
-from tootsie.configfile import from_plain
 from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.data.sequences import DocumentConfig
@@ -32,7 +31,7 @@ from tootsie.errors import TootsieError
 from tootsie.eval.reference_logprobs import reference_logprobs_step
 from tootsie.executor import Step, failure_summary, run_experiment
 from tootsie.models.llama import LlamaConfig
-from tootsie.train.checkpoint import read_checkpoint_state
+from tootsie.train.checkpoint import model_config_of
 from tootsie.train.config import CheckpointConfig, InLoopEvalConfig, TrainConfig, WarmStartConfig
 from tootsie.train.objectives import DPOObjective
 from tootsie.train.optimizer import AdamWConfig
@@ -84,12 +83,6 @@ def build_preference_steps(settings: DemoSettings, dpo: DpoSettings) -> tuple[St
     return tokenizer, caches
 
 
-def checkpoint_model(checkpoint: str) -> LlamaConfig:
-    """The model config a checkpoint (or a run's newest one) records in its state.json."""
-    state = read_checkpoint_state(resolve_checkpoint(checkpoint))
-    return from_plain(LlamaConfig, state["model"], "state.json model")
-
-
 def dpo_config(
     model: LlamaConfig, sft_run: str, train_cache: str, reference: str, dpo: DpoSettings, evaluation: InLoopEvalConfig
 ) -> TrainConfig:
@@ -118,7 +111,7 @@ def dpo_config(
 
 def dpo_example(prefix: str, sft_run: str, settings: DemoSettings, dpo: DpoSettings) -> TrainConfig:
     """Build the preference caches and the reference log-probs under `prefix` if missing; the DPO config."""
-    model = checkpoint_model(sft_run)
+    model = model_config_of(resolve_checkpoint(sft_run))
     tokenizer, caches = build_preference_steps(settings, dpo)
     reference = reference_logprobs_step("demo/dpo-reference", model, sft_run, caches["train"].ref(), dpo.seq_len)
     report = run_experiment([tokenizer, *caches.values(), reference], prefix)
