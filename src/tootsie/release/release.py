@@ -57,11 +57,10 @@ def release(
     options = {"architecture": architecture, "max_shard_bytes": max_shard_bytes}
     with staged_directory(Path(out)) as tmp:
         export = write_hf_folder(final.path, tmp, tokenizer_path, ema=ema, chat=chat, **options)
-        revisions = []
+        revisions, revision_chat = [], chat if chat_template is not None else None
         for checkpoint in (c for phase in history.phases for c in phase.checkpoints if all_checkpoints and c != final):
             directory = tmp / "revisions" / checkpoint.revision
             directory.mkdir(parents=True)
-            revision_chat = chat if chat_template is not None else None
             write_hf_folder(
                 checkpoint.path,
                 directory,
