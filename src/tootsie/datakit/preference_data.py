@@ -41,7 +41,7 @@ from tootsie.datakit.chat_templates import Message, assistant_spans, load_chat_t
 from tootsie.datakit.parquet_io import write_npy_atomic
 from tootsie.datakit.special_tokens import load_with_special_tokens
 from tootsie.datakit.token_cache import TokenCacheWriter
-from tootsie.datakit.tokenizer import TOKENIZER_FILE
+from tootsie.datakit.tokenize import resolve_tokenizer_file
 
 CHOSEN_TOKENS_FILE = "chosen_tokens.npy"
 REJECT_REASONS = (
@@ -177,8 +177,7 @@ class PreferenceTokenizeConfig:
 
 def tokenize_preferences(config: PreferenceTokenizeConfig, output_path: str) -> dict[str, object]:
     """Encode every well-formed pair into a pair cache (one document per pair); return its ledger."""
-    tokenizer_file = Path(config.tokenizer)
-    tokenizer_file = tokenizer_file / TOKENIZER_FILE if tokenizer_file.is_dir() else tokenizer_file
+    tokenizer_file = resolve_tokenizer_file(config.tokenizer)
     tokenizer, special = load_with_special_tokens(tokenizer_file)
     template = load_chat_template(config.chat_template)
     encoder = ReplyEncoder(tokenizer, template, bos_token=special.bos or "", eos_token=special.eos or "")

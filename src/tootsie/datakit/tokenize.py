@@ -54,7 +54,8 @@ class TokenizeConfig:
     """Parallelism, retries and failure budget (not hashed)."""
 
 
-def _tokenizer_file(path: str) -> Path:
+def resolve_tokenizer_file(path: str) -> Path:
+    """A tokenizer.json path, or the tokenizer.json inside a directory."""
     candidate = Path(path)
     return candidate / TOKENIZER_FILE if candidate.is_dir() else candidate
 
@@ -106,7 +107,7 @@ def append_cache(writer: TokenCacheWriter, shard: TokenCache) -> None:
 def tokenize_documents(config: TokenizeConfig, output_path: str) -> dict[str, object]:
     """Encode every document of `config.input` into one cache at `output_path`; return its ledger."""
     out = Path(output_path)
-    tokenizer_file = _tokenizer_file(config.tokenizer)
+    tokenizer_file = resolve_tokenizer_file(config.tokenizer)
     tokenizer, special = load_with_special_tokens(tokenizer_file)
     bos = special.require("bos") if config.add_bos else None
     eos = special.require("eos") if config.add_eos else None
@@ -150,7 +151,7 @@ class ChatTokenizeConfig:
 
 def tokenize_chat(config: ChatTokenizeConfig, output_path: str) -> dict[str, object]:
     """Encode every well-formed conversation into a cache with a loss mask; return its ledger."""
-    tokenizer_file = _tokenizer_file(config.tokenizer)
+    tokenizer_file = resolve_tokenizer_file(config.tokenizer)
     tokenizer, special = load_with_special_tokens(tokenizer_file)
     template = load_chat_template(config.chat_template)
     encoder = ChatEncoder(
