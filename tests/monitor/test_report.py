@@ -15,8 +15,8 @@ from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.errors import TootsieError
 from tootsie.models.llama import LlamaConfig
-from tootsie.monitor.report import clip_skip_events, mixture_by_phase, write_report
-from tootsie.monitor.report_data import load_run_directory
+from tootsie.monitor.report import clip_skip_events, find_run_spikes, mixture_by_phase, spike_positions, write_report
+from tootsie.monitor.report_data import load_run_directory, load_runs
 from tootsie.monitor.report_panels import smooth
 from tootsie.monitor.run_summary import RunSummaryConfig, summarize_runs
 from tootsie.train.config import TrainConfig
@@ -308,3 +308,12 @@ def test_a_synthetic_rewind_is_marked_with_its_steps_and_skipped_data(tmp_path) 
     (tmp_path / "bare" / "metrics.jsonl").write_text('{"step": 0, "loss": 3.0}\n', encoding="utf-8")
     with pytest.raises(TootsieError, match="logged no `tokens` field"):
         write_report(tmp_path / "bare", x="tokens")
+
+
+def test_spikes_sit_at_their_tokens_when_drawn_against_tokens(tmp_path) -> None:
+    """With --x tokens a spike at train step s is drawn where its run had trained 128 * (s + 1) tokens."""
+    data = load_runs([write_synthetic_run(tmp_path / "run", spike=True, damaged=False)])
+    spikes = find_run_spikes(data)["spikes"]
+    assert [s["step"] for s in spikes] == [SPIKE_STEP]
+    assert spike_positions(data, spikes, "step") == (SPIKE_STEP,)
+    assert spike_positions(data, spikes, "tokens") == (128 * (SPIKE_STEP + 1),)

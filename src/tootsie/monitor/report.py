@@ -384,17 +384,30 @@ def _colors(data: RunDirectory) -> dict[str, str]:
     return {run.label: f"C{index % 10}" for index, run in enumerate(data.runs)}
 
 
-def _timeline(data: RunDirectory, spikes: list[dict[str, object]], x: str) -> Timeline:
+def spike_positions(logged: RunDirectory, spikes: list[dict[str, object]], x: str) -> tuple[int, ...]:
+    """Each spike's place on the x axis: its train step, or the tokens its own directory had trained on by then.
+
+    `logged` holds the runs with their steps as logged (not yet mapped to tokens); a directory's runs (its
+    phases) are read together, so a spike in a later phase maps through that phase's tokens.
+    """
+    if x != "tokens":
+        return tuple(int(s["step"]) for s in spikes)
+    names = directory_names(list(logged.compared)) if logged.compared else []
+    groups: dict[int, list[RunData]] = {}
+    for run in logged.runs:
+        groups.setdefault(run.group, []).append(run)
+    merged = {
+        group: replace(runs[0], records=sorted((r for run in runs for r in run.records), key=lambda r: r["step"]))
+        for group, runs in groups.items()
+    }
+    return tuple(step_to_tokens(merged[names.index(s["run"]) if "run" in s else 0], s["step"]) for s in spikes)
+
+
+def _timeline(data: RunDirectory, spike_x: tuple[int, ...], x: str) -> Timeline:
     """The shared backdrop: the reference directory's runs and phases, every run's x range, spikes and rewinds."""
     reference = [run for run in data.runs if run.group == 0]
     records = sorted((r for run in reference for r in run.records), key=lambda r: r["step"])
     spans = [s for s in (run.span for run in data.runs) if s]
-    by_group = {run.group: run for run in data.runs}
-    names = directory_names(list(data.compared)) if data.compared else []
-    spike_x = tuple(
-        step_to_tokens(by_group[names.index(s["run"]) if "run" in s else 0], s["step"]) if x == "tokens" else s["step"]
-        for s in spikes
-    )
     return Timeline(
         tuple(s for s in (run.span for run in reference) if s),
         _phases(records),
@@ -417,7 +430,7 @@ def build_content(
     shown = on_tokens(data) if x == "tokens" else data
     runs = {run.label: run.records for run in shown.runs}
     spikes = spike_report["spikes"]
-    timeline = _timeline(shown, spikes, x)
+    timeline = _timeline(shown, spike_positions(data, spikes, x), x)
     marked = [{**s, "step": at} for s, at in zip(spikes, timeline.spike_steps)]
     rows, curves, notes = mixture_by_phase(tuple(run for run in data.runs if run.group == 0))
     if x == "tokens":
