@@ -11,6 +11,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "tootsie"
 # `demos` (experiments shipped in the package, e.g. the README's demo) strings the layers below together.
 LAYERS = [
     "errors",
+    "extras",
     "jsonfile",
     "configfile",
     "executor",

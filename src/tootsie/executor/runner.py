@@ -44,6 +44,7 @@ from tootsie.executor.staging import call_step, prepare_call
 from tootsie.executor.status import Status, observe, write_status
 from tootsie.executor.step import Step
 from tootsie.executor.steplog import capture_logs
+from tootsie.extras import require
 
 BACKENDS = ("local", "ray")
 POLL_SECONDS = 0.25
@@ -163,6 +164,7 @@ def run_experiment(
 
     if dry_run:
         return plan(graph, forced=forced, settings=settings)
+    require_step_extras(graph, forced=forced, settings=settings)
     ensure_writable(graph.prefix)
     environment = Environment.collect(experiment_path)
     context = RunContext(graph, forced, time.time(), settings, environment)
@@ -179,6 +181,18 @@ def run_experiment(
 def experiment_status(steps: Sequence[Step[Any]], prefix: str | os.PathLike[str]) -> RunReport:
     """The reported status of every step (SUCCESS/RUNNING/FAILED/DEP_FAILED/NOT_STARTED), reading files only."""
     return plan(build_graph(steps, prefix), forced=lambda name: False, settings=LeaseSettings.from_env())
+
+
+def require_step_extras(graph: Graph, *, forced: Callable[[str], bool], settings: LeaseSettings) -> None:
+    """Before anything runs or any directory is made: fail in one line if a step that would run lacks an extra."""
+    now = time.time()
+    for node in graph.nodes:
+        extras = node.step.required_extras
+        if (
+            extras
+            and decide(observe(node.output_path, settings), forced=forced(node.step.name), since=now).action != "skip"
+        ):
+            require(extras, purpose=f"step {node.step.name}")
 
 
 def _compile_force(force: str | None) -> re.Pattern[str] | None:

@@ -45,6 +45,7 @@ import fcntl
 import logging
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -52,17 +53,16 @@ from typing import Any
 from tootsie.errors import Preempted, TootsieError
 from tootsie.executor import storage
 from tootsie.executor.graph import Graph, Node
-from tootsie.executor.lease import LEASE_FILE, MUTEX_FILE
-from tootsie.executor.metadata import INFO_FILE
+from tootsie.executor.lease import LEASE_FILE
+from tootsie.executor.manifest import EXECUTOR_FILES, Manifest, build_manifest, write_manifest
+from tootsie.executor.portable import step_places
 from tootsie.executor.report import describe_error
 from tootsie.executor.status import STATUS_FILE, Status
 from tootsie.executor.step import StepRef, map_refs
-from tootsie.executor.steplog import LOG_FILE, capture_logs, log_current_exception
+from tootsie.executor.steplog import capture_logs, log_current_exception
 from tootsie.jsonfile import read_json
 
 CACHE_ENV = "TOOTSIE_CACHE_DIR"
-EXECUTOR_FILES = frozenset({STATUS_FILE, LEASE_FILE, MUTEX_FILE, INFO_FILE, LOG_FILE})
-"""The executor's own files in an output directory: never staged, uploaded or deleted with the step's output."""
 DIRECT_OUTPUTS = frozenset({"checkpoints"})
 """Top-level names a staged step writes straight to its final URL (`final_output`), never staged or uploaded."""
 _running: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar("staged_step", default=None)
@@ -97,6 +97,10 @@ class StepCall:
     """Where `fn` writes: `output` itself when it is local, else a local staging directory."""
     inputs: tuple[tuple[str, str], ...] = ()
     """(remote output directory, local copy) of each input step, downloaded before `fn` runs."""
+    places: tuple[tuple[str, str], ...] = ()
+    """(local directory, its name relative to the prefix) of the output, the inputs and the prefix (`portable`)."""
+    volatile: tuple[str, ...] = ()
+    """Glob patterns of output files that may differ between reruns, marked volatile in the manifest."""
 
     @property
     def staged(self) -> bool:
@@ -115,11 +119,22 @@ def final_output(path: str) -> str:
     return path
 
 
-def prepare_call(graph: Graph, node: Node, root: str | None = None) -> StepCall:
-    """The call of `node`'s function: in place for a local prefix, with local copies under `root` for a remote one."""
+def prepare_call(graph: Graph, node: Node, root: str | None = None, *, output: str | None = None) -> StepCall:
+    """The call of `node`'s function: in place for a local prefix, with local copies under `root` for a remote one.
+
+    `output`, a local directory, replaces the step's output directory (`verify` reruns a step into scratch);
+    the inputs stay where they are, and the call's places still name the output by the step's id.
+    """
     step = node.step
+    volatile = step.volatile_patterns
     if not storage.is_remote(node.output_path):
-        return StepCall(step.name, step.fn, graph.resolved_config(node), node.output_path, node.output_path)
+        workdir = node.output_path if output is None else os.path.abspath(output)
+        places = {graph.prefix: "", workdir: node.id}
+        places.update({graph.by_id[dep].output_path: dep for dep in node.dependencies})
+        config = graph.resolved_config(node)
+        return StepCall(step.name, step.fn, config, workdir, workdir, places=tuple(places.items()), volatile=volatile)
+    if output is not None:
+        raise TootsieError(f"step {step.name}: a remote output ({node.output_path}) cannot be redirected to {output}")
     base = cache_root() if root is None else root
 
     def local_path(ref: StepRef) -> str:
@@ -131,7 +146,11 @@ def prepare_call(graph: Graph, node: Node, root: str | None = None) -> StepCall:
         for dep in node.dependencies
     )
     config = map_refs(step.config, local_path)
-    return StepCall(step.name, step.fn, config, node.output_path, local_copy(node.output_path, "staging", base), inputs)
+    workdir = local_copy(node.output_path, "staging", base)
+    places = {workdir: node.id, **{copy: dep for (_, copy), dep in zip(inputs, node.dependencies)}}
+    return StepCall(
+        step.name, step.fn, config, node.output_path, workdir, inputs, tuple(places.items()), volatile=volatile
+    )
 
 
 def call_step(call: StepCall) -> str | None:
@@ -156,22 +175,48 @@ def call_step(call: StepCall) -> str | None:
 
 def _run(call: StepCall) -> None:
     if not call.staged:
-        call.fn(call.config, call.workdir)
+        with step_places(dict(call.places)):
+            call.fn(call.config, call.workdir)
+        _record_manifest(call, call.workdir)
         return
     for source, copy in call.inputs:
         materialize(source, copy)
     stage(call.output, call.workdir)
     token = _running.set((call.workdir, call.output))
     try:
-        call.fn(call.config, call.workdir)
+        with step_places(dict(call.places)):
+            call.fn(call.config, call.workdir)
     except (Exception, Preempted):  # a preempted attempt's metrics reach the store too, so its rerun has them
         _save_partial(call)
         raise
     finally:
         _running.reset(token)
+    manifest = _record_manifest(call, None)
     storage.upload_tree(call.workdir, call.output, skip=EXECUTOR_FILES | DIRECT_OUTPUTS)
+    write_manifest(call.output, manifest)
     shutil.rmtree(call.workdir)
     logger.info("step %s: uploaded its output to %s", call.name, call.output)
+
+
+def _record_manifest(call: StepCall, write_to: str | None) -> Manifest:
+    """Hash what the step wrote (its direct outputs from the store when staged); write it to `write_to` if given."""
+    started = time.perf_counter()
+    if call.staged:
+        manifest = build_manifest(call.workdir, call.volatile, direct=call.output, direct_names=DIRECT_OUTPUTS)
+    else:
+        manifest = build_manifest(call.workdir, call.volatile)
+    if write_to is not None:
+        write_manifest(write_to, manifest)
+    size = sum(entry.size for entry in manifest.files)
+    logger.info(
+        "step %s: manifest of %d files (%d bytes) in %.3f s, digest %s",
+        call.name,
+        len(manifest.files),
+        size,
+        time.perf_counter() - started,
+        manifest.digest[:12],
+    )
+    return manifest
 
 
 def _save_partial(call: StepCall) -> None:

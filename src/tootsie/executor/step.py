@@ -14,7 +14,12 @@ stale output, which is why hashing is the default.
 
 A step may also declare the `Resources` it needs (CPUs, GPUs, memory). They
 are scheduling hints for the Ray backend, never part of the version: the same
-config on a bigger machine gives the same output.
+config on a bigger machine gives the same output. Likewise, never hashed: the
+output files that may legitimately differ between reruns (`volatile`: logs,
+timings; listed in the manifest but never compared) and the optional extras
+the function needs (`requires`, checked before anything runs). A step
+function declares both for every step that uses it with the
+`volatile_outputs` and `requires_extras` decorators.
 """
 
 import dataclasses
@@ -26,6 +31,9 @@ from typing import Any, Generic, TypeVar
 C = TypeVar("C")
 
 UNHASHED = "tootsie.executor.unhashed"
+VOLATILE_ATTRIBUTE = "__tootsie_volatile__"
+REQUIRES_ATTRIBUTE = "__tootsie_requires__"
+F = TypeVar("F", bound=Callable[..., Any])
 _SEGMENT = re.compile(r"[A-Za-z0-9_.-]+")
 
 
@@ -83,6 +91,10 @@ class Step(Generic[C]):
     """One line shown in plans and metadata; not part of the version."""
     resources: Resources = Resources()
     """CPUs, GPUs and memory a Ray worker reserves for the step; not part of the version."""
+    volatile: tuple[str, ...] = ()
+    """Glob patterns of output files that may differ between reruns (beside the function's own); not hashed."""
+    requires: tuple[str, ...] = ()
+    """Optional extras (pyproject names, e.g. "web") the step needs beside the function's own; not hashed."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -102,6 +114,13 @@ class Step(Generic[C]):
             )
         if not callable(self.fn):
             raise ValueError(f"Step {self.name!r}: fn must be callable as fn(config, output_path), got {self.fn!r}")
+        for field, example in (("volatile", "('metrics.jsonl',)"), ("requires", "('web',)")):
+            value = getattr(self, field)
+            if not (isinstance(value, tuple) and all(isinstance(item, str) and item for item in value)):
+                raise ValueError(
+                    f"Step {self.name!r}: {field} must be a tuple of non-empty strings, got {value!r}; "
+                    f"e.g. {field}={example}"
+                )
         config_type = type(self.config)
         if not dataclasses.is_dataclass(self.config) or isinstance(self.config, type):
             raise ValueError(
@@ -113,6 +132,16 @@ class Step(Generic[C]):
                 f"Step {self.name!r}: config class {config_type.__qualname__} is not frozen; "
                 "declare it with @dataclasses.dataclass(frozen=True) so the config cannot change after hashing"
             )
+
+    @property
+    def volatile_patterns(self) -> tuple[str, ...]:
+        """The function's declared volatile patterns, then the step's own, without repeats."""
+        return tuple(dict.fromkeys(getattr(self.fn, VOLATILE_ATTRIBUTE, ()) + self.volatile))
+
+    @property
+    def required_extras(self) -> tuple[str, ...]:
+        """The function's declared extras, then the step's own, without repeats."""
+        return tuple(dict.fromkeys(getattr(self.fn, REQUIRES_ATTRIBUTE, ()) + self.requires))
 
     def ref(self, subpath: str = "") -> "StepRef":
         """A reference to this step's output directory, or to `subpath` inside it."""
@@ -153,6 +182,26 @@ def output_of(step: Step[Any], subpath: str = "") -> StepRef:
 def unhashed(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING) -> Any:
     """A dataclass field left out of the step version: only for settings that cannot change the output."""
     return dataclasses.field(default=default, default_factory=default_factory, metadata={UNHASHED: True})
+
+
+def volatile_outputs(*patterns: str) -> Callable[[F], F]:
+    """Declare that a step function's outputs matching `patterns` (globs) may differ between reruns."""
+
+    def mark(fn: F) -> F:
+        setattr(fn, VOLATILE_ATTRIBUTE, tuple(getattr(fn, VOLATILE_ATTRIBUTE, ())) + patterns)
+        return fn
+
+    return mark
+
+
+def requires_extras(*extras: str) -> Callable[[F], F]:
+    """Declare the optional extras (e.g. "web") a step function needs; the runner checks them before anything runs."""
+
+    def mark(fn: F) -> F:
+        setattr(fn, REQUIRES_ATTRIBUTE, tuple(getattr(fn, REQUIRES_ATTRIBUTE, ())) + extras)
+        return fn
+
+    return mark
 
 
 def is_unhashed(field: dataclasses.Field[Any]) -> bool:
