@@ -25,11 +25,13 @@ from tootsie.cli import (
     scaling_cmd,
     sft_cmd,
     train_cmd,
+    verify_cmd,
 )
 from tootsie.errors import PREEMPTED_EXIT_CODE, Preempted, TootsieError
 
 COMMAND_MODULES = (
     executor_cmd,
+    verify_cmd,
     demo_cmd,
     datakit_cmd,
     data_cmd,
