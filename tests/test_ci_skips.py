@@ -1,6 +1,7 @@
-"""Guards of the suite itself: under CI=true a skip fails the run, locally it stays a skip; every test has a time limit.
+"""Guards of the suite itself: under CI=true a skip or a non-strict xfail fails the run, locally it stays reported;
+`.ci/run` sets CI=true itself; every test has a time limit.
 
-The skip guard lives in tests/conftest.py.
+The skip and xfail guard lives in tests/conftest.py.
 """
 
 import os
@@ -26,6 +27,29 @@ pytest.importorskip("tootsie_no_such_extra_either")
 
 def test_never_collected():
     assert True
+"""
+
+LOOSE_XFAILS = """
+import pytest
+
+@pytest.mark.xfail(reason="tootsie_known_bug_a")
+def test_fails_as_expected():
+    assert False
+
+@pytest.mark.xfail(reason="tootsie_known_bug_b")
+def test_passes_anyway():
+    assert True
+
+def test_xfails_imperatively():
+    pytest.xfail("tootsie_known_bug_c")
+"""
+
+STRICT_XFAIL = """
+import pytest
+
+@pytest.mark.xfail(strict=True, reason="tootsie_known_bug_d")
+def test_fails_strictly_as_expected():
+    assert False
 """
 
 
@@ -74,6 +98,48 @@ def test_a_skip_is_only_reported_locally(tmp_path: Path, body: str) -> None:
     assert result.returncode == pytest.ExitCode.OK, result.stdout + result.stderr
     assert "SKIPPED" in result.stdout and "tootsie_no_such_extra" in result.stdout
     assert "skips are failures" not in result.stdout
+
+
+@pytest.mark.parametrize("workers", [0, 2], ids=["one-process", "xdist"])
+def test_a_non_strict_xfail_fails_the_run_under_ci(tmp_path: Path, workers: int) -> None:
+    """Each kind of non-strict xfail is listed; the strict one beside them is not (its strictness survives the
+    trip from an xdist worker to the controller)."""
+    result = _run_pytest(tmp_path, LOOSE_XFAILS + STRICT_XFAIL, ci="true", workers=workers)
+    assert result.returncode == pytest.ExitCode.TESTS_FAILED, result.stdout + result.stderr
+    listed = result.stdout.partition("non-strict xfails are failures under CI=true")[2].partition("\n===")[0]
+    for name, reason in [
+        ("test_fails_as_expected", "XFAIL (not strict) tootsie_known_bug_a"),
+        ("test_passes_anyway", "XPASS (not strict) tootsie_known_bug_b"),
+        ("test_xfails_imperatively", "XFAIL (not strict) tootsie_known_bug_c"),
+    ]:
+        assert f"test_generated.py::{name}: {reason}" in listed, result.stdout
+    assert "tootsie_known_bug_d" not in listed and "skips are failures" not in result.stdout
+
+
+def test_a_strict_xfail_that_fails_passes_under_ci(tmp_path: Path) -> None:
+    result = _run_pytest(tmp_path, STRICT_XFAIL, ci="true")
+    assert result.returncode == pytest.ExitCode.OK, result.stdout + result.stderr
+    assert "1 xfailed" in result.stdout and "are failures" not in result.stdout
+
+
+def test_a_non_strict_xfail_is_only_reported_locally(tmp_path: Path) -> None:
+    result = _run_pytest(tmp_path, LOOSE_XFAILS, ci=None)
+    assert result.returncode == pytest.ExitCode.OK, result.stdout + result.stderr
+    assert "XFAIL" in result.stdout and "XPASS" in result.stdout and "tootsie_known_bug_c" in result.stdout
+    assert "are failures" not in result.stdout
+
+
+def test_ci_entry_point_sets_ci_itself(tmp_path: Path) -> None:
+    """`.ci/run` exports CI=true, so the policy above holds whatever runner starts it (a stub `make` reports it)."""
+    (tmp_path / "make").write_text('#!/bin/sh\necho "make $* with CI=${CI:-unset}"\n')
+    (tmp_path / "make").chmod(0o755)
+    env = {key: value for key, value in os.environ.items() if key != "CI"}
+    env["PATH"] = f"{tmp_path}{os.pathsep}{env.get('PATH', '')}"
+    result = subprocess.run(
+        [str(REPO / ".ci" / "run")], capture_output=True, text=True, env=env, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip() == "make test with CI=true"
 
 
 def test_every_test_runs_under_a_time_limit(pytestconfig: pytest.Config) -> None:
