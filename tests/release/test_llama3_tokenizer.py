@@ -6,6 +6,7 @@ Needs the `hf` extra (transformers); skipped with a reason otherwise.
 import json
 import math
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from tokenizers import Tokenizer
@@ -16,6 +17,8 @@ from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.datakit.engine import EngineConfig
 from tootsie.datakit.parquet_io import write_table_atomic
+from tootsie.datakit.token_bytes import document_token_bytes
+from tootsie.datakit.token_cache import open_token_cache
 from tootsie.datakit.tokenize import TokenizeConfig, tokenize_documents
 from tootsie.eval.training import run_training
 from tootsie.models.llama import LlamaConfig
@@ -66,10 +69,16 @@ def test_llama3_tokenizer_trains_scores_and_exports(tmp_path, capsys) -> None:
         capsys, "eval", "bpb", "--checkpoint", str(tmp_path / "run"), "--data", f"heldout={tmp_path / 'heldout'}",
         "--tokenizer", str(tokenizer_file), "--seq-len", "32",
     )  # fmt: skip
-    text_bytes = sum(len(text.encode("utf-8")) for text in TEXTS[100:])
     assert bpb["step"] == 2 and math.isfinite(bpb["bpb"]["heldout"]) and bpb["bpb"]["heldout"] > 0
-    # every predicted token's decoded bytes, i.e. all text but the first token of each 32-token window and the tail
-    assert 0.8 * text_bytes < bpb["bytes"]["heldout"] <= text_bytes
+    # Every predicted token's decoded bytes: all the text but the first token of each whole 32-token window and
+    # the tail past the last one. Each token releases the bytes of the characters it completes
+    # (document_token_bytes), which add up to the documents' UTF-8 size.
+    tokenizer = Tokenizer.from_file(str(tokenizer_file))
+    cache = open_token_cache(str(tmp_path / "heldout"))
+    released = np.concatenate([document_token_bytes(tokenizer, cache.document(d)) for d in range(cache.num_docs)])
+    assert released.sum() == sum(len(text.encode("utf-8")) for text in TEXTS[100:])
+    windows = released[: cache.num_tokens // 32 * 32].reshape(-1, 32)
+    assert bpb["bytes"]["heldout"] == windows[:, 1:].sum()
 
     export = _cli_json(
         capsys, "export", "hf", str(tmp_path / "run"), "--out", str(tmp_path / "hf"), "--tokenizer", str(tokenizer_file)
@@ -85,6 +94,5 @@ def test_llama3_tokenizer_trains_scores_and_exports(tmp_path, capsys) -> None:
     assert hf_tokenizer.convert_tokens_to_ids("<|eot_id|>") == base + 9
     text = TEXTS[100]
     ids = hf_tokenizer(text).input_ids
-    tokenizer = Tokenizer.from_file(str(tokenizer_file))
     assert ids == [base, *tokenizer.encode(text, add_special_tokens=False).ids]  # what the cache holds, BOS first
     assert hf_tokenizer.decode(ids, skip_special_tokens=True) == text
