@@ -13,7 +13,10 @@ more files out) and, for some, a small reduce. This module owns the map:
 - a shard that still fails after `retries` retries (a `TootsieError`, which
   means bad input, is not retried) is reported with its error;
   the job fails only when more than `max_failed_shards` shards failed, and only
-  after every other shard was tried.
+  after every other shard was tried;
+- a missing dependency is not bad input: a shard that raises an ImportError
+  (or `extras.MissingExtra`) fails the job at once, with one line naming the
+  `pip install` that fixes it, and never counts against the failure budget.
 
 The interface is one function, `map_shards`; where the attempts run is the
 engine's `backend`: "local" (inline or the process pool above) or "ray" (one
@@ -43,6 +46,7 @@ from typing import Any, TypeVar
 from tootsie.errors import TootsieError
 from tootsie.executor.progress import ProgressLine
 from tootsie.executor.step import unhashed
+from tootsie.extras import dependency_error, require
 from tootsie.jsonfile import read_json, write_json_atomic
 
 logger = logging.getLogger(__name__)
@@ -147,8 +151,13 @@ def map_shards(
     try:
 
         def record(task: ShardTask, outcome: dict[str, Any] | BaseException) -> bool:
-            """Store an outcome; True when the task must be retried."""
+            """Store an outcome; True when the task must be retried. A missing dependency raises at once."""
             if isinstance(outcome, BaseException):
+                missing = dependency_error(outcome, purpose=f"{label} shard {task.name}")
+                if missing is outcome:
+                    raise missing
+                if missing is not None:
+                    raise missing from outcome
                 attempts[task.name] += 1
                 error = "".join(traceback.format_exception_only(type(outcome), outcome)).strip()
                 if attempts[task.name] <= engine.retries and not isinstance(
@@ -167,6 +176,7 @@ def map_shards(
             return False
 
         if shard_backend(engine) == "ray":
+            require(("ray",), purpose=f"{label} on the Ray backend")
             from tootsie.datakit.ray_engine import run_on_ray  # Ray is an optional extra
 
             run_on_ray(fn, config, pending, record, address=engine.ray_address)

@@ -5,7 +5,9 @@ attempts, retries or gives up (a `TootsieError` is bad input and never
 retried), writes each shard's done marker last and enforces the failure budget.
 This module only runs attempts: it submits every pending shard at once (Ray
 runs as many as the cluster has CPUs, one CPU each) and hands each outcome to
-`record`, resubmitting when `record` asks for a retry.
+`record`, resubmitting when `record` asks for a retry; when `record` raises
+(a shard found a missing dependency), the attempts still in flight are
+cancelled. `map_shards` checks the `ray` extra before it imports this module.
 
 Ray's own retries are off (`max_retries=0`), so every attempt is counted once,
 by `record`, as the process pool counts it: a shard that raises hands back its
@@ -24,7 +26,7 @@ import ray
 from ray.exceptions import RayError, RayTaskError
 
 from tootsie.datakit.engine import ShardTask
-from tootsie.executor.ray_backend import connect  # first: it says how to install Ray when it is missing
+from tootsie.executor.ray_backend import connect
 from tootsie.executor.report import describe_error
 
 SHARD_CPUS = 1
