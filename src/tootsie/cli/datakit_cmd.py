@@ -3,9 +3,15 @@
 Every command prints a short human summary, or with `--json` one JSON object
 of counts as the last line of stdout (the contract tooling reads). Engine
 flags (`--workers`, `--max-failed-shards`) never change outputs.
+
+Before a command reads anything it checks the extras it needs (`extract`:
+its engine's modules of the `web` extra; `langid`: lingua; any s3:// path:
+the `s3` extra), so a missing one is one line naming `pip install
+"tootsie[EXTRA]"`, never a failed shard.
 """
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 
 from tootsie.cli.output import build, emit
@@ -14,15 +20,16 @@ from tootsie.datakit.consolidate import AttributeFilter, ConsolidateConfig, cons
 from tootsie.datakit.decontaminate import DecontaminateConfig, decontaminate
 from tootsie.datakit.dedup import DedupConfig, dedup
 from tootsie.datakit.engine import EngineConfig
-from tootsie.datakit.extract import ExtractConfig, extract
+from tootsie.datakit.extract import ExtractConfig, extract, require_extractor
 from tootsie.datakit.html_extract import ENGINES, FORMATS
-from tootsie.datakit.langid import LangidConfig, langid
+from tootsie.datakit.langid import LangidConfig, langid, require_model
 from tootsie.datakit.normalize import NormalizeConfig, normalize
 from tootsie.datakit.quality import QualityConfig, QualityRules, quality
 from tootsie.datakit.tokenize import ChatTokenizeConfig, TokenizeConfig, tokenize_chat, tokenize_documents
 from tootsie.datakit.tokenizer import TokenizerTrainConfig, save_tokenizer, train_bpe
 from tootsie.datakit.train_classifier import TrainClassifierConfig, train_classifier
 from tootsie.errors import TootsieError
+from tootsie.extras import require_for_urls
 
 
 def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -219,8 +226,11 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     command.add_argument("--no-eos", action="store_true", help="do not append EOS to documents")
 
 
+Handler = Callable[[argparse.Namespace], int]
+
+
 def _stage(
-    stages: "argparse._SubParsersAction[argparse.ArgumentParser]", name: str, help_text: str, handler: object
+    stages: "argparse._SubParsersAction[argparse.ArgumentParser]", name: str, help_text: str, handler: Handler
 ) -> argparse.ArgumentParser:
     parser = stages.add_parser(name, help=help_text, description=help_text)
     parser.add_argument("--out", required=True, metavar="PATH", help="output directory (a file for train-tokenizer)")
@@ -229,8 +239,19 @@ def _stage(
         "--max-failed-shards", type=int, default=0, help="shards allowed to fail before the stage fails"
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object of counts as the last line")
-    parser.set_defaults(handler=handler)
+    parser.set_defaults(handler=_checking_urls(handler))
     return parser
+
+
+def _checking_urls(handler: Handler) -> Handler:
+    """`handler`, after checking that every URL among the arguments has its fsspec backend (s3:// needs `s3`)."""
+
+    def run(args: argparse.Namespace) -> int:
+        values = [v for value in vars(args).values() for v in (value if isinstance(value, list) else [value])]
+        require_for_urls([v for v in values if isinstance(v, str)], purpose=f"tootsie datakit {args.stage}")
+        return handler(args)
+
+    return run
 
 
 def engine_of(args: argparse.Namespace) -> EngineConfig:
@@ -254,6 +275,7 @@ def run_normalize(args: argparse.Namespace) -> int:
 
 def run_extract(args: argparse.Namespace) -> int:
     """`tootsie datakit extract`: the main content of web pages as normalized documents."""
+    require_extractor(args.engine, purpose=f"tootsie datakit extract --engine {args.engine}")
     config = build(
         ExtractConfig, inputs=tuple(args.inputs), extractor=args.engine, format=args.format, engine=engine_of(args)
     )
@@ -262,6 +284,7 @@ def run_extract(args: argparse.Namespace) -> int:
 
 def run_langid(args: argparse.Namespace) -> int:
     """`tootsie datakit langid`: language attributes (documents are not rewritten)."""
+    require_model(purpose="tootsie datakit langid")
     config = build(LangidConfig, input=args.input, engine=engine_of(args))
     return emit(langid(config, args.out), args, f"language attributes in {args.out}")
 

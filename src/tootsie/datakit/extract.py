@@ -16,6 +16,12 @@ counts under one reason in `rejected` (`web_source`'s reasons, `extract_error`
 when the extractor raises, normalize's `empty` / `too_large` /
 `whitespace_run` on the extracted text, `exact_duplicate` in the reduce).
 
+Extract needs the `web` extra's modules for its engine (`extractor_modules`:
+resiliparse and fastwarc, plus trafilatura's for that engine), checked before
+it starts; a missing one is a `MissingExtra`, never a page's `extract_error`
+or a failed shard. As a step it declares the `demo` extra, which is exactly
+what the default engine needs.
+
 `stats.json`: `{"input_records", "output_docs", "rejected": {reason: count},
 "shards", "failed_inputs", "extractor", "format"}` and the shared `total` /
 `kept` / `dropped`.
@@ -34,12 +40,16 @@ from typing import Any
 import pyarrow as pa
 
 from tootsie.datakit.engine import EngineConfig, ShardTask, map_shards, merge_counts
-from tootsie.datakit.html_extract import ENGINES, FORMATS, extract_main
+from tootsie.datakit.html_extract import ENGINE_MODULES, ENGINES, FORMATS, extract_main
 from tootsie.datakit.ids import content_id
 from tootsie.datakit.normalize import DOCUMENT_SCHEMA, ChunkWriter, chunk_files, rejection_reason, write_deduplicated
 from tootsie.datakit.stats import StageStats, finish_stage
 from tootsie.datakit.web_source import expand_web_inputs, read_web_pages
+from tootsie.executor.step import requires_extras
+from tootsie.extras import MissingExtra, require_modules
 
+SOURCE_MODULES = ("resiliparse", "fastwarc")
+"""What `web_source` imports to read pages: fastwarc parses WARCs, resiliparse detects charsets."""
 WEB_DOCUMENT_SCHEMA = pa.schema([*DOCUMENT_SCHEMA, *(pa.field(name, pa.string()) for name in ("url", "title", "date"))])
 WORK_DIR = ".extract"
 
@@ -77,6 +87,16 @@ class ExtractConfig:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
 
 
+def extractor_modules(extractor: str) -> tuple[str, ...]:
+    """The modules of the `web` extra that extracting with `extractor` imports."""
+    return tuple(dict.fromkeys(SOURCE_MODULES + ENGINE_MODULES[extractor]))
+
+
+def require_extractor(extractor: str, *, purpose: str) -> None:
+    """Raise MissingExtra (naming the `web` extra) when a module `extractor` needs is not installed."""
+    require_modules(extractor_modules(extractor), extra="web", purpose=purpose)
+
+
 def extract_file(task: ShardTask, config: ExtractConfig) -> dict[str, Any]:
     """Map: extract the pages of one input file into chunk files under `task.output_dir`; return its counts."""
     stats = StageStats()
@@ -84,6 +104,8 @@ def extract_file(task: ShardTask, config: ExtractConfig) -> dict[str, Any]:
     for page in read_web_pages(task.inputs[0], config.max_html_bytes, stats.drop):
         try:
             extracted = extract_main(page.html, config.extractor, config.format)
+        except (ImportError, MissingExtra):  # a missing dependency fails the job (the engine says so), not a page
+            raise
         except Exception:  # noqa: BLE001 - a page the extractor cannot handle is a count, never a failed shard
             stats.drop("extract_error")
             continue
@@ -106,8 +128,10 @@ def extract_file(task: ShardTask, config: ExtractConfig) -> dict[str, Any]:
     return {**stats.to_json(), "chunks": writer.close()}
 
 
+@requires_extras("demo")  # resiliparse and fastwarc: the default engine's modules, which `web` brings too
 def extract(config: ExtractConfig, output_path: str) -> dict[str, Any]:
     """Extract every input's pages into deduplicated `part-NNNNN.parquet` documents plus `stats.json`."""
+    require_extractor(config.extractor, purpose=f"extract with the {config.extractor} engine")
     out = Path(output_path)
     work = out / WORK_DIR
     tasks = [

@@ -18,17 +18,25 @@ become plain spaces: a rendering device, not text, and as U+00A0 they cost a
 byte-level tokenizer two bytes per space (the demo's final code BPB was 1.722
 with them in its prose, 1.604 without; docs/demo.md).
 
+Both need the `web` extra's modules (`ENGINE_MODULES`); a missing one is a
+`MissingExtra` naming `pip install "tootsie[web]"`, never a page's
+`extract_error`.
+
 Example: `extract_main("<h1>Hi</h1><p>long text...</p><footer>(c)</footer>",
 "resiliparse", "markdown")` gives text starting `# Hi`.
 """
 
 import re
 from html.parser import HTMLParser
+from types import ModuleType
 from typing import NamedTuple
 
-from tootsie.datakit.web_source import web_module
+from tootsie.extras import import_extra
 
-ENGINES = ("resiliparse", "trafilatura")
+ENGINE_MODULES = {"resiliparse": ("resiliparse",), "trafilatura": ("resiliparse", "trafilatura", "lxml_html_clean")}
+"""Engine -> the modules of the `web` extra it imports (both parse titles with resiliparse; jusText, which
+trafilatura imports, needs lxml_html_clean)."""
+ENGINES = tuple(ENGINE_MODULES)
 FORMATS = ("text", "markdown")
 
 
@@ -39,18 +47,23 @@ class Extracted(NamedTuple):
     text: str
 
 
+def _web_module(name: str) -> ModuleType:
+    """Import a module of the `web` extra, or raise MissingExtra naming it."""
+    return import_extra(name, extra="web", purpose="HTML extraction")
+
+
 def extract_main(html: str, engine: str, fmt: str) -> Extracted:
     """The main content of `html` with `engine` in format `fmt` ("text" or "markdown"), and the page title."""
-    parser = web_module("resiliparse.parse.html")
+    parser = _web_module("resiliparse.parse.html")
     tree = parser.HTMLTree.parse(html)
     title = " ".join((tree.title or "").split())
     if engine == "resiliparse":
-        html2text = web_module("resiliparse.extract.html2text")
+        html2text = _web_module("resiliparse.extract.html2text")
         formatting: bool | str = "minimal_html" if fmt == "markdown" else True
         text = html2text.extract_plain_text(tree, main_content=True, preserve_formatting=formatting, alt_texts=False)
         text = minimal_html_to_markdown(text) if fmt == "markdown" else text
     elif engine == "trafilatura":
-        trafilatura = web_module("trafilatura")
+        trafilatura = _web_module("trafilatura")
         text = (
             trafilatura.extract(
                 html,

@@ -19,6 +19,9 @@ than a probability, on 252 (it reads Hindi as Nepali, Marathi or Sanskrit).
 `langid.py` and `py3langid` ship their models as pickles; fastText's lid.176
 must be downloaded.
 
+lingua comes with the `web` extra; langid checks it before it starts, and as
+a step declares `web`, so a missing one fails in one line before anything runs.
+
 `stats.json`: `{"docs", "languages": {code: docs}, "shards", "failed_shards"}`
 and the shared `total` / `kept` / `dropped`, where a document of "unknown"
 language counts as dropped (`unknown_language`).
@@ -41,12 +44,13 @@ from tootsie.datakit.engine import EngineConfig, ShardTask, map_shards, merge_co
 from tootsie.datakit.parquet_io import parquet_files, write_table_atomic
 from tootsie.datakit.stats import StageStats, finish_stage
 from tootsie.errors import TootsieError
-from tootsie.executor.step import unhashed
+from tootsie.executor.step import requires_extras, unhashed
+from tootsie.extras import import_extra, require_modules
 
 ATTRIBUTE_SCHEMA = pa.schema([("id", pa.string()), ("lang", pa.string()), ("lang_score", pa.float64())])
 UNKNOWN = "unknown"
 WORK_DIR = ".langid"
-INSTALL_HINT = 'pip install -e ".[web]"'
+PURPOSE = "language ID (datakit langid)"
 
 
 @dataclass(frozen=True)
@@ -72,10 +76,7 @@ class LanguageModel:
     """lingua's detector over all its languages, in low-accuracy mode; `identify(text)` gives (code, score)."""
 
     def __init__(self) -> None:
-        try:
-            import lingua
-        except ImportError as error:
-            raise TootsieError(f"lingua-language-detector is needed for language ID: {INSTALL_HINT}") from error
+        lingua = import_extra("lingua", extra="web", purpose=PURPOSE)
         self._detector = lingua.LanguageDetectorBuilder.from_all_languages().with_low_accuracy_mode().build()
 
     def identify(self, text: str) -> tuple[str, float]:
@@ -113,8 +114,15 @@ def langid_shard(task: ShardTask, config: LangidConfig) -> dict[str, Any]:
     return {"docs": len(columns["id"]), "languages": dict(languages), **stage.to_json()}
 
 
+def require_model(*, purpose: str) -> None:
+    """Raise MissingExtra (naming the `web` extra) when lingua is not installed."""
+    require_modules(("lingua",), extra="web", purpose=purpose)
+
+
+@requires_extras("web")
 def langid(config: LangidConfig, output_path: str) -> dict[str, Any]:
     """Write co-partitioned language attributes for `config.input` plus `stats.json`; return the stats."""
+    require_model(purpose=PURPOSE)
     out = Path(output_path)
     tasks = [
         ShardTask(name=path.stem, inputs=(str(path),), output_dir=str(out)) for path in parquet_files(config.input)
