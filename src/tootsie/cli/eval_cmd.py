@@ -1,6 +1,7 @@
 """`tootsie eval bpb`: bits-per-byte of any checkpoint on held-out token caches, per domain and averaged.
 
-`tootsie eval lm-eval`: a checkpoint on lm-eval-harness tasks whose data are local files (needs `tootsie[lmeval]`).
+`tootsie eval lm-eval`: a checkpoint on lm-eval-harness tasks whose data are local files (needs `tootsie[lmeval]`,
+checked before anything else).
 """
 
 import argparse
@@ -15,6 +16,7 @@ from tootsie.datakit.tokenizer import load_tokenizer
 from tootsie.errors import TootsieError
 from tootsie.eval.bpb import domain_bpb, summarize
 from tootsie.eval.lm_eval_step import LMEvalConfig, run_lm_eval
+from tootsie.extras import require
 from tootsie.train.checkpoint import model_config_of, read_checkpoint_state
 from tootsie.train.trainer import load_model, resolve_checkpoint
 
@@ -130,6 +132,7 @@ def run_bpb(args: argparse.Namespace) -> int:
 
 def run_lm_eval_command(args: argparse.Namespace) -> int:
     """`tootsie eval lm-eval`."""
+    require(("lmeval",), purpose="tootsie eval lm-eval")
     tasks = tuple(name.strip() for name in args.tasks.split(",") if name.strip())
     config = build(
         LMEvalConfig,

@@ -1,6 +1,7 @@
 """`tootsie eval suite`: a benchmark suite (core, reasoning) on local data; `tootsie eval mirror`: fetch the data.
 
-Both need `tootsie[lmeval]`; its modules are imported when a command runs.
+Both need `tootsie[lmeval]`, checked before anything else; its modules are
+imported when a command runs.
 """
 
 import argparse
@@ -11,6 +12,7 @@ from pathlib import Path
 from tootsie.cli.output import emit
 from tootsie.errors import TootsieError
 from tootsie.eval.benchmarks import BENCHMARKS, SUITES, suite_benchmarks
+from tootsie.extras import require
 from tootsie.release.hf_export import find_tokenizer
 from tootsie.train.trainer import resolve_checkpoint
 
@@ -58,16 +60,15 @@ def register(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") ->
 
 
 def _load_suite() -> tuple[object, object]:
-    try:
-        from tootsie.eval.lm_eval_adapter import TootsieLM
-        from tootsie.eval.suite import run_suite
-    except ModuleNotFoundError as error:
-        raise TootsieError(f"the benchmark suite needs lm-eval ({error}); pip install 'tootsie[lmeval]'") from error
+    from tootsie.eval.lm_eval_adapter import TootsieLM
+    from tootsie.eval.suite import run_suite
+
     return TootsieLM, run_suite
 
 
 def run_suite_command(args: argparse.Namespace) -> int:
     """`tootsie eval suite`."""
+    require(("lmeval",), purpose="tootsie eval suite")
     if not Path(args.data_dir).is_dir():
         raise TootsieError(
             f"--data-dir {args.data_dir} is not a directory; run `tootsie eval mirror {args.suite} --out DIR` first"
@@ -111,6 +112,7 @@ def run_suite_command(args: argparse.Namespace) -> int:
 
 def run_mirror_command(args: argparse.Namespace) -> int:
     """`tootsie eval mirror`."""
+    require(("lmeval",), purpose="tootsie eval mirror (it reads the Hub through `datasets`)")
     from tootsie.eval.benchmark_data import mirror
 
     benchmarks = {b.name: b for task in args.tasks for b in suite_benchmarks(task)}

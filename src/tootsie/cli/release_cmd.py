@@ -5,6 +5,8 @@ tootsie export hf run/checkpoints/step-000100 --out hf-step-100 --tokenizer toke
 tootsie export hf runs/sft --out hf-sft [--chat-template chatml|llama3|FILE]
 tootsie import hf hf-model --out imported-run
 tootsie release out --out release [--ema] [--all-checkpoints]
+
+`--verify` needs the `hf` extra (torch, transformers), checked before the export starts.
 """
 
 import argparse
@@ -15,6 +17,7 @@ from pathlib import Path
 from tootsie.cli.output import emit
 from tootsie.datakit.chat_templates import CHAT_TEMPLATES
 from tootsie.errors import TootsieError
+from tootsie.extras import require
 from tootsie.release.hf_config import ARCHITECTURES
 from tootsie.release.hf_export import DEFAULT_MAX_SHARD_BYTES, export_hf
 from tootsie.release.hf_import import import_hf
@@ -124,6 +127,8 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
 
 def run_export_hf(args: argparse.Namespace) -> int:
     """`tootsie export hf`."""
+    if args.verify:
+        require(("hf",), purpose="tootsie export hf --verify")
     started = time.perf_counter()
     summary = export_hf(
         args.checkpoint,

@@ -2,6 +2,7 @@
 
 `--profile A:B` traces steps [A, B) with the JAX profiler and `--tracker
 tensorboard` / `--tracker wandb` adds a tracker; neither changes the weights.
+Every tracker's extra is checked before training starts.
 
 `--example-config` prints a complete config for a tiny model on the demo
 corpus (a minute or two on 2 CPU cores, checkpoints every few steps), building
@@ -24,7 +25,7 @@ from tootsie.eval.training import run_training
 from tootsie.executor import failure_summary, run_experiment
 from tootsie.models.llama import LlamaConfig
 from tootsie.monitor.metrics_log import METRICS_FILE
-from tootsie.monitor.trackers import TRACKERS
+from tootsie.monitor.trackers import TRACKERS, require_trackers
 from tootsie.train.config import CheckpointConfig, TrainConfig
 from tootsie.train.schedule import WSDConfig
 
@@ -100,6 +101,7 @@ def train_command(args: argparse.Namespace) -> int:
         if not any(isinstance(t, TRACKERS[kind]) for t in config.trackers)
     )
     config = replace(config, trackers=config.trackers + added, profile_steps=args.profile or config.profile_steps)
+    require_trackers(config.trackers)
     with quiet_progress(args):
         state = run_training(config, args.out, allow_config_change=args.allow_config_change)
     lines = (Path(args.out) / METRICS_FILE).read_text(encoding="utf-8").splitlines()

@@ -3,15 +3,17 @@
 Its output is `lm_eval.json` (`{task: {metric: value}}` plus the checkpoint and
 its step), so the executor skips it when done and a changed task list, limit or
 checkpoint gives a new output path. lm-eval is imported when the step runs, not
-when an experiment builds it, so a dry run needs no lm-eval install.
+when an experiment builds it, so a dry run needs no lm-eval install; the step
+declares the `lmeval` extra, so a run without it fails in one line before
+anything runs.
 """
 
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tootsie.errors import TootsieError
-from tootsie.executor.step import unhashed
+from tootsie.executor.step import requires_extras, unhashed
+from tootsie.extras import require
 from tootsie.jsonfile import write_json_atomic
 from tootsie.train.checkpoint import read_checkpoint_state
 from tootsie.train.trainer import resolve_checkpoint
@@ -55,11 +57,10 @@ class LMEvalConfig:
 
 
 def load_lm_eval() -> tuple[type, type]:
-    """`TaskSuite` and `TootsieLM`, importing lm-eval (an optional extra) with an error that says how to install it."""
-    try:
-        from tootsie.eval.lm_eval_adapter import TaskSuite, TootsieLM
-    except ModuleNotFoundError as error:
-        raise TootsieError(f"lm-eval is not installed ({error}); pip install 'tootsie[lmeval]'") from error
+    """`TaskSuite` and `TootsieLM`, importing lm-eval (an optional extra) after checking that it is installed."""
+    require(("lmeval",), purpose="lm-eval tasks")
+    from tootsie.eval.lm_eval_adapter import TaskSuite, TootsieLM
+
     return TaskSuite, TootsieLM
 
 
@@ -87,6 +88,7 @@ def run_lm_eval(config: LMEvalConfig, work_dir: str | Path) -> dict[str, object]
     }
 
 
+@requires_extras("lmeval")
 def evaluate_lm_tasks(config: LMEvalConfig, output_path: str) -> dict[str, object]:
     """Step: write `lm_eval.json` with every task's metrics."""
     result = run_lm_eval(config, Path(output_path) / "tasks")

@@ -4,6 +4,8 @@ The JSONL log (`metrics.jsonl`, `MetricsLog`) is always on: every tootsie tool
 reads it. Weights & Biases and TensorBoard are optional extras, chosen in
 `TrainConfig.trackers` by registry name (`{kind: wandb, project: ...}`,
 `{kind: tensorboard}`), each a frozen config whose `build()` opens a `Tracker`.
+Each names its extra (`EXTRA`); `require_trackers` checks them all, which
+`open_trackers` does before it opens any and `tootsie train` before it starts.
 
 A record is the trainer's dict for one step. Backends that only chart numbers
 get the numeric fields (`numeric_fields`: lists such as `layer_update_norms`
@@ -19,7 +21,6 @@ Example: `trackers: [{kind: tensorboard}]` writes `<out>/tensorboard/events.*`;
 `layer_update_norms/0`, ... and the phase names under Text.
 """
 
-import importlib
 import logging
 import math
 import time
@@ -28,10 +29,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from tootsie.configfile import register_kinds
-from tootsie.errors import TootsieError
+from tootsie.extras import import_extra, require
 from tootsie.jsonfile import read_json, write_json_atomic
 from tootsie.monitor.metrics_log import METRICS_FILE, MetricsLog
 from tootsie.monitor.progress import progress_tracker
@@ -73,14 +74,15 @@ def text_fields(record: dict[str, object]) -> dict[str, str]:
 
 
 def _require(module: str, extra: str, kind: str) -> ModuleType:
-    """Import an optional backend, or say which pip extra provides it."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as error:
-        raise TootsieError(
-            f"the {kind!r} tracker needs the {module} package ({error}):"
-            f" pip install 'tootsie[{extra}]', or remove {kind!r} from trackers"
-        ) from None
+    """Import an optional backend, or raise MissingExtra naming the pip extra that provides it."""
+    return import_extra(module, extra=extra, purpose=f"the {kind!r} tracker")
+
+
+def require_trackers(choices: Sequence["TrackerChoice"]) -> None:
+    """Raise MissingExtra for the first tracker in `choices` whose extra is not installed."""
+    for kind, config in TRACKERS.items():
+        if any(isinstance(choice, config) for choice in choices):
+            require((config.EXTRA,), purpose=f"the {kind!r} tracker")
 
 
 class JsonlTracker:
@@ -108,6 +110,7 @@ class JsonlTracker:
 class WandbConfig:
     """Weights & Biases (extra `wandb`); `mode: offline` writes a local run that `wandb sync` uploads later."""
 
+    EXTRA: ClassVar[str] = "wandb"
     project: str = "tootsie"
     """W&B project."""
     name: str | None = None
@@ -169,6 +172,7 @@ class WandbTracker:
 class TensorBoardConfig:
     """TensorBoard event files (extra `tensorboard`, written with tensorboardX)."""
 
+    EXTRA: ClassVar[str] = "tensorboard"
     logdir: str | None = None
     """Event directory; None uses `<out>/tensorboard`."""
 
@@ -255,6 +259,7 @@ def open_trackers(
     when `run_config` (the TrainConfig as plain data) has `num_steps` and
     progress is not off in this process.
     """
+    require_trackers(choices)
     opened: list[Tracker] = [JsonlTracker(output / METRICS_FILE, start_step)]
     try:
         for choice in choices:

@@ -1,7 +1,7 @@
 """Check an export with `transformers` itself: the same logits and the same greedy tokens as tootsie.
 
-Needs the `hf` extra (torch, transformers); the import happens only here, so
-exporting never needs them. The HF model is loaded from the local folder only
+Needs the `hf` extra (torch, transformers), checked first (`extras.require`);
+the import happens only here, so exporting never needs them. The HF model is loaded from the local folder only
 (`local_files_only`, no remote code) in float32, fed random token ids, and
 compared with the tootsie model of the same checkpoint; then both generate
 greedily from the same prompt, stopping at any of generation_config.json's EOS
@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from tootsie.errors import TootsieError
+from tootsie.extras import require
 from tootsie.models.llama import LlamaConfig, LlamaModel
 from tootsie.release.hf_export import checkpoint_tensors
 from tootsie.release.hf_weights import model_layout
@@ -57,13 +57,10 @@ def verify_export(
     directory: Path, checkpoint: Path, *, ema: bool = False, seq_len: int = 32, new_tokens: int = 16, seed: int = 0
 ) -> dict[str, object]:
     """Max |logit difference| on random ids and whether greedy generation agrees, tootsie vs transformers."""
-    try:
-        import torch
-        import transformers
-    except ImportError as error:
-        raise TootsieError(
-            f"verifying an export needs torch and transformers ({error}); install them with pip install 'tootsie[hf]'"
-        ) from None
+    require(("hf",), purpose="verifying an export with transformers")
+    import torch
+    import transformers
+
     config = model_config_of(checkpoint)
     model = checkpoint_model(checkpoint, config, "ema" if ema else "model")
     hf_model = transformers.AutoModelForCausalLM.from_pretrained(
