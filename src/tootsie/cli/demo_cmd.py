@@ -8,6 +8,11 @@ runs the test-size copy (every step, seconds of training); `--experiment FILE`
 runs another demo file instead. `--backend ray` runs the steps as Ray tasks,
 and `--out s3://bucket/demo` (or `--prefix`) keeps every output in object
 storage (docs/scale-out.md).
+
+Before anything runs, the command checks the extras it needs: `demo` for the
+shipped demo's web steps, `ray` for `--backend ray`, `s3` for an s3:// prefix.
+A missing one is one line naming `pip install "tootsie[EXTRA]"`, and no step
+directory is made.
 """
 
 import argparse
@@ -21,6 +26,7 @@ from tootsie.cli.executor_cmd import add_backend_arguments, progress_lines
 from tootsie.cli.output import add_quiet_argument, quiet_progress
 from tootsie.demos import stdlib_demo
 from tootsie.executor import RunReport, failure_summary, load_experiment, run_experiment, storage
+from tootsie.extras import require, require_for_urls
 from tootsie.monitor.metrics_log import METRICS_FILE
 
 DEFAULT_OUT = "./tootsie-demo"
@@ -54,6 +60,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
 def demo_command(args: argparse.Namespace) -> int:
     """Run the demo, print its summary, and return 0 when every step succeeded."""
     started = time.perf_counter()
+    require_demo_extras(args)
     if args.experiment:
         experiment, steps = Path(args.experiment), load_experiment(args.experiment)
     else:
@@ -72,6 +79,15 @@ def demo_command(args: argparse.Namespace) -> int:
     if failure is not None:
         print(f"tootsie: {failure}", file=sys.stderr)
     return 0 if report.ok else 1
+
+
+def require_demo_extras(args: argparse.Namespace) -> None:
+    """Raise MissingExtra before anything runs when an extra the demo's options need is not installed."""
+    extras = [] if args.experiment else ["demo"]  # another demo file's steps declare their own
+    if args.backend == "ray":
+        extras.append("ray")
+    require(extras, purpose="tootsie demo")
+    require_for_urls((args.out,), purpose="tootsie demo --out")
 
 
 def _output_of(report: RunReport, name: str) -> str | None:
