@@ -17,6 +17,7 @@ from .helpers import executions, write_experiment
 Cli = Callable[..., tuple[int, str, str]]
 
 BODY = """
+from tootsie.executor.portable import portable
 from tootsie.executor.step import volatile_outputs
 
 
@@ -39,6 +40,13 @@ def timed(config, output_path):
         handle.write(source.read())
     with open(os.path.join(output_path, "timing.json"), "w") as handle:
         handle.write(str(time.time()))
+    with open(os.path.join(output_path, "source.txt"), "w") as handle:
+        handle.write(portable(config.source))
+
+
+def absolute(config, output_path):
+    with open(os.path.join(output_path, "source.txt"), "w") as handle:
+        handle.write(config.source)
 
 
 def resumable(config, output_path):
@@ -54,7 +62,8 @@ a = Step("exp/a", work, Cfg(label="a"))
 b = Step("exp/b", timed, Extra("b", a.ref("done.txt")))
 count = Step("exp/count", resumable, Extra("count"))
 noise = Step("exp/noise", noisy, Extra("noise"))
-STEPS = [b, count, noise]
+where = Step("exp/where", absolute, Extra("where", a.ref("done.txt")))
+STEPS = [b, count, noise, where]
 """
 
 
@@ -97,14 +106,16 @@ def test_identical_steps_pass_and_random_content_is_named(
     payload = last_json(out)
     steps = by_name(payload)
     assert code == 1 and not payload["ok"]
-    assert list(steps) == ["exp/a", "exp/b", "exp/count", "exp/noise"]
+    assert list(steps) == ["exp/a", "exp/b", "exp/count", "exp/noise", "exp/where"]
     for name in ("exp/a", "exp/b", "exp/count"):
         assert steps[name]["identical"] and steps[name]["differing"] == [], steps[name]
     assert steps["exp/b"]["volatile"] == ["timing.json"]
     assert steps["exp/noise"]["identical"] is False and steps["exp/noise"]["differing"] == ["noise.bin"]
     assert steps["exp/noise"]["changes"][0].startswith("noise.bin: recorded 16 bytes sha256 ")
     assert all(len(step["hash"]) == 12 and step["seconds"] >= 0 for step in steps.values())
-    assert (payload["verified"], payload["differing"], payload["skipped"]) == (4, 1, 0)
+    assert (payload["verified"], payload["differing"], payload["skipped"]) == (5, 2, 0)
+    # The rerun saw its input under another prefix: an absolute path recorded instead of a portable one differs.
+    assert steps["exp/where"]["differing"] == ["source.txt"]
     # The prefix is untouched: same files, same bytes, same mtimes; the scratch directory is gone.
     assert snapshot(prefix) == before
     assert list((tmp_path / "s").iterdir()) == []
@@ -119,7 +130,10 @@ def test_steps_glob_selects_by_name_and_a_glob_matching_nothing_fails(finished: 
     assert code == 0 and payload["ok"] and list(by_name(payload)) == ["exp/a", "exp/b"]
     code, out, err = cli("verify", str(path), "--prefix", str(prefix), "--steps", "demo/*")
     assert code == 2 and out == ""
-    assert err.strip() == "tootsie: --steps 'demo/*' matches no step; the steps are: exp/a, exp/b, exp/count, exp/noise"
+    assert (
+        err.strip()
+        == "tootsie: --steps 'demo/*' matches no step; the steps are: exp/a, exp/b, exp/count, exp/noise, exp/where"
+    )
 
 
 def test_unfinished_and_unrecorded_steps_are_skipped_with_a_reason(finished: tuple[Path, Path], tmp_path: Path) -> None:
@@ -170,15 +184,23 @@ def test_table_names_differing_files_and_keep_leaves_the_rerun(
     assert code == 1
     lines = out.splitlines()
     assert lines[1].split() == ["VERDICT", "SECONDS", "HASH", "STEP", "NOTE"]
-    rows = {line.split()[3]: line.split() for line in lines[2:6]}
+    rows = {line.split()[3]: line.split() for line in lines[2:7]}
     assert (
         rows["exp/a"][0] == "IDENTICAL" and rows["exp/noise"][0] == "DIFFERS" and rows["exp/noise"][-1] == "noise.bin"
     )
     assert any(line.startswith("  exp/noise: noise.bin: recorded 16 bytes") for line in lines)
     (scratch,) = (tmp_path / "s").iterdir()
     assert scratch.name.startswith(SCRATCH_PREFIX) and f"scratch kept: {scratch}" in lines
-    (rerun,) = (scratch / "exp").glob("noise-*")
+    (rerun,) = [path for path in scratch.glob("*/exp/noise-*") if not path.is_symlink()]
     assert (rerun / "noise.bin").stat().st_size == 16 and (rerun / MANIFEST_FILE).exists()
+    # Beside it, every other step's output is a symlink into the prefix.
+    assert sorted(link.name.split("-")[0] for link in rerun.parent.iterdir() if link.is_symlink()) == [
+        "a",
+        "b",
+        "count",
+        "where",
+    ]
+    assert all(link.resolve().parent == prefix / "exp" for link in rerun.parent.iterdir() if link.is_symlink())
 
 
 def test_scratch_inside_a_step_output_and_remote_prefixes_are_refused(finished: tuple[Path, Path], cli: Cli) -> None:

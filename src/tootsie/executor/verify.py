@@ -2,18 +2,23 @@
 
 A finished step's output directory holds the manifest of what it wrote
 (`manifest`: path, size and sha256 of every file). `verify` calls the step's
-function again, on the same inputs (the prefix's outputs of its input steps,
-read in place), with its output redirected to an empty scratch directory
-(`staging.prepare_call(..., output=...)`), and compares the manifest the rerun
-records there with the recorded one. Files the step declares volatile (logs,
-timings) are listed but never compared. Each selected step is rerun on its
-own, from its recorded inputs, so a difference is pinned to the step that
-made it, not to an upstream step it reads.
+function again on the same inputs, with its output in an empty scratch
+directory, and compares the manifest the rerun records there with the
+recorded one. Files the step declares volatile (logs, timings) are listed but
+never compared. Each selected step is rerun on its own, from the prefix's
+recorded outputs of the steps it reads, so a difference is pinned to the
+step that made it, not to an upstream step.
 
-The rerun never touches the prefix: no status, lease, metadata or log file is
-written there, its step log and manifest go to the scratch directory, and
+The rerun sees a second prefix: a scratch root where every other step's
+output is a symlink to its directory in the real prefix, and the rerun
+step's own output is a fresh empty directory. So the inputs are the same
+bytes under other absolute paths, exactly as if the prefix had moved, and an
+output that records an absolute path instead of its `portable` name differs
+and is named (the same step under two prefixes must write the same bytes).
+The rerun never writes the prefix: its status, lease and metadata files are
+never written, its step log and manifest go to the scratch directory, and
 the scratch directory (default: a fresh `tootsie-verify-*` under the system
-temporary directory) is outside every step's output. A step that resumes
+temporary directory) lies outside every step's output. A step that resumes
 from what its directory holds starts from an empty one, so it does the full
 work. Only a local prefix is supported.
 
@@ -21,8 +26,10 @@ Example: the tiny demo, every finished step::
 
     report = verify_experiment(build_steps(TINY), "/tmp/demo")
     report.ok                         # False when any step's content differs
-    report.to_json()["steps"][0]      # {"name": "demo/raw/code", "hash": "1f0c...", "identical": true,
-                                      #  "differing": [], "volatile": [], "seconds": 2.1, ...}
+    report.to_json()["steps"][0]      # {"name": "demo/raw/stdlib", "hash": "dd351d12a5fd", "identical": true,
+                                      #  "differing": [], "volatile": [], "seconds": 28.6, ...}
+    # a kept scratch (keep=True): <scratch>/tootsie-verify-*/001/demo/raw/stdlib-dd351d12a5fd/ is the rerun,
+    # <scratch>/tootsie-verify-*/001/demo/<other step>-<hash> a symlink into the prefix
 
 A step that was not finished, has no recorded manifest (it finished before
 manifests existed) or reads an unfinished input is listed with `skipped` and
@@ -44,9 +51,10 @@ from tootsie.executor.graph import Graph, Node, build_graph
 from tootsie.executor.manifest import Manifest, differing, read_manifest
 from tootsie.executor.metadata import recorded
 from tootsie.executor.progress import ProgressLine, progress_setting
-from tootsie.executor.staging import call_step, prepare_call
+from tootsie.executor.staging import StepCall, call_step, prepare_call
 from tootsie.executor.status import Status, read_status
 from tootsie.executor.step import Step
+from tootsie.executor.steplog import LOG_FILE
 from tootsie.extras import require
 
 SCRATCH_PREFIX = "tootsie-verify-"
@@ -76,6 +84,8 @@ class StepVerdict:
     """Why the step was not rerun, when it was not."""
     error: str | None = None
     """"<Type>: <message>" when the rerun raised."""
+    rerun_path: str | None = None
+    """The rerun's output directory, when the scratch directory is kept."""
 
     @property
     def differs(self) -> bool:
@@ -160,7 +170,7 @@ def verify_graph(
     try:
         for index, node in enumerate(todo, start=1):
             progress.update(index, [node.step.name])
-            verdicts[node.id] = rerun(graph, node, os.path.join(root, node.id), keep=keep)
+            verdicts[node.id] = rerun(graph, node, os.path.join(root, f"{index:03d}"), keep=keep)
     finally:
         progress.close()
         if not keep:
@@ -213,28 +223,54 @@ def make_scratch(graph: Graph, scratch: str | os.PathLike[str] | None) -> str:
     return tempfile.mkdtemp(prefix=SCRATCH_PREFIX, dir=parent)
 
 
-def rerun(graph: Graph, node: Node, workdir: str, *, keep: bool = False) -> StepVerdict:
-    """Call `node`'s function with its output at the empty directory `workdir`; compare the manifests.
+def relocated(graph: Graph, root: str) -> Graph:
+    """`graph` with every output under the local directory `root` instead of its prefix (same ids, same hashes)."""
+    nodes = tuple(dataclasses.replace(node, output_path=os.path.join(root, node.id)) for node in graph.nodes)
+    return Graph(prefix=root, nodes=nodes, ids=graph.ids)
 
-    The step's own progress lines are off while it runs (its log goes to `workdir`); `workdir` is removed
+
+def prepare_rerun(graph: Graph, node: Node, root: str) -> StepCall:
+    """The call of `node` with the prefix moved to the empty directory `root`: its output a fresh directory there.
+
+    Every other step's existing output appears under `root` as a symlink to its directory in the prefix. The
+    call's places name both the symlinks and the real directories by step id, so `portable` gives the same
+    names for a path however the step reaches it (a resolved symlink too).
+    """
+    moved = relocated(graph, root)
+    places = [(graph.prefix, "")]
+    for other in graph.nodes:
+        if other.id != node.id and os.path.isdir(other.output_path):
+            link = moved.by_id[other.id].output_path
+            os.makedirs(os.path.dirname(link), exist_ok=True)
+            os.symlink(other.output_path, link, target_is_directory=True)
+            places.append((other.output_path, other.id))
+    call = prepare_call(moved, moved.by_id[node.id])
+    os.makedirs(call.workdir)
+    return dataclasses.replace(call, places=call.places + tuple(places))
+
+
+def rerun(graph: Graph, node: Node, root: str, *, keep: bool = False) -> StepVerdict:
+    """Call `node`'s function with the prefix moved to the new directory `root` (`prepare_rerun`); compare manifests.
+
+    The step's own progress lines are off while it runs (its log goes to its scratch output); `root` is removed
     afterwards unless `keep`.
     """
-    os.makedirs(workdir)
     started = time.perf_counter()
+    call = prepare_rerun(graph, node, root)
     with progress_setting("off"):
-        error = call_step(prepare_call(graph, node, output=workdir))
+        error = call_step(call)
     seconds = round(time.perf_counter() - started, 3)
     known = recorded(node.output_path).seconds
     try:
         if error is not None:
-            hint = f"; its log is {workdir}/.executor.log" if keep else "; rerun verify with --keep to read its log"
+            hint = f"; its log is {call.workdir}/{LOG_FILE}" if keep else "; rerun verify with --keep to read its log"
             return StepVerdict(
                 node.step.name, node.hash, False, seconds=seconds, recorded_seconds=known, error=error + hint
             )
-        fresh = read_manifest(workdir)
+        fresh = read_manifest(call.workdir)
         previous = read_manifest(node.output_path)
         if fresh is None or previous is None:
-            raise TootsieError(f"step {node.step.name}: a manifest is missing after its rerun in {workdir}")
+            raise TootsieError(f"step {node.step.name}: a manifest is missing after its rerun in {call.workdir}")
         paths = differing(previous, fresh)
         volatile = sorted({entry.path for entry in previous.files + fresh.files if entry.volatile})
         return StepVerdict(
@@ -246,10 +282,11 @@ def rerun(graph: Graph, node: Node, workdir: str, *, keep: bool = False) -> Step
             tuple(volatile),
             seconds,
             known,
+            rerun_path=call.workdir if keep else None,
         )
     finally:
         if not keep:
-            shutil.rmtree(workdir, ignore_errors=True)
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def describe_changes(recorded_manifest: Manifest, fresh: Manifest, paths: Iterable[str]) -> list[str]:
