@@ -1,4 +1,6 @@
-"""`tootsie eval suite` on generated fixtures in each benchmark's Hub schema, with a tiny random model."""
+"""`tootsie eval suite` on generated fixtures in each benchmark's Hub schema, with a tiny random model, and with a
+stand-in model that writes each document's known answer (or a wrong one), so the generation tasks' scoring is shown
+to give exactly 1 and 0."""
 
 import json
 
@@ -11,12 +13,17 @@ from tests.eval.benchmark_fixtures import ROWS, fixture_texts, write_fixtures
 from tootsie.datakit.parquet_io import write_table_atomic
 from tootsie.datakit.tokenizer import TokenizerTrainConfig, train_bpe
 from tootsie.errors import TootsieError
+from tootsie.eval import code_sandbox
 from tootsie.eval.benchmark_data import MANIFEST_FILE, benchmark_files, mirror, record_files
 from tootsie.eval.benchmarks import BENCHMARKS, SUITES
 from tootsie.eval.code_sandbox import run_program, sandbox_unavailable
 from tootsie.models.llama import LlamaConfig, LlamaModel
 
 pytest.importorskip("lm_eval", reason="lm-eval is not installed (pip install 'tootsie[lmeval]')")
+from lm_eval.api.instance import Instance  # noqa: E402 - needs lm_eval
+from lm_eval.api.model import LM  # noqa: E402 - needs lm_eval
+
+from tootsie.eval import suite  # noqa: E402 - needs lm_eval
 from tootsie.eval.lm_eval_adapter import TootsieLM  # noqa: E402 - needs lm_eval
 from tootsie.eval.suite import run_suite  # noqa: E402 - needs lm_eval
 
@@ -52,11 +59,11 @@ def test_every_suite_task_runs_end_to_end_in_both_formats(lm, data_dir, tmp_path
     with_olmes = {name for name in names if BENCHMARKS[name].olmes}
     assert with_olmes == {"arc_easy", "arc_challenge", "hellaswag", "gsm8k", "mmlu"}
     assert set(rows) == {(name, "lm-eval") for name in names} | {(name, "olmes") for name in with_olmes}
+    refused = sandbox_unavailable()
     for (name, _), row in rows.items():
         assert set(row) >= {"task", "metric", "value", "stderr", "n", "prompt_format"}
-        if name == "humaneval" and sandbox_unavailable():
-            assert row["value"] is None and "not sandboxed" in row["refused"]
-            continue
+        if name == "humaneval" and refused:
+            continue  # skipped below, after every other task is checked
         assert 0.0 <= row["value"] <= 1.0, row
         assert row["n"] == (len(BENCHMARKS["bbh"].subtasks) if name == "bbh" else 1), row
     assert rows[("gsm8k", "lm-eval")]["metric"] == "exact_match/strict-match"
@@ -71,6 +78,8 @@ def test_every_suite_task_runs_end_to_end_in_both_formats(lm, data_dir, tmp_path
     assert olmes.count("Question:") == 9 and olmes.count("So the answer is") == 8 and "####" not in olmes
     (arc_mc,) = prompts["arc_easy/olmes/arc_easy_olmes"]
     assert arc_mc.endswith("\n A. the red one\n B. the blue one\n C. the green one\n D. the small one\nAnswer:")
+    if refused:
+        pytest.skip(f"HumanEval was refused, not run: {refused}")
 
 
 def test_suite_accuracy_equals_a_hand_computation(lm, data_dir, tmp_path) -> None:
@@ -130,12 +139,90 @@ def test_mirror_offline_says_it_needs_the_network(tmp_path) -> None:
 
 def test_code_runs_sandboxed_without_network() -> None:
     if sandbox_unavailable():
-        with pytest.raises(TootsieError, match="refusing to execute"):
-            run_program("pass")
-        return
+        pytest.skip(f"the HumanEval sandbox is unavailable here: {sandbox_unavailable()}")
     assert run_program("assert sum([1, 2]) == 3")
     assert not run_program("assert sum([1, 2]) == 4")
     interfaces = "[line.split(':')[0].strip() for line in open('/proc/net/dev').readlines()[2:]]"
     assert run_program(f"assert {interfaces} == ['lo'], {interfaces}")
     assert not run_program("x = bytearray(2 ** 31)")  # over the 1 GiB address-space limit
     assert run_program("import os\nassert os.getcwd().split('/')[-1].startswith('tootsie-sandbox-')")
+
+
+NO_SANDBOX = "the `unshare` command (util-linux) is not installed, so code would run with network access"
+"""What `sandbox_unavailable()` says on a machine without util-linux (stood in for by monkeypatching)."""
+
+
+def test_code_is_refused_without_a_sandbox(monkeypatch) -> None:
+    monkeypatch.setattr(code_sandbox, "sandbox_unavailable", lambda: NO_SANDBOX)
+    with pytest.raises(TootsieError, match="refusing to execute model-written code: the `unshare` command"):
+        run_program("pass")
+
+
+def _cut(text: str, until: list[str]) -> str:
+    """`text` up to the first stop string, as a model's generation is cut."""
+    return text[: min((text.find(stop) for stop in until if stop in text), default=len(text))]
+
+
+def known_completion(request: Instance, right: bool) -> str:
+    """The document's canonical answer (or, not `right`, a wrong one) written as the task's filter expects it.
+
+    GSM8K: the rationale and `#### N` (OLMES: `So the answer is N.`), N off by one when wrong; MATH: the boxed answer
+    between `$`s, as hendrycks_math's `process_results` reads it; BBH: `So the answer is T.` with the other truth
+    value when wrong; HumanEval: the canonical body, or one returning a - b.
+    """
+    doc, task = request.doc, str(request.task_name)
+    if task.startswith("gsm8k"):
+        rationale, _, number = doc["answer"].rpartition("\n#### ")
+        number = number if right else str(int(number) + 1)
+        return f" {rationale} So the answer is {number}." if task == "gsm8k_olmes" else f" {rationale}\n#### {number}"
+    if task == "hendrycks_math500":
+        return f" Adding gives ${doc['answer'] if right else int(doc['answer']) + 1}$."
+    if task.startswith("bbh_"):
+        target = doc["target"] if right else {"True": "False", "False": "True"}[doc["target"]]
+        return f" Evaluate the inner bracket first. So the answer is {target}."
+    if task == "humaneval":
+        return doc["canonical_solution"] if right else "    return a - b\n"
+    raise AssertionError(f"no known completion for task {task!r}")
+
+
+class KnownAnswers(LM):
+    """An lm-eval model whose generations are `known_completion`s, cut at each request's stop strings."""
+
+    def __init__(self, right: bool) -> None:
+        super().__init__()
+        self.right = right
+
+    def generate_until(self, requests: list[Instance], disable_tqdm: bool = False) -> list[str]:
+        return [_cut(known_completion(r, self.right), r.args[1]["until"]) for r in requests]
+
+    def loglikelihood(self, requests: list[Instance], disable_tqdm: bool = False) -> list[tuple[float, bool]]:
+        raise AssertionError("the generation tasks request no log-likelihoods")
+
+    def loglikelihood_rolling(self, requests: list[Instance], disable_tqdm: bool = False) -> list[float]:
+        raise AssertionError("the generation tasks request no log-likelihoods")
+
+
+GENERATION = ("gsm8k", "math500", "bbh", "humaneval")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_generation_tasks_score_known_answers_one_and_wrong_answers_zero(data_dir, tmp_path) -> None:
+    if sandbox_unavailable():
+        pytest.skip(f"HumanEval's scoring needs the sandbox, unavailable here: {sandbox_unavailable()}")
+    for right in (True, False):
+        result = run_suite(KnownAnswers(right), ",".join(GENERATION), data_dir, tmp_path, prompt_format="both")
+        rows = {(row["task"], row["prompt_format"]): row for row in result["results"]}
+        assert set(rows) == {(name, "lm-eval") for name in GENERATION} | {("gsm8k", "olmes")}
+        for row in rows.values():
+            assert row["value"] == (1.0 if right else 0.0), row
+            assert row["n"] == (len(BENCHMARKS["bbh"].subtasks) if row["task"] == "bbh" else 1) * ROWS, row
+
+
+def test_without_a_sandbox_humaneval_is_a_refused_row_and_the_rest_runs(data_dir, tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(suite, "sandbox_unavailable", lambda: NO_SANDBOX)
+    result = run_suite(KnownAnswers(right=True), "gsm8k,humaneval", data_dir, tmp_path, limit=1)
+    gsm8k, humaneval = result["results"]
+    assert gsm8k["task"] == "gsm8k" and gsm8k["value"] == 1.0
+    assert humaneval["task"] == "humaneval" and humaneval["value"] is None and humaneval["n"] == 0
+    assert humaneval["refused"] == f"code execution is not sandboxed here: {NO_SANDBOX}"
