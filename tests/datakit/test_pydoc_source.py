@@ -43,6 +43,10 @@ def test_warc_holds_one_html_response_per_module_and_extracts_to_its_text(tmp_pa
     assert "\xa0" not in abc_doc["text"]  # pydoc's &nbsp; between words comes out as plain spaces
 
 
+def test_given_modules_render_in_their_order() -> None:
+    assert [name for name, _ in pydoc_pages(5, ("json", "abc"))] == ["json", "abc"]
+
+
 def test_max_pages_must_be_positive() -> None:
     with pytest.raises(ValueError, match="max_pages"):
         PydocWarcConfig(max_pages=0)
@@ -51,7 +55,8 @@ def test_max_pages_must_be_positive() -> None:
 def test_pages_are_the_same_in_every_process() -> None:
     """Reprs carry memory addresses and module data that depend on the process's history (`<object object at
     0x7f...>`, `__warningregistry__` versions); the step's pages must not, or the demo's outputs would differ
-    between a local run and a Ray worker. This process has imported JAX, Ray and more; the other only numpy."""
+    between a local run and a Ray worker. This process has imported JAX, Ray and more; the other only numpy.
+    (Pages across installs and environments: tests/datakit/test_source_reproducibility.py.)"""
     script = (
         "import hashlib, numpy; from tootsie.datakit.pydoc_source import rendered_pages; "
         "print(hashlib.sha256(''.join(h for _, h in rendered_pages(40)).encode()).hexdigest())"

@@ -4,9 +4,13 @@ Each public function or class of a few standard-library modules gives one
 conversation: the user asks "What does `module.name` do?" and the assistant
 answers with the first paragraph of its docstring (whitespace collapsed),
 behind a fixed system message. Names are sorted, so the set is a function of
-the config and the Python version (recorded in the config, hence in the
-output path). Every `heldout_every`-th conversation goes to `heldout.jsonl`,
-the rest to `train.jsonl`; both are written atomically.
+the config and the interpreter (`stdlib_source.PythonIdentity`, in the config,
+hence in the output path). The docstrings are read in a fresh interpreter that
+sees only the standard library (`stdlib_source.run_stdlib_only`): in the
+caller's process `builtins` also holds what `site` and others put there (`help`,
+`copyright`, a profiler's `profile`), which would make the set depend on how
+the step was started. Every `heldout_every`-th conversation goes to
+`heldout.jsonl`, the rest to `train.jsonl`; both are written atomically.
 
 Example: `builtins.len` gives
 `[system: "Answer questions about Python's standard library in one paragraph.",
@@ -16,10 +20,12 @@ user: "What does `len` do?", assistant: "Return the number of items in a contain
 import inspect
 import json
 import os
-import platform
 from dataclasses import dataclass, field
 from importlib import import_module
 from pathlib import Path
+from typing import Any
+
+from tootsie.datakit.stdlib_source import PythonIdentity, python_identity, run_stdlib_only
 
 SYSTEM_PROMPT = "Answer questions about Python's standard library in one paragraph."
 TRAIN_FILE = "train.jsonl"
@@ -37,7 +43,7 @@ class StdlibChatConfig:
     """Answers (first docstring paragraphs) longer than this are left out."""
     heldout_every: int = 10
     """Every this-many-th conversation (in name order) is held out."""
-    python_version: str = field(default_factory=platform.python_version)
+    python: PythonIdentity = field(default_factory=python_identity)
     """The interpreter whose docstrings are read (part of the output's identity)."""
 
 
@@ -50,9 +56,17 @@ def _first_paragraph(obj: object) -> str | None:
 
 
 def stdlib_conversations(config: StdlibChatConfig) -> list[list[dict[str, str]]]:
-    """One system/user/assistant conversation per documented public callable of `config.modules`."""
+    """One system/user/assistant conversation per documented public callable of `config.modules`.
+
+    Read in a fresh stdlib-only interpreter (`conversations_here` there), so the caller's process cannot change them."""
+    request = {"modules": list(config.modules), "max_answer_chars": config.max_answer_chars}
+    return run_stdlib_only("tootsie.datakit.stdlib_chat", "conversations_here", request)
+
+
+def conversations_here(request: dict[str, Any]) -> list[list[dict[str, str]]]:
+    """`stdlib_conversations` in this process, from `{"modules", "max_answer_chars"}`."""
     conversations = []
-    for module_name in config.modules:
+    for module_name in request["modules"]:
         module = import_module(module_name)
         prefix = "" if module_name == "builtins" else f"{module_name}."
         for name in sorted(vars(module)):
@@ -60,7 +74,7 @@ def stdlib_conversations(config: StdlibChatConfig) -> list[list[dict[str, str]]]
             if name.startswith("_") or not callable(obj):
                 continue
             answer = _first_paragraph(obj)
-            if answer is None or len(answer) > config.max_answer_chars or answer.startswith(name + "("):
+            if answer is None or len(answer) > request["max_answer_chars"] or answer.startswith(name + "("):
                 continue
             conversations.append(
                 [

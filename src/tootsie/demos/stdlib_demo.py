@@ -25,6 +25,13 @@ decontamination work within a source, so only in one source do they see
 both (a held-out docstring cannot come back through a web page); the mixture
 stays code/prose (docs/demo.md has the measurements). `experiments/demo.py` builds the
 same steps for `tootsie run`; a second run skips every finished step.
+
+The raw steps read the running Python; their configs name it
+(`datakit.stdlib_source.PythonIdentity`: version, build, platform, linked
+libraries, a digest of its stdlib) and hold no path, and the pages and
+docstrings are read in a stdlib-only interpreter. So a clone in another
+directory, or another virtualenv over the same Python, gets the same hashes
+and the same bytes; another Python gets other hashes (docs/reproducibility.md).
 """
 
 from dataclasses import dataclass
