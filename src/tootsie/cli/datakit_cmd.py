@@ -248,7 +248,7 @@ def _checking_urls(handler: Handler) -> Handler:
 
     def run(args: argparse.Namespace) -> int:
         values = [v for value in vars(args).values() for v in (value if isinstance(value, list) else [value])]
-        require_for_urls([v for v in values if isinstance(v, str)], purpose=f"tootsie datakit {args.stage}")
+        require_for_urls([v for v in values if isinstance(v, str)], purpose=f"datakit {args.stage}")
         return handler(args)
 
     return run
@@ -275,7 +275,7 @@ def run_normalize(args: argparse.Namespace) -> int:
 
 def run_extract(args: argparse.Namespace) -> int:
     """`tootsie datakit extract`: the main content of web pages as normalized documents."""
-    require_extractor(args.engine, purpose=f"tootsie datakit extract --engine {args.engine}")
+    require_extractor(args.engine, purpose=f"datakit extract --engine {args.engine}")
     config = build(
         ExtractConfig, inputs=tuple(args.inputs), extractor=args.engine, format=args.format, engine=engine_of(args)
     )
@@ -284,7 +284,7 @@ def run_extract(args: argparse.Namespace) -> int:
 
 def run_langid(args: argparse.Namespace) -> int:
     """`tootsie datakit langid`: language attributes (documents are not rewritten)."""
-    require_model(purpose="tootsie datakit langid")
+    require_model(purpose="datakit langid")
     config = build(LangidConfig, input=args.input, engine=engine_of(args))
     return emit(langid(config, args.out), args, f"language attributes in {args.out}")
 

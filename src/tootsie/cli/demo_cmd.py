@@ -86,8 +86,8 @@ def require_demo_extras(args: argparse.Namespace) -> None:
     extras = [] if args.experiment else ["demo"]  # another demo file's steps declare their own
     if args.backend == "ray":
         extras.append("ray")
-    require(extras, purpose="tootsie demo")
-    require_for_urls((args.out,), purpose="tootsie demo --out")
+    require(extras, purpose="the demo")
+    require_for_urls((args.out,), purpose="the demo's prefix")
 
 
 def _output_of(report: RunReport, name: str) -> str | None:

@@ -132,7 +132,7 @@ def run_bpb(args: argparse.Namespace) -> int:
 
 def run_lm_eval_command(args: argparse.Namespace) -> int:
     """`tootsie eval lm-eval`."""
-    require(("lmeval",), purpose="tootsie eval lm-eval")
+    require(("lmeval",), purpose="eval lm-eval")
     tasks = tuple(name.strip() for name in args.tasks.split(",") if name.strip())
     config = build(
         LMEvalConfig,

@@ -68,7 +68,7 @@ def _load_suite() -> tuple[object, object]:
 
 def run_suite_command(args: argparse.Namespace) -> int:
     """`tootsie eval suite`."""
-    require(("lmeval",), purpose="tootsie eval suite")
+    require(("lmeval",), purpose="eval suite")
     if not Path(args.data_dir).is_dir():
         raise TootsieError(
             f"--data-dir {args.data_dir} is not a directory; run `tootsie eval mirror {args.suite} --out DIR` first"
@@ -112,7 +112,7 @@ def run_suite_command(args: argparse.Namespace) -> int:
 
 def run_mirror_command(args: argparse.Namespace) -> int:
     """`tootsie eval mirror`."""
-    require(("lmeval",), purpose="tootsie eval mirror (it reads the Hub through `datasets`)")
+    require(("lmeval",), purpose="eval mirror (it reads the Hub through `datasets`)")
     from tootsie.eval.benchmark_data import mirror
 
     benchmarks = {b.name: b for task in args.tasks for b in suite_benchmarks(task)}

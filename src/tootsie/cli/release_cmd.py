@@ -128,7 +128,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
 def run_export_hf(args: argparse.Namespace) -> int:
     """`tootsie export hf`."""
     if args.verify:
-        require(("hf",), purpose="tootsie export hf --verify")
+        require(("hf",), purpose="export hf --verify")
     started = time.perf_counter()
     summary = export_hf(
         args.checkpoint,
