@@ -27,7 +27,7 @@ def test_missing_lm_eval_is_a_one_line_error(tmp_path, monkeypatch, capsys) -> N
     assert (
         main(["eval", "lm-eval", "--checkpoint", str(tmp_path), "--tokenizer", "t.json", "--tasks", "tootsie_zen"]) == 2
     )
-    assert "pip install 'tootsie[lmeval]'" in capsys.readouterr().err
+    assert 'pip install "tootsie[lmeval]"' in capsys.readouterr().err
 
 
 def test_lm_eval_config_is_validated() -> None:

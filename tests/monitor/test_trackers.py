@@ -182,10 +182,10 @@ def test_wandb_offline_run_holds_the_logged_history_and_resumes_the_same_run(
 
 def test_a_missing_extra_names_the_pip_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "tensorboardX", None)  # makes `import tensorboardX` raise ImportError
-    with pytest.raises(TootsieError, match=r"pip install 'tootsie\[tensorboard\]'"):
+    with pytest.raises(TootsieError, match=r'pip install "tootsie\[tensorboard\]"'):
         open_trackers(tmp_path, (TensorBoardConfig(),), {}, start_step=0)
     monkeypatch.setitem(sys.modules, "wandb", None)
-    with pytest.raises(TootsieError, match=r"pip install 'tootsie\[wandb\]'"):
+    with pytest.raises(TootsieError, match=r'pip install "tootsie\[wandb\]"'):
         open_trackers(tmp_path, (WandbConfig(),), {}, start_step=0)
 
 

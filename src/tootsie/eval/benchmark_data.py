@@ -16,6 +16,7 @@ from pathlib import Path
 
 from tootsie.errors import TootsieError
 from tootsie.eval.benchmarks import Benchmark
+from tootsie.extras import install_hint
 from tootsie.jsonfile import read_json, write_json_atomic
 
 MANIFEST_FILE = "manifest.json"
@@ -95,7 +96,7 @@ def mirror(benchmarks: list[Benchmark], out: Path) -> dict[str, dict[str, object
     try:
         import datasets
     except ModuleNotFoundError as error:
-        raise TootsieError(f"mirroring needs `datasets` ({error}); pip install 'tootsie[lmeval]'") from error
+        raise TootsieError(f"mirroring needs `datasets` ({error}); {install_hint('lmeval')}") from error
     written, sources = [], {}
     for benchmark in benchmarks:
         for subtask in benchmark.subtasks:

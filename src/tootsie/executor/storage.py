@@ -28,14 +28,15 @@ from typing import Any
 import fsspec
 
 from tootsie.errors import TootsieError
+from tootsie.extras import install_hint
 from tootsie.jsonfile import read_json as read_local_json
 from tootsie.jsonfile import write_json_atomic
 
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 LOCAL_SCHEMES = ("file", "local")
 INSTALL_HINTS = {
-    "s3": "pip install 'tootsie[s3]'",
-    "s3a": "pip install 'tootsie[s3]'",
+    "s3": install_hint("s3"),
+    "s3a": install_hint("s3"),
     "gs": "pip install gcsfs",
     "gcs": "pip install gcsfs",
 }

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from tootsie.errors import TootsieError
+from tootsie.executor.step import requires_extras
+from tootsie.extras import require
 from tootsie.jsonfile import write_json_atomic
 from tootsie.train.trainer import resolve_checkpoint
 
@@ -47,13 +49,13 @@ def task_values(rows: list[dict[str, Any]]) -> dict[str, float]:
     }
 
 
+@requires_extras("lmeval")
 def branch_tasks(config: BranchTasksConfig, output_path: str) -> dict[str, Any]:
     """Run the suite on the branch's final checkpoint; write and return `tasks.json`."""
-    try:
-        from tootsie.eval.lm_eval_adapter import TootsieLM
-        from tootsie.eval.suite import run_suite
-    except ModuleNotFoundError as error:
-        raise TootsieError(f"microanneal tasks need lm-eval ({error}); pip install 'tootsie[lmeval]'") from error
+    require(("lmeval",), purpose="microanneal benchmark tasks")
+    from tootsie.eval.lm_eval_adapter import TootsieLM
+    from tootsie.eval.suite import run_suite
+
     if not Path(config.data_dir).is_dir():
         raise TootsieError(
             f"task data dir {config.data_dir} is not a directory; run `tootsie eval mirror {config.suite} --out DIR`"
