@@ -20,12 +20,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tootsie.eval.in_loop import evaluation_hook
+from tootsie.executor.step import volatile_outputs
+from tootsie.monitor.metrics_log import METRICS_FILE
 from tootsie.train.config import TrainConfig
 from tootsie.train.config_drift import prepare_run
 from tootsie.train.sharding import initialize_distributed
 from tootsie.train.trainer import StepHook, TrainState, train_loop
 
 
+@volatile_outputs(METRICS_FILE)  # each record's step_seconds and tokens_per_s are wall-clock (docs/reproducibility.md)
 def run_training(
     config: TrainConfig, output_path: str, hooks: Sequence[StepHook] = (), allow_config_change: bool = False
 ) -> TrainState:

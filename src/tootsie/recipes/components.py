@@ -20,6 +20,8 @@ import yaml
 
 from tootsie.errors import TootsieError
 from tootsie.eval.training import run_training
+from tootsie.executor.step import volatile_outputs
+from tootsie.monitor.metrics_log import METRICS_FILE
 from tootsie.train.config import TrainConfig
 
 COMPONENTS_ENV = "TOOTSIE_COMPONENTS"
@@ -65,6 +67,7 @@ def missing_components(caches: dict[str, str]) -> list[str]:
     )
 
 
+@volatile_outputs(METRICS_FILE)  # each record's step_seconds and tokens_per_s are wall-clock (docs/reproducibility.md)
 def train_phase(config: TrainConfig, output_path: str) -> None:
     """A recipe phase's step: check every component has a token cache, then train.
 
