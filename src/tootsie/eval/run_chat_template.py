@@ -10,7 +10,9 @@ model fine-tuned with ChatML is prompted (and exported) with ChatML without a
 flag.
 
 Worked example: the demo SFT run's `config.json` has `data.caches =
-{builtins: .../chat-tokenized/builtins/train-<h>, modules: ...}`; both ledgers
+{builtins: demo/chat-tokenized/builtins/train-<h>, modules: ...}` (relative to
+the prefix, as the executor records paths; read back against the prefix the
+run sits in, `resolve_recorded`); both ledgers
 say `chatml` with the same digest, so the run's template is ChatML. A run whose
 caches have no `chat_template` (pretraining) has none; two caches with
 different digests are refused, since the model would have learned two formats
@@ -24,6 +26,7 @@ from tootsie.datakit.chat_templates import CHAT_TEMPLATES, template_sha256
 from tootsie.datakit.token_cache import LEDGER_FILE
 from tootsie.errors import TootsieError
 from tootsie.executor import storage
+from tootsie.monitor.dashboard.runs import resolve_recorded
 from tootsie.monitor.metrics_log import CONFIG_FILE
 from tootsie.train.trainer import CHECKPOINTS
 
@@ -68,10 +71,13 @@ def run_chat_template(run: Path) -> RecordedChatTemplate | None:
     config = storage.read_json(storage.join(str(run), CONFIG_FILE))
     caches = (config or {}).get("data", {}).get("caches", {})
     recorded: dict[str, list[tuple[str, str]]] = {}
-    for cache in caches.values() if isinstance(caches, dict) else ():
-        ledger = storage.read_json(storage.join(str(cache), LEDGER_FILE)) if isinstance(cache, str) else None
+    for recorded_cache in caches.values() if isinstance(caches, dict) else ():
+        cache = resolve_recorded(recorded_cache, run) if isinstance(recorded_cache, str) else None
+        ledger = storage.read_json(storage.join(cache, LEDGER_FILE)) if cache is not None else None
         if ledger is not None and isinstance(ledger.get("chat_template_sha256"), str):
-            recorded.setdefault(ledger["chat_template_sha256"], []).append((str(ledger["chat_template"]), cache))
+            name = str(ledger["chat_template"])
+            name = name if name in CHAT_TEMPLATES else resolve_recorded(name, cache)
+            recorded.setdefault(ledger["chat_template_sha256"], []).append((name, cache))
     if not recorded:
         return None
     if len(recorded) > 1:

@@ -3,7 +3,8 @@
 A directory holds `metrics.jsonl`: a training output directory (its config
 from the executor's `.executor_info.json` or `tootsie train`'s `config.json`),
 or a summary directory whose merged metrics label every record with its `run`
-(pretrain, cooldown) and whose `summary.json` names each run's directory. Each
+(pretrain, cooldown) and whose `summary.json` names each run's directory
+(relative to the prefix when the executor ran the summary). Each
 run also brings the rewinds its directory recorded (`rewinds.json`).
 
 Several directories are compared: the first is the reference, every run of a
@@ -22,7 +23,9 @@ import numpy as np
 from tootsie.errors import TootsieError
 from tootsie.executor.hashing import STEP_KEY
 from tootsie.executor.metadata import INFO_FILE
+from tootsie.executor.portable import portable
 from tootsie.jsonfile import read_json
+from tootsie.monitor.dashboard.runs import resolve_recorded, step_prefix
 from tootsie.monitor.metrics_log import CONFIG_FILE, METRICS_FILE, read_metrics
 from tootsie.monitor.report_panels import Records, Span
 from tootsie.monitor.signals import Rewind, read_rewinds
@@ -75,30 +78,28 @@ def get(config: dict[str, object] | None, *path: str) -> object:
 
 
 def _run_config(directory: Path) -> tuple[dict[str, object] | None, str | None]:
-    """A run's config: the executor's metadata file, else `tootsie train`'s config.json."""
+    """A run's config and where it came from (`portable`): the executor's metadata file, else config.json."""
     info = read_json(directory / INFO_FILE)
     if info and isinstance(info.get("config"), dict):
-        return info["config"], str(directory / INFO_FILE)
+        return info["config"], portable(str(directory / INFO_FILE))
     config = read_json(directory / CONFIG_FILE)
-    return (config, str(directory / CONFIG_FILE)) if config else (None, None)
+    return (config, portable(str(directory / CONFIG_FILE))) if config else (None, None)
 
 
 def _summary_run_dirs(root: Path, summary: dict[str, object]) -> dict[str, str]:
     """Run label → training directory of a summary.
 
-    From summary.json, else from the summary step's metadata (refs under its prefix).
+    From summary.json (relative to the prefix when a step wrote it), else from the summary step's metadata
+    (refs under its prefix).
     """
     if isinstance(summary.get("runs"), dict):
-        return summary["runs"]
+        return {label: resolve_recorded(str(path), root) for label, path in summary["runs"].items()}
     info = read_json(root / INFO_FILE) or {}
-    refs, own = get(info, "config", "runs"), f"{info.get('name')}-{info.get('hash')}"
-    if not isinstance(refs, dict) or not str(info.get("output_path", "")).endswith(own):
+    refs, prefix = get(info, "config", "runs"), step_prefix(root)
+    if not isinstance(refs, dict) or prefix is None:
         return {}
-    prefix = str(info["output_path"])[
-        : -len(own)
-    ]  # a step's output path is <prefix>/<name>-<hash>, refs name "<name>-<hash>"
     return {
-        label: prefix + ref[STEP_KEY]
+        label: str(Path(prefix) / ref[STEP_KEY])
         for label, ref in refs.items()
         if isinstance(ref, dict) and isinstance(ref.get(STEP_KEY), str)
     }
