@@ -23,10 +23,11 @@ from typing import TypeVar
 import numpy as np
 from tokenizers import Tokenizer
 
-from tootsie.datakit.chat_templates import Message, assistant_spans, template_sha256
+from tootsie.datakit.chat_templates import CHAT_TEMPLATES, Message, assistant_spans, template_sha256
 from tootsie.datakit.special_tokens import SpecialTokens
 from tootsie.datakit.tokenizer import file_sha256
 from tootsie.errors import TootsieError
+from tootsie.executor.portable import portable
 
 T = TypeVar("T")
 ROLES = ("system", "user", "assistant")
@@ -114,13 +115,14 @@ def chat_cache_ledger(
     """The ledger fields every chat-templated cache records: its tokenizer, specials, source and template.
 
     `chat_template_sha256` is what `eval.run_chat_template` matches to find the template a run trained with.
+    The source and a template file are named relative to the prefix under the executor (`executor.portable`).
     """
     return {
         "tokenizer_sha256": file_sha256(tokenizer_file),
         "bos_id": None,
         "eos_id": None,
         "special_tokens": special.ledger(),
-        "source": source,
-        "chat_template": template_name,
+        "source": portable(source),
+        "chat_template": template_name if template_name in CHAT_TEMPLATES else portable(template_name),
         "chat_template_sha256": template_sha256(template),
     }

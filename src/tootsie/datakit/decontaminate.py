@@ -33,7 +33,8 @@ an attribute file `part-00003.parquet` with columns `id`, `contaminated`,
 (`docs`, `contaminated`, `eval_items_matched`, and the shared `total` / `kept`
 / `dropped` of `tootsie.datakit.stats`, contaminated documents dropped as
 `contaminated`); `report.json` (per matched
-eval item, how many documents contain it, and the spread of `max_overlap`);
+eval item, how many documents contain it and its file, relative to the prefix
+under the executor (`executor.portable`), and the spread of `max_overlap`);
 `.decontaminate/index/` (the n-gram index as `.npy` files, built once and
 memory-mapped by every worker, and a manifest that a rerun must match);
 `.decontaminate/done/` (per-shard markers: a rerun skips finished shards).
@@ -67,6 +68,7 @@ from tootsie.datakit.parquet_io import parquet_files, write_table_atomic
 from tootsie.datakit.readers import open_decompressed
 from tootsie.datakit.stats import StageStats, finish_stage
 from tootsie.errors import TootsieError
+from tootsie.executor.portable import portable
 from tootsie.jsonfile import read_json, write_json_atomic
 
 logger = logging.getLogger(__name__)
@@ -360,7 +362,7 @@ def decontaminate(config: DecontaminateConfig, output_path: str) -> dict[str, An
         "docs_by_max_overlap": merged.get("docs_by_max_overlap", {}),
         "failed_shards": sorted(results.failed),
         "matched": [
-            {"eval_id": eval_id, "file": files[eval_id], "docs": docs}
+            {"eval_id": eval_id, "file": portable(files[eval_id]), "docs": docs}
             for eval_id, docs in sorted(per_item.items(), key=lambda pair: (-pair[1], order[pair[0]]))
         ],
     }

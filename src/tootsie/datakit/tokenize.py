@@ -6,8 +6,10 @@ says (the tokenizer's own, found by `datakit.special_tokens`), and written to a
 per-shard cache under `.shards/`. Reduce: the shard caches are concatenated in
 shard order into the final flat `tokens.bin` and `offsets.bin`, and the ledger
 (tokenizer sha256, `bos_id`/`eos_id`, the resolved `special_tokens`, counts,
-the shards merged) is written last. A SIGKILL at any point loses at most the shards in flight, and a
-rerun produces byte-identical files.
+the shards merged, and the `source`: relative to the prefix under the
+executor, as given by hand, `executor.portable`) is written last. A SIGKILL
+at any point loses at most the shards in flight, and a rerun produces
+byte-identical files.
 
 Chat data (`ChatTokenizeConfig`, `tokenize_chat`) takes another path: JSONL
 conversations are checked, rendered with a chat template and encoded one by
@@ -30,6 +32,7 @@ from tootsie.datakit.parquet_io import iter_texts, parquet_files
 from tootsie.datakit.special_tokens import load_with_special_tokens
 from tootsie.datakit.token_cache import TokenCache, TokenCacheWriter, open_token_cache
 from tootsie.datakit.tokenizer import TOKENIZER_FILE, file_sha256
+from tootsie.executor.portable import portable
 from tootsie.executor.step import unhashed
 
 SHARDS_DIR = ".shards"
@@ -124,7 +127,7 @@ def tokenize_documents(config: TokenizeConfig, output_path: str) -> dict[str, ob
             "bos_id": bos,
             "eos_id": eos,
             "special_tokens": special.ledger(),
-            "source": str(config.input),
+            "source": portable(config.input),
             "shards": list(results.stats),
             "failed_shards": results.failed,
         },
