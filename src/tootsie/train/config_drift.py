@@ -13,6 +13,13 @@ told about. So every run records, next to its checkpoints:
   resumed on another machine, where the executor mirrors inputs to other
   local paths, therefore compares equal.
 
+Under the executor both files name every other path inside the prefix (a warm
+start's source run, say) relative to it (`executor.portable`), so the same run
+under two prefixes writes the same bytes; by hand they hold the paths given.
+A resume compares in the same form, and a path relative to the prefix equals
+an absolute one ending in it (a record made before paths were portable, or a
+resume by hand), so moving a prefix is not drift.
+
 On resume the new config's hashed view is compared field by field with the
 recorded one. Any difference is refused with the diff; with
 `allow_change=True` (`tootsie train --allow-config-change`) it is accepted and
@@ -29,6 +36,7 @@ tool that turns off is logged and written to `warm_start_report.json`.
 import dataclasses
 import json
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -39,6 +47,7 @@ from tootsie.configfile import to_plain
 from tootsie.datakit.token_cache import LEDGER_FILE, OFFSETS_FILE, TOKENS_FILE
 from tootsie.errors import TootsieError
 from tootsie.executor import storage
+from tootsie.executor.portable import portable, portable_tree
 from tootsie.executor.step import is_unhashed
 from tootsie.jsonfile import read_json, write_json_atomic
 from tootsie.monitor.metrics_log import CONFIG_FILE
@@ -121,13 +130,34 @@ def _flatten(value: Any, prefix: str) -> dict[str, Any]:
     return {prefix: value}
 
 
+def _is_absolute(path: str) -> bool:
+    return os.path.isabs(path) or storage.is_remote(path)
+
+
+def _same_place(before: Any, after: Any) -> bool:
+    """Whether two recorded values are equal, or paths naming one place.
+
+    A path relative to the prefix and an absolute path ending in it (`demo/train/pretrain-ab12` and
+    `/runs/demo/train/pretrain-ab12`) name the same step output, whose id is a content hash: recorded under
+    another prefix, or before paths were portable.
+    """
+    if before == after:
+        return True
+    if not (isinstance(before, str) and isinstance(after, str) and before and after):
+        return False
+    if _is_absolute(before) == _is_absolute(after):
+        return False
+    relative, absolute = (after, before) if _is_absolute(before) else (before, after)
+    return absolute.rstrip("/").endswith("/" + relative.strip("/"))
+
+
 def config_diff(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:
     """Every leaf that differs between two hashed views, as `{"field", "before", "after"}` (missing: None)."""
     old, new = _flatten(before, "config"), _flatten(after, "config")
     return [
         {"field": name, "before": old.get(name), "after": new.get(name)}
         for name in sorted(old.keys() | new.keys())
-        if old.get(name) != new.get(name) and name.split(".")[1] not in RESUMABLE_FIELDS
+        if not _same_place(old.get(name), new.get(name)) and name.split(".")[1] not in RESUMABLE_FIELDS
     ]
 
 
@@ -147,7 +177,7 @@ def check_resume(output: Path, config: TrainConfig, step: int, allow_change: boo
     recorded = read_json(output / HASHED_CONFIG_FILE)
     if recorded is None:
         return []
-    changes = config_diff(recorded, hashed_view(config))
+    changes = config_diff(recorded, portable_tree(hashed_view(config)))
     if changes and not allow_change:
         raise TootsieError(
             f"{output} was trained to step {step} with another config ({output / HASHED_CONFIG_FILE}); "
@@ -161,14 +191,14 @@ def check_resume(output: Path, config: TrainConfig, step: int, allow_change: boo
 
 
 def record_config(output: Path, config: TrainConfig, step: int, changes: list[dict[str, Any]]) -> None:
-    """Write `config.json` and `config.hashed.json`, and append accepted `changes` to `config_changes.jsonl`."""
+    """Write `config.json` and `config.hashed.json` (paths `portable`); append accepted `changes` to the history."""
     if changes:
         output.mkdir(parents=True, exist_ok=True)
         entry = {"step": step, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "changes": changes}
         with open(output / CHANGES_FILE, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(entry, sort_keys=True) + "\n")
-    write_json_atomic(output / CONFIG_FILE, to_plain(config))
-    write_json_atomic(output / HASHED_CONFIG_FILE, hashed_view(config))
+    write_json_atomic(output / CONFIG_FILE, portable_tree(to_plain(config)))
+    write_json_atomic(output / HASHED_CONFIG_FILE, portable_tree(hashed_view(config)))
 
 
 STABILITY_TOOLS = {
@@ -214,7 +244,7 @@ def warm_start_report(output: Path, config: TrainConfig, checkpoint: Location) -
         else [name for name, is_on in STABILITY_TOOLS.items() if is_on(source) and not is_on(new)]
     )
     report = {
-        "source": str(checkpoint),
+        "source": portable(str(checkpoint)),
         "model_changes": model_changes,
         "stability_turned_off": turned_off,
     }
