@@ -22,6 +22,7 @@ import numpy as np
 
 from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.errors import TootsieError
+from tootsie.executor.portable import portable
 from tootsie.executor.storage import write_bytes
 from tootsie.monitor.metrics_log import METRICS_FILE, MetricsRead
 from tootsie.monitor.report_data import (
@@ -497,7 +498,7 @@ def build_content(
     names = [d.resolve().name for d in data.compared] or [data.directory.resolve().name]
     return ReportContent(
         title=f"Run report: {names[0]}" + (f" vs {', '.join(names[1:])}" if names[1:] else ""),
-        directory=", ".join(str(d.resolve()) for d in data.compared) or str(data.directory.resolve()),
+        directory=", ".join(portable(str(d.resolve())) for d in data.compared or (data.directory,)),
         overview=overview_table(data),
         panels=panels,
         spikes=spikes_table,

@@ -2,10 +2,11 @@
 
 Nothing here reads files or computes metrics; `tootsie.monitor.report` gathers
 the content and this module only lays it out, so the page has no external
-reference (no script, stylesheet, font or image URL) and opens offline.
+reference (no script, stylesheet, font or image URL) and opens offline. It
+holds no clock time either (when it was written is the file's, or the
+executor's metadata): the same runs give the same bytes.
 """
 
-import datetime
 import html
 from dataclasses import dataclass
 
@@ -83,12 +84,10 @@ def _config_html(run: RunConfig) -> str:
 
 def render_page(content: ReportContent) -> str:
     """The whole report page."""
-    generated = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     parts = [
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         f"<title>{_e(content.title)}</title><style>{STYLE}</style></head><body>",
-        f'<h1>{_e(content.title)}</h1><p class="meta">{_e(content.directory)}'
-        f" · generated {generated} by tootsie report</p>",
+        f'<h1>{_e(content.title)}</h1><p class="meta">{_e(content.directory)} · written by tootsie report</p>',
         "<section><h2>Runs at a glance</h2>" + table_html(content.overview) + "</section>",
         *(panel_html(panel) for panel in content.panels),
         f'<section><h2>Loss spikes</h2><p class="note">{_e(content.spike_note)}</p>'

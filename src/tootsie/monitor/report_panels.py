@@ -20,6 +20,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from tootsie.executor.portable import portable
 from tootsie.monitor.signals import Rewind, series
 
 Records = list[dict[str, object]]
@@ -92,9 +93,10 @@ class Panel:
 
 def file_panel(title: str, path: Path) -> Panel:
     """A panel showing a PNG another step made (a case study's figure), embedded so the page stays self-contained."""
+    where = portable(path)
     if not path.is_file():
-        return Panel(title, None, f"figure not found: {path}")
-    return Panel(title, "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii"), f"from {path}")
+        return Panel(title, None, f"figure not found: {where}")
+    return Panel(title, "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii"), f"from {where}")
 
 
 def panel_figure(height: float = HEIGHT) -> tuple[Figure, Axes]:

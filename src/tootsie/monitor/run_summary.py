@@ -4,16 +4,23 @@ The demo's last step: it gathers the per-run metrics of every phase (pretrain,
 cooldown) into one file in step order, plots them, records the held-out
 bits-per-byte and each run's directory next to them, and writes the HTML run
 report, so one directory holds the run's story.
+
+Under the executor `summary.json` names the runs relative to the prefix
+(`executor.portable`) and holds no timing, so it is the same under any prefix.
+The merged metrics and the report carry the runs' throughput and step times,
+which differ between reruns: they are declared volatile (`volatile_outputs`).
 """
 
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from tootsie.executor.portable import portable_tree
+from tootsie.executor.step import volatile_outputs
 from tootsie.jsonfile import write_json_atomic
 from tootsie.monitor.metrics_log import METRICS_FILE, read_metrics
 from tootsie.monitor.plots import plot_loss_curves
-from tootsie.monitor.report import write_report
+from tootsie.monitor.report import REPORT_FILE, write_report
 
 
 @dataclass(frozen=True)
@@ -28,6 +35,7 @@ class RunSummaryConfig:
     """Title → PNG file another step made, embedded in the report (a case study's figure)."""
 
 
+@volatile_outputs(METRICS_FILE, REPORT_FILE)
 def summarize_runs(config: RunSummaryConfig, output_path: str) -> dict[str, object]:
     """Write merged metrics, `loss.png`, `summary.json` and `report.html` under `output_path`."""
     out = Path(output_path)
@@ -43,18 +51,11 @@ def summarize_runs(config: RunSummaryConfig, output_path: str) -> dict[str, obje
     plot_loss_curves(runs, out / "loss.png")
     summary = {
         "steps": len(merged),
-        "runs": dict(config.runs),
+        "runs": portable_tree(dict(config.runs)),
         "final_loss": {label: records[-1]["loss"] for label, records in runs.items() if records},
-        "mean_tokens_per_s": {label: _mean_throughput(records) for label, records in runs.items()},
         "skipped_metric_lines": skipped,
         "bpb": json.loads(Path(config.bpb).read_text(encoding="utf-8")) if config.bpb else None,
     }
     write_json_atomic(out / "summary.json", summary)
     write_report(out, figures=config.figures)
     return summary
-
-
-def _mean_throughput(records: list[dict[str, object]]) -> float | None:
-    """Mean tokens/s excluding the first step (it includes compilation)."""
-    values = [float(r["tokens_per_s"]) for r in records[1:] if isinstance(r.get("tokens_per_s"), (int, float))]
-    return sum(values) / len(values) if values else None

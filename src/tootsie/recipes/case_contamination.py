@@ -19,7 +19,8 @@ kept serving the stale cache. At toy scale:
   executor skips the step and serves the contaminated output.
 - `tootsie.datakit.decontaminate` (13-gram overlap) runs on both versions'
   documents against the eval set; `analyze_contamination` compares them and
-  writes `figure.png` and `results.json`.
+  writes `figure.png` and `results.json` (caches named relative to the
+  prefix, `executor.portable`).
 
 Example: with 100 planted test items, the unfixed documents hold 100 flagged
 documents matching 100 eval items; the fixed ones none; the two caches' paths
@@ -40,6 +41,7 @@ from tootsie.datakit.parquet_io import parquet_files
 from tootsie.datakit.stats import STATS_FILE
 from tootsie.errors import TootsieError
 from tootsie.executor import unhashed
+from tootsie.executor.portable import portable
 from tootsie.jsonfile import read_json, write_json_atomic
 from tootsie.recipes.case_common import write_results
 from tootsie.recipes.tiny_data import write_jsonl_gz
@@ -177,7 +179,7 @@ def analyze_contamination(config: ContaminationAnalysisConfig, output_path: str)
     results = {
         "versions": {
             version: {
-                "cache": config.caches[version],
+                "cache": portable(config.caches[version]),
                 "docs": reports[version].get("docs"),
                 "contaminated_docs": reports[version].get("contaminated"),
                 "eval_items": reports[version].get("eval_items"),
