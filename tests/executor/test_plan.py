@@ -49,3 +49,31 @@ def test_skip_reason_shows_the_time_to_the_second() -> None:
         dataclasses.replace(record(Status.SUCCESS), time="2025-01-02T03:04:05.678+00:00"), None, False, None
     )
     assert decide(observed, forced=False, since=NOW).reason == "skip: SUCCESS at 2025-01-02 03:04:05 UTC"
+
+
+def test_damage_and_remade_inputs_rerun_clean() -> None:
+    damaged = Observed(
+        record(Status.SUCCESS), None, False, None, damage=("a.bin: missing", "b.bin: 1 bytes, recorded 2")
+    )
+    assert damaged.status is Status.DAMAGED and damaged.detail == "damaged: a.bin: missing; b.bin: 1 bytes, recorded 2"
+    decision = decide(damaged, forced=False, since=NOW)
+    assert (decision.action, decision.fresh, decision.damage) == ("run", True, damaged.damage)
+    assert decision.reason == "run: damaged: a.bin: missing; b.bin: 1 bytes, recorded 2"
+    waiting = decide(dataclasses.replace(damaged, lease=LEASE, lease_live=True), forced=False, since=NOW)
+    assert (waiting.action, waiting.remakes, waiting.fresh) == ("wait", True, False)  # its readers rerun, it waits
+
+    old = Observed(record(Status.SUCCESS), None, False, None)
+    remade = decide(old, forced=False, since=NOW, remade=["exp/a"])
+    assert (remade.action, remade.fresh, remade.reason) == ("run", True, "run: input remade: exp/a")
+    newer = Observed(record(Status.SUCCESS, age=-5), None, False, None)  # a concurrent run remade it already
+    assert decide(newer, forced=False, since=NOW, remade=["exp/a"]).action == "skip"
+    failed = decide(Observed(record(Status.FAILED), None, False, None), forced=False, since=NOW, remade=["exp/a"])
+    assert failed.fresh  # a partial output made from the old input is moved aside too
+    nothing = decide(Observed(None, None, False, None), forced=False, since=NOW, remade=["exp/a"])
+    assert (nothing.reason, nothing.fresh) == ("run: no output yet", False)
+
+
+def test_a_long_damage_list_is_summarized() -> None:
+    lines = tuple(f"checkpoints/step-5/model/{i}: missing" for i in range(10))
+    observed = Observed(record(Status.SUCCESS), None, False, None, damage=lines)
+    assert decide(observed, forced=False, since=NOW).reason.endswith("model/2: missing (and 7 more)")

@@ -8,7 +8,12 @@ RUNNING training step where it is, `step 120/400 (30%) loss 3.412`). With
 the keys of the experiment's `PLAN` when it defines one (a recipe's phases).
 `run` exits 0 iff every step is SUCCESS (a dry run: iff the plan was made);
 when a step fails it also prints one line to stderr naming the step, its
-error and its log file. `run --backend ray` runs the steps as Ray tasks on the
+error and its log file. `status` reports a finished step whose recorded files
+are missing or resized as DAMAGED, naming them (`--check-digests` re-hashes
+them too, catching same-size changes), and exits 1 when any step is; `run`
+reruns such a step from a clean directory, and everything downstream of it.
+With `--json`, each step carries `"manifest": {"digest", "files"}` (null
+without one) and, when damaged, `"damage": [...]`. `run --backend ray` runs the steps as Ray tasks on the
 cluster at `--ray-address` (default: $RAY_ADDRESS, else a new local Ray).
 `--prefix` may be an fsspec URL (`s3://bucket/runs`): outputs and the
 executor's files then live in object storage (docs/scale-out.md).
@@ -46,15 +51,20 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     run.add_argument(
         "--force", metavar="REGEX", help="rerun steps whose name matches REGEX (re.search) even if SUCCESS"
     )
+    _add_check_digests(run, "and rerun those whose content changed")
     add_backend_arguments(run)
     add_quiet_argument(run)
     run.set_defaults(handler=run_command)
     status = subparsers.add_parser(
         "status",
         help="show the status of an experiment file's steps",
-        description="Report SUCCESS / RUNNING / FAILED / DEP_FAILED / NOT_STARTED for every step of EXPERIMENT.py.",
+        description=(
+            "Report SUCCESS / DAMAGED / RUNNING / FAILED / DEP_FAILED / NOT_STARTED for every step of EXPERIMENT.py; "
+            "exit 1 if a step is DAMAGED (a file its manifest records is missing or changed)."
+        ),
     )
     _add_common(status)
+    _add_check_digests(status, "to find changed files of the recorded size too")
     status.set_defaults(handler=status_command)
 
 
@@ -77,6 +87,14 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
         help=(
             f"the scale a recipe experiment builds, e.g. tiny (sets ${SCALE_ENV}; default: full, the runs as they were)"
         ),
+    )
+
+
+def _add_check_digests(parser: argparse.ArgumentParser, purpose: str) -> None:
+    parser.add_argument(
+        "--check-digests",
+        action="store_true",
+        help=f"re-hash every finished step's files against its manifest {purpose} (default: sizes only, a listing)",
     )
 
 
@@ -119,6 +137,7 @@ def run_command(args: argparse.Namespace) -> int:
             experiment_path=args.experiment,
             backend=args.backend,
             ray_address=args.ray_address,
+            check_digests=args.check_digests,
         )
     _print_report(report, as_json=args.json, experiment_plan=plan, experiment=args.experiment)
     summary = failure_summary(report)
@@ -128,11 +147,11 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def status_command(args: argparse.Namespace) -> int:
-    """`tootsie status`: print every step's reported status; reads files only."""
+    """`tootsie status`: print every step's reported status, reading files only; 1 if a step is DAMAGED."""
     steps, plan = _load(args)
-    report = experiment_status(steps, prefix_of(args))
+    report = experiment_status(steps, prefix_of(args), check_digests=args.check_digests)
     _print_report(report, as_json=args.json, show_plan=False, experiment_plan=plan, experiment=args.experiment)
-    return 0
+    return 1 if any(step.status is Status.DAMAGED for step in report.steps) else 0
 
 
 @contextlib.contextmanager

@@ -11,7 +11,7 @@ and different configs are two nodes with two outputs. A cycle is an error.
 import dataclasses
 import functools
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from tootsie.errors import TootsieError
@@ -62,6 +62,10 @@ class Graph:
     def by_id(self) -> dict[str, Node]:
         """Nodes keyed by id."""
         return {node.id: node for node in self.nodes}
+
+    def input_names(self, node: Node, among: Collection[str]) -> list[str]:
+        """Names of `node`'s direct inputs whose ids are in `among` (e.g. the failed ones), in config order."""
+        return [self.by_id[dep].step.name for dep in node.dependencies if dep in among]
 
     def ref_path(self, ref: StepRef) -> str:
         """The string path a StepRef resolves to: `<output path>[/<subpath>]`."""

@@ -3,7 +3,8 @@
 `run_experiment(..., backend="ray")` keeps every piece of bookkeeping in the
 driver (the process that called it), exactly as the local runner does: it
 decides skip / run / DEP_FAILED, takes the step's lease and heartbeats it,
-writes the status and metadata files, and writes SUCCESS last. Only
+moves a damaged output (and those downstream of it) aside, writes the status
+and metadata files, and writes SUCCESS last. Only
 `fn(config, output_path)` runs in a Ray worker, through `staging.call_step`,
 which captures the step's log into its `.executor.log` (plus a line naming the
 worker's host and pid; the metadata file names the driver's). So the semantics
@@ -48,7 +49,7 @@ from tootsie.executor.graph import Graph, Node
 from tootsie.executor.lease import Heartbeat
 from tootsie.executor.remote_lease import open_lease
 from tootsie.executor.report import StepReport, describe_error
-from tootsie.executor.runner import POLL_SECONDS, RunContext, holder_of, log_to_step
+from tootsie.executor.runner import POLL_SECONDS, Attempt, RunContext, holder_of, log_to_step
 from tootsie.executor.staging import StepCall, call_step, prepare_call
 from tootsie.executor.status import Status
 from tootsie.executor.step import Resources, Step
@@ -168,8 +169,7 @@ class _Running:
     """A step whose function runs on Ray, and what the driver holds for it."""
 
     node: Node
-    reason: str
-    started: float
+    attempt: Attempt
     hold: contextlib.ExitStack
     """The heartbeat thread and the lease; closing it stops the one and releases the other."""
 
@@ -182,6 +182,7 @@ class _Scheduler:
         self.reports: dict[str, StepReport] = {}
         self.failed: set[str] = set()
         self.reasons: dict[str, str] = {}
+        """Node id → why the step runs, once settled (it may then wait on another process's lease)."""
         self.waiting: dict[str, str] = {}
         """Node id → the process this run waited on for it (reported when that process finished the step)."""
         self.running: dict[ray.ObjectRef, _Running] = {}
@@ -219,33 +220,30 @@ class _Scheduler:
             if isinstance(settled, StepReport):
                 self._record(node, settled)
                 return True
-            self.reasons[node.id] = settled
+            self.reasons[node.id] = settled.reason
         lease = open_lease(node.output_path, context.settings)
         if not lease.acquire():
             if node.id not in self.waiting:
                 self.waiting[node.id] = holder_of(lease)
                 logger.info("step %s: waiting while %s runs it", name, self.waiting[node.id])
             return False
-        done_elsewhere = context.claim(node, lease, self.waiting.get(node.id))
-        if done_elsewhere is not None:
-            self._record(node, done_elsewhere)
+        claimed = context.claim(node, lease, self.waiting.get(node.id))
+        if isinstance(claimed, StepReport):
+            self._record(node, claimed)
             return True
-        reason = self.reasons[node.id]
         options = task_options(node.step.resources)
         with contextlib.ExitStack() as hold:
             hold.callback(lease.release)
             hold.enter_context(Heartbeat(lease, context.settings.heartbeat_seconds, name))
-            started = context.begin(node, reason)
+            attempt = context.begin(node, self.reasons[node.id], claimed)
             if not _fits_some_node(options):
                 logger.warning("step %s: no Ray node has %s yet; it waits until one joins", name, node.step.resources)
             try:
                 ref = _remote_step.options(**options).remote(prepare_call(context.graph, node))
             except Exception as error:  # noqa: BLE001 - e.g. a config Ray cannot serialize: this step fails, not the run
-                self._record(
-                    node, context.finish(node, reason, started, f"cannot submit to Ray: {describe_error(error)}")
-                )
+                self._record(node, context.finish(node, attempt, f"cannot submit to Ray: {describe_error(error)}"))
                 return True
-            self.running[ref] = _Running(node, reason, started, hold.pop_all())
+            self.running[ref] = _Running(node, attempt, hold.pop_all())
         return True
 
     def _collect(self, ref: ray.ObjectRef) -> None:
@@ -257,7 +255,7 @@ class _Scheduler:
             cause = failure.cause if isinstance(failure, RayTaskError) and failure.cause is not None else failure
             error = f"Ray task failed: {describe_error(cause)}"
         try:
-            self._record(running.node, self.context.finish(running.node, running.reason, running.started, error))
+            self._record(running.node, self.context.finish(running.node, running.attempt, error))
         finally:
             running.hold.close()
 
@@ -266,7 +264,7 @@ class _Scheduler:
         for ref, running in self.running.items():
             ray.cancel(ref, force=True)
             try:
-                self.context.finish(running.node, running.reason, running.started, f"interrupted: {why}")
+                self.context.finish(running.node, running.attempt, f"interrupted: {why}")
             finally:
                 running.hold.close()
         self.running.clear()

@@ -9,8 +9,24 @@ import dataclasses
 from typing import Any
 
 from tootsie.executor import storage
+from tootsie.executor.manifest import Manifest
 from tootsie.executor.status import Status
 from tootsie.executor.steplog import LOG_FILE
+
+
+@dataclasses.dataclass(frozen=True)
+class ManifestSummary:
+    """What a report shows of a step's manifest (`manifest`)."""
+
+    digest: str
+    """Hex sha256 over the non-volatile files' paths, sizes and hashes (`Manifest.digest`)."""
+    files: int
+    """Files listed, volatile ones included."""
+
+    @classmethod
+    def of(cls, manifest: Manifest | None) -> "ManifestSummary | None":
+        """The summary of `manifest`, None when there is none."""
+        return None if manifest is None else cls(manifest.digest, len(manifest.files))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,7 +38,7 @@ class StepReport:
     hash: str
     """12-hex-character version hash."""
     status: Status
-    """SUCCESS, RUNNING, FAILED, DEP_FAILED or NOT_STARTED."""
+    """SUCCESS, RUNNING, FAILED, DEP_FAILED, NOT_STARTED, or DAMAGED (a status or dry-run report only)."""
     output_path: str
     """Absolute output directory, or its URL in object storage."""
     reason: str
@@ -33,6 +49,12 @@ class StepReport:
     """Extra note, e.g. "interrupted: owner pid 12 on host a is gone"."""
     error: str | None = None
     """"<ExceptionType>: <message>" of the last attempt, when the step is FAILED."""
+    damage: tuple[str, ...] = ()
+    """Recorded files missing or changed, one line each: why it is DAMAGED, or why a run reran it."""
+    manifest: ManifestSummary | None = None
+    """The digest and file count of its manifest; None when it has none (not finished, or finished before them)."""
+    moved_to: str | None = None
+    """Where a run moved the step's earlier output before rerunning it from a clean directory."""
 
     @property
     def log_path(self) -> str:
@@ -40,7 +62,7 @@ class StepReport:
         return storage.join(self.output_path, LOG_FILE)
 
     def to_json(self) -> dict[str, Any]:
-        """JSON-ready dict with name, hash, status, output_path, reason, seconds, and detail/error when set."""
+        """JSON-ready dict with name, hash, status, output_path, reason, seconds, manifest, and the rest when set."""
         payload: dict[str, Any] = {
             "name": self.name,
             "hash": self.hash,
@@ -48,7 +70,12 @@ class StepReport:
             "output_path": self.output_path,
             "reason": self.reason,
             "seconds": self.seconds,
+            "manifest": None if self.manifest is None else dataclasses.asdict(self.manifest),
         }
+        if self.damage:
+            payload["damage"] = list(self.damage)
+        if self.moved_to is not None:
+            payload["moved_to"] = self.moved_to
         if self.detail is not None:
             payload["detail"] = self.detail
         if self.error is not None:

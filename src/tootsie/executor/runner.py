@@ -9,6 +9,14 @@ every step that still had to run and reads it (directly or not) is DEP_FAILED,
 and the steps that do not depend on it still run. Outputs are never deleted:
 a rerun calls `fn` on the same directory, and steps resume themselves.
 
+Except from damage: a SUCCESS step whose recorded files are missing or resized
+(`plan.inspect`, against its manifest) is not skipped. Holding its lease, the
+runner logs the damaged files, moves the old output aside (`aside`: to
+`<dir>.damaged-<UTC time>`, nothing lost) and runs the step in the emptied
+directory; every step downstream of it is moved aside (`<dir>.stale-<time>`)
+and rerun the same way, since its input is remade. `RunContext.remade` holds
+those steps for the run.
+
 Two backends share that bookkeeping through `RunContext`: "local" (here) runs
 the steps one at a time in this process; "ray" (`ray_backend`) keeps the
 bookkeeping in this process and runs each step's `fn` as a Ray task, starting
@@ -33,15 +41,17 @@ from typing import Any
 
 from tootsie.errors import TootsieError
 from tootsie.executor import storage
+from tootsie.executor.aside import move_aside
 from tootsie.executor.graph import Graph, Node, build_graph
 from tootsie.executor.hashing import hash_json
 from tootsie.executor.lease import Heartbeat, Lease, LeaseSettings
+from tootsie.executor.manifest import read_manifest
 from tootsie.executor.metadata import Environment, recorded, write_info
-from tootsie.executor.plan import decide, plan
+from tootsie.executor.plan import Decision, decide, decisions, found, inspect, plan
 from tootsie.executor.remote_lease import open_lease
-from tootsie.executor.report import RunReport, StepReport, describe_error
+from tootsie.executor.report import ManifestSummary, RunReport, StepReport, describe_error
 from tootsie.executor.staging import call_step, prepare_call
-from tootsie.executor.status import Status, observe, write_status
+from tootsie.executor.status import Observed, Status, summarize, write_status
 from tootsie.executor.step import Step
 from tootsie.executor.steplog import capture_logs
 from tootsie.extras import require
@@ -51,6 +61,20 @@ POLL_SECONDS = 0.25
 RECORD_DIR = "experiments"
 
 logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class Attempt:
+    """A step this run is running: why, since when, and what it found before."""
+
+    reason: str
+    """Why it runs (the plan's reason)."""
+    started: float
+    """When its RUNNING status was written."""
+    damage: tuple[str, ...] = ()
+    """The damaged files that made it rerun, one line each."""
+    moved_to: str | None = None
+    """Where its earlier output was moved before it ran."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,56 +91,103 @@ class RunContext:
     """Lease lifetime and heartbeat interval."""
     environment: Environment
     """Code and machine facts stamped into every metadata file."""
+    check_digests: bool = False
+    """Re-hash every finished step's files when deciding (`--check-digests`), not only list them."""
+    remade: set[str] = dataclasses.field(default_factory=set)
+    """Ids of the steps found damaged or downstream of one: each reruns clean, and so do its readers."""
 
     def report(
-        self, node: Node, status: Status, reason: str, seconds: float | None = None, error: str | None = None
+        self, node: Node, status: Status, reason: str, seconds: float | None = None, **fields: Any
     ) -> StepReport:
-        """The report of `node`."""
-        return StepReport(node.step.name, node.hash, status, node.output_path, reason, seconds=seconds, error=error)
+        """The report of `node`; `fields` are further StepReport fields (error, detail, damage, ...)."""
+        return StepReport(node.step.name, node.hash, status, node.output_path, reason, seconds=seconds, **fields)
 
-    def settle(self, node: Node, failed: Collection[str]) -> StepReport | str:
+    def decide(self, node: Node, *, holding: bool = False) -> tuple[Observed, Decision]:
+        """What `node`'s files say and what to do with it; `holding`: this run holds its lease, so ignore it."""
+        observed = inspect(node.output_path, self.settings, digests=self.check_digests)
+        if holding:
+            observed = dataclasses.replace(observed, lease=None, lease_live=False)
+        remade = self.graph.input_names(node, self.remade)
+        decision = decide(observed, forced=self.forced(node.step.name), since=self.since, remade=remade)
+        if decision.remakes:
+            self.remade.add(node.id)
+        return observed, decision
+
+    def skipped(self, node: Node, observed: Observed, reason: str) -> StepReport:
+        """The report of a step found done."""
+        logger.info("step %s: %s", node.step.name, reason)
+        return self.report(node, reason=reason, seconds=recorded(node.output_path).seconds, **found(observed))
+
+    def settle(self, node: Node, failed: Collection[str]) -> StepReport | Decision:
         """The report of a step that will not run (SUCCESS: skipped; DEP_FAILED: an input failed), else why it runs."""
         name, directory = node.step.name, node.output_path
-        decision = decide(observe(directory, self.settings), forced=self.forced(name), since=self.since)
+        observed, decision = self.decide(node)
         if decision.action == "skip":
-            logger.info("step %s: %s", name, decision.reason)
-            return self.report(node, Status.SUCCESS, decision.reason, recorded(directory).seconds)
-        failed_inputs = [self.graph.by_id[dep].step.name for dep in node.dependencies if dep in failed]
+            return self.skipped(node, observed, decision.reason)
+        failed_inputs = self.graph.input_names(node, failed)
         storage.makedirs(directory)
-        if failed_inputs:
-            write_status(directory, Status.DEP_FAILED)
-            reason = f"not run: input failed: {', '.join(failed_inputs)}"
-            logger.error("step %s: %s", name, reason)
-            return self.report(node, Status.DEP_FAILED, reason)
-        return decision.reason
+        if not failed_inputs:
+            return decision
+        reason = f"not run: input failed: {', '.join(failed_inputs)}"
+        logger.error("step %s: %s", name, reason)
+        if decision.fresh:  # its output must not be resumed from later, when the input has been remade
+            return self.dep_failed_clean(node, reason)
+        write_status(directory, Status.DEP_FAILED)
+        return self.report(node, Status.DEP_FAILED, reason)
 
-    def claim(self, node: Node, lease: Lease, waited_on: str | None = None) -> StepReport | None:
-        """With `lease` just taken: None if the step must run, else release it and report who finished the step.
+    def dep_failed_clean(self, node: Node, reason: str) -> StepReport:
+        """DEP_FAILED for a step that had to rerun clean: move its output aside under its lease, then write it.
+
+        If another live process holds the lease, that process owns the step and nothing is written.
+        """
+        lease = open_lease(node.output_path, self.settings)
+        if not lease.acquire():
+            return self.report(node, Status.DEP_FAILED, reason, detail=f"left to {holder_of(lease)}")
+        try:
+            with Heartbeat(lease, self.settings.heartbeat_seconds, node.step.name):
+                _, decision = self.decide(node, holding=True)
+                moved = self.set_aside(node, decision) if decision.fresh else None
+                write_status(node.output_path, Status.DEP_FAILED)
+        finally:
+            lease.release()
+        return self.report(node, Status.DEP_FAILED, reason, damage=decision.damage, moved_to=moved)
+
+    def claim(self, node: Node, lease: Lease, waited_on: str | None = None) -> StepReport | Decision:
+        """With `lease` just taken: what to run if the step must run, else release it and report who finished it.
 
         `waited_on` names the process this run waited for before taking the lease; the report says so.
         """
-        decision = decide(
-            observe(node.output_path, self.settings), forced=self.forced(node.step.name), since=self.since
-        )
+        observed, decision = self.decide(node, holding=True)
         if decision.action != "skip":
-            return None
+            return decision
         lease.release()
         reason = decision.reason if waited_on is None else f"{decision.reason} (waited while {waited_on} ran it)"
-        logger.info("step %s: %s", node.step.name, reason)
-        return self.report(node, Status.SUCCESS, reason, recorded(node.output_path).seconds)
+        return self.skipped(node, observed, reason)
 
-    def begin(self, node: Node, reason: str) -> float:
-        """Write RUNNING and the metadata file of a step about to run; return its start time."""
+    def set_aside(self, node: Node, decision: Decision) -> str | None:
+        """Move the step's output aside (this run holds its lease) and say where; None if there was nothing."""
+        name, directory = node.step.name, node.output_path
+        moved = move_aside(directory, "damaged" if decision.damage else "stale")
+        if decision.damage:
+            log_to_step(directory, logging.WARNING, "step %s: damaged: %s", name, "; ".join(decision.damage))
+        if moved is not None:
+            why = "damaged" if decision.damage else decision.reason.removeprefix("run: ")
+            log_to_step(directory, logging.WARNING, "step %s: %s; moved its output to %s", name, why, moved)
+        return moved
+
+    def begin(self, node: Node, reason: str, decision: Decision) -> Attempt:
+        """Move a damaged or stale output aside, then write RUNNING and the metadata file of a step about to run."""
+        moved = self.set_aside(node, decision) if decision.fresh else None
         started = time.time()
         write_status(node.output_path, Status.RUNNING)
         write_info(node, self.environment, status=Status.RUNNING, started=started)
         log_to_step(node.output_path, logging.INFO, "step %s: %s -> %s", node.step.name, reason, node.output_path)
-        return started
+        return Attempt(reason, started, decision.damage, moved)
 
-    def finish(self, node: Node, reason: str, started: float, error: str | None) -> StepReport:
+    def finish(self, node: Node, attempt: Attempt, error: str | None) -> StepReport:
         """Write the metadata and then the final status (SUCCESS last) of a step that ran; return its report."""
         ended = time.time()
-        name, directory = node.step.name, node.output_path
+        name, directory, started = node.step.name, node.output_path, attempt.started
         status = Status.SUCCESS if error is None else Status.FAILED
         if error is None:
             log_to_step(directory, logging.INFO, "step %s: SUCCESS in %.1f s", name, ended - started)
@@ -124,7 +195,21 @@ class RunContext:
             log_to_step(directory, logging.ERROR, "step %s: FAILED after %.1f s: %s", name, ended - started, error)
         write_info(node, self.environment, status=status, started=started, ended=ended, error=error)
         write_status(directory, status)
-        return self.report(node, status, reason, ended - started, error)
+        manifest = read_manifest(directory) if error is None else None
+        detail = None if attempt.moved_to is None else f"earlier output moved to {attempt.moved_to}"
+        if detail is not None and attempt.damage:
+            detail = f"damaged: {summarize(attempt.damage)}; {detail}"
+        return self.report(
+            node,
+            status,
+            attempt.reason,
+            ended - started,
+            error=error,
+            detail=detail,
+            damage=attempt.damage,
+            manifest=ManifestSummary.of(manifest),
+            moved_to=attempt.moved_to,
+        )
 
 
 def run_experiment(
@@ -136,6 +221,7 @@ def run_experiment(
     experiment_path: str | os.PathLike[str] | None = None,
     backend: str = "local",
     ray_address: str | None = None,
+    check_digests: bool = False,
 ) -> RunReport:
     """Run `steps` and every step they reference, with outputs under `prefix` (a directory or a URL like s3://b/runs).
 
@@ -146,6 +232,8 @@ def run_experiment(
     `backend` "local" runs steps one at a time in this process; "ray" runs them
     as Ray tasks (independent steps at once) on the cluster at `ray_address`
     (None: $RAY_ADDRESS, else a new local Ray); see `ray_backend`.
+    `check_digests` re-hashes every finished step's files when deciding, so a
+    changed file of the same size counts as damage too.
     """
     if backend not in BACKENDS:
         raise TootsieError(
@@ -163,11 +251,11 @@ def run_experiment(
         return pattern is not None and pattern.search(name) is not None
 
     if dry_run:
-        return plan(graph, forced=forced, settings=settings)
+        return plan(graph, forced=forced, settings=settings, digests=check_digests)
     require_step_extras(graph, forced=forced, settings=settings)
     ensure_writable(graph.prefix)
     environment = Environment.collect(experiment_path)
-    context = RunContext(graph, forced, time.time(), settings, environment)
+    context = RunContext(graph, forced, time.time(), settings, environment, check_digests)
     if backend == "ray":
         from tootsie.executor.ray_backend import run_on_ray  # Ray is an optional extra
 
@@ -178,21 +266,24 @@ def run_experiment(
     return RunReport(prefix=graph.prefix, steps=tuple(reports), record_path=record)
 
 
-def experiment_status(steps: Sequence[Step[Any]], prefix: str | os.PathLike[str]) -> RunReport:
-    """The reported status of every step (SUCCESS/RUNNING/FAILED/DEP_FAILED/NOT_STARTED), reading files only."""
-    return plan(build_graph(steps, prefix), forced=lambda name: False, settings=LeaseSettings.from_env())
+def experiment_status(
+    steps: Sequence[Step[Any]], prefix: str | os.PathLike[str], *, check_digests: bool = False
+) -> RunReport:
+    """The reported status of every step (SUCCESS/DAMAGED/RUNNING/FAILED/DEP_FAILED/NOT_STARTED), reading files only.
+
+    A finished step's recorded files are listed (`check_digests`: re-hashed too) to tell SUCCESS from DAMAGED.
+    """
+    graph = build_graph(steps, prefix)
+    return plan(graph, forced=lambda name: False, settings=LeaseSettings.from_env(), digests=check_digests)
 
 
 def require_step_extras(graph: Graph, *, forced: Callable[[str], bool], settings: LeaseSettings) -> None:
     """Before anything runs or any directory is made: fail in one line if a step that would run lacks an extra."""
-    now = time.time()
-    for node in graph.nodes:
-        extras = node.step.required_extras
-        if (
-            extras
-            and decide(observe(node.output_path, settings), forced=forced(node.step.name), since=now).action != "skip"
-        ):
-            require(extras, purpose=f"step {node.step.name}")
+    if not any(node.step.required_extras for node in graph.nodes):
+        return
+    for node, _, decision in decisions(graph, forced=forced, settings=settings, since=time.time()):
+        if node.step.required_extras and decision.action != "skip":
+            require(node.step.required_extras, purpose=f"step {node.step.name}")
 
 
 def _compile_force(force: str | None) -> re.Pattern[str] | None:
@@ -262,18 +353,18 @@ def _run_node(context: RunContext, node: Node, failed: Collection[str]) -> StepR
         return settled
     lease = open_lease(node.output_path, context.settings)
     waited_on = _wait_for(lease, node.step.name)
-    done_elsewhere = context.claim(node, lease, waited_on)
-    if done_elsewhere is not None:
-        return done_elsewhere
+    claimed = context.claim(node, lease, waited_on)
+    if isinstance(claimed, StepReport):
+        return claimed
     try:
         with Heartbeat(lease, context.settings.heartbeat_seconds, node.step.name):
-            started = context.begin(node, settled)
+            attempt = context.begin(node, settled.reason, claimed)
             try:
                 error = call_step(prepare_call(context.graph, node))
             except BaseException as interrupt:  # Ctrl-C or SystemExit: recorded as FAILED, then passed on
-                context.finish(node, settled, started, describe_error(interrupt))
+                context.finish(node, attempt, describe_error(interrupt))
                 raise
-            return context.finish(node, settled, started, error)
+            return context.finish(node, attempt, error)
     finally:
         lease.release()
 

@@ -7,6 +7,10 @@ whose process was killed, so the reported status also looks at the lease:
 RUNNING with a live lease is RUNNING; RUNNING with a stale or missing lease is
 reported as FAILED with the detail that it was interrupted. A live lease
 without a RUNNING status (a retry that just started) is RUNNING too.
+
+A SUCCESS step whose recorded files (its manifest, `manifest`) are missing or
+changed is reported DAMAGED, naming them. `observe` reads only the status and
+lease files; `plan.inspect` adds the manifest and the damage.
 """
 
 import dataclasses
@@ -15,22 +19,27 @@ import enum
 import os
 import socket
 import time
+from typing import TYPE_CHECKING
 
 from tootsie.errors import TootsieError
 from tootsie.executor import storage
 from tootsie.executor.lease import LeaseRecord, LeaseSettings, read_lease, stale_reason
 
+if TYPE_CHECKING:  # manifest imports this module for STATUS_FILE
+    from tootsie.executor.manifest import Manifest
+
 STATUS_FILE = ".executor_status.json"
 
 
 class Status(enum.StrEnum):
-    """Status of a step; NOT_STARTED is only reported (there is no status file), never written."""
+    """Status of a step; NOT_STARTED (no status file) and DAMAGED (SUCCESS, files broken) are only reported."""
 
     SUCCESS = "SUCCESS"
     RUNNING = "RUNNING"
     FAILED = "FAILED"
     DEP_FAILED = "DEP_FAILED"
     NOT_STARTED = "NOT_STARTED"
+    DAMAGED = "DAMAGED"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,12 +108,21 @@ class Observed:
     """Whether `lease` is held by a live owner (not stale)."""
     interrupted: str | None
     """Why a RUNNING status is not really running (stale or missing lease), else None."""
+    manifest: "Manifest | None" = None
+    """The recorded manifest of a SUCCESS step, once read (`plan.inspect`); None without one."""
+    damage: tuple[str, ...] = ()
+    """What is wrong with a SUCCESS step's recorded files, one line per file (`manifest.damage`)."""
+
+    @property
+    def succeeded(self) -> bool:
+        """Whether the status file says SUCCESS."""
+        return self.record is not None and self.record.status is Status.SUCCESS
 
     @property
     def status(self) -> Status:
-        """The reported status: SUCCESS, RUNNING, FAILED, DEP_FAILED or NOT_STARTED."""
-        if self.record is not None and self.record.status is Status.SUCCESS:
-            return Status.SUCCESS
+        """The reported status: SUCCESS, DAMAGED, RUNNING, FAILED, DEP_FAILED or NOT_STARTED."""
+        if self.succeeded:
+            return Status.DAMAGED if self.damage else Status.SUCCESS
         if self.lease_live:
             return Status.RUNNING
         if self.interrupted is not None:
@@ -113,8 +131,21 @@ class Observed:
 
     @property
     def detail(self) -> str | None:
-        """A note for an interrupted run, else None."""
+        """A note for an interrupted run or a damaged output, else None."""
+        if self.damage:
+            return f"damaged: {summarize(self.damage)}"
         return None if self.interrupted is None else f"interrupted: {self.interrupted}"
+
+
+SHOWN_DAMAGE = 3
+"""Damage lines a one-line note names before counting the rest (a deleted checkpoint can be hundreds of files)."""
+
+
+def summarize(lines: tuple[str, ...] | list[str]) -> str:
+    """The first `SHOWN_DAMAGE` lines joined with "; ", then "(and N more)"."""
+    shown = "; ".join(lines[:SHOWN_DAMAGE])
+    rest = len(lines) - SHOWN_DAMAGE
+    return f"{shown} (and {rest} more)" if rest > 0 else shown
 
 
 def observe(directory: str | os.PathLike[str], settings: LeaseSettings, *, now: float | None = None) -> Observed:
