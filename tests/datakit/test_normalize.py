@@ -3,6 +3,8 @@
 import gzip
 import json
 import unicodedata
+from dataclasses import dataclass
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -13,6 +15,8 @@ from tootsie.datakit.normalize import NormalizeConfig, normalize
 from tootsie.datakit.split import SplitConfig, split_documents
 from tootsie.datakit.stats import STATS_FILE
 from tootsie.errors import TootsieError
+from tootsie.executor import Step, build_graph, run_experiment
+from tootsie.executor.manifest import differing, read_manifest
 
 INLINE = EngineConfig(workers=1, progress=False)
 
@@ -134,3 +138,32 @@ def test_inputs_behind_fsspec_urls_and_globs(tmp_path) -> None:
         for t in pq.read_table(part).column("text").to_pylist()
     ]
     assert sorted(texts) == ["a local text file", "from memory a", "from memory b"] and stats["exact_duplicates"] == 1
+
+
+@dataclass(frozen=True)
+class CopyConfig:
+    """Where the step's copy of the shared document comes from."""
+
+    source: str
+
+
+def write_copy(config: CopyConfig, output_path: str) -> None:
+    """A step whose output holds the same text as a fixed input file, under another id."""
+    (Path(output_path) / "docs.jsonl").write_text(json.dumps({"id": config.source, "text": "shared"}) + "\n")
+
+
+def test_input_order_is_the_config_order_under_any_prefix(tmp_path) -> None:
+    fixed = tmp_path / "m-fixed"
+    fixed.mkdir()
+    (fixed / "docs.jsonl").write_text(json.dumps({"id": "fixed", "text": "shared"}) + "\n")
+    copy = Step("copy", write_copy, CopyConfig(source="step"))
+    both = Step("normalized", normalize, NormalizeConfig(inputs=(copy.ref("docs.jsonl"), str(fixed)), engine=INLINE))
+    outputs = []
+    for prefix in (tmp_path / "a", tmp_path / "z"):  # sorted by absolute path, "a/..." < "m-fixed" < "z/..."
+        report = run_experiment([both], prefix)
+        assert report.ok, [(s.name, s.error) for s in report.steps]
+        out = Path(build_graph([both], prefix).node(both).output_path)
+        outputs.append(read_manifest(str(out)))
+        [row] = pq.read_table(sorted(out.glob("part-*.parquet"))[0]).to_pylist()
+        assert row["source_id"] == "step"  # the first input's copy, as listed
+    assert differing(*outputs) == []

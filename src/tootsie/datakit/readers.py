@@ -15,6 +15,7 @@ import fsspec
 import pyarrow.parquet as pq
 
 from tootsie.errors import TootsieError
+from tootsie.executor.portable import portable_tree
 
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst", ".json.gz")
 TEXT_SUFFIXES = (".txt", ".md")
@@ -26,28 +27,80 @@ def expand_inputs(
     accept: Callable[[str], bool] | None = None,
     expected: tuple[str, ...] = JSONL_SUFFIXES + (".parquet",) + TEXT_SUFFIXES,
 ) -> list[str]:
-    """Resolve files, directories (recursively) and globs, local or fsspec URLs, to a sorted list of readable files.
+    """Resolve files, directories (recursively) and globs, local or fsspec URLs, to a list of readable files.
 
-    `accept` says which files a stage reads (default: the record formats below); `expected` names them in errors.
+    In input order, then by path relative to the input (`expand_named_inputs`); `accept` says which files a stage
+    reads (default: the record formats below); `expected` names them in errors.
+    """
+    return [path for path, _ in expand_named_inputs(inputs, accept, expected)]
+
+
+def expand_named_inputs(
+    inputs: tuple[str, ...],
+    accept: Callable[[str], bool] | None = None,
+    expected: tuple[str, ...] = JSONL_SUFFIXES + (".parquet",) + TEXT_SUFFIXES,
+) -> list[tuple[str, str]]:
+    """`(path, name)` for every readable file of `inputs`, in input order, then by path relative to the input.
+
+    The order depends on the config alone, never on where the inputs live: sorting absolute paths would put a
+    step's output (under the prefix) before or after a fixed input depending on the prefix, and a stage that keeps
+    the first copy of a document would keep another one. A file listed by two inputs comes once, at its first.
+    `name` is the input as given (made `portable`: a step's output is `<name>-<hash>/...`) joined with the file's
+    path relative to it: a directory's `part.jsonl` is `<input>/part.jsonl`, a file input is itself, a glob's match
+    is relative to the glob's directory. Example: `("pages", "/runs/demo/crawl-1a2b/")` under the prefix `/runs`
+    gives `pages/a.html`, `pages/b/c.html`, then `demo/crawl-1a2b/x.html`.
     """
     accept = accept or _is_supported
-    files: set[str] = set()
+    files: dict[str, str] = {}
     for item in inputs:
-        fs, path = fsspec.core.url_to_fs(str(item))
-        matches = fs.glob(path) if fsspec.core.has_magic(path) else ([path] if fs.exists(path) else [])
+        given = str(item)
+        fs, path = fsspec.core.url_to_fs(given)
+        magic = fsspec.core.has_magic(path)
+        matches = fs.glob(path) if magic else ([path] if fs.exists(path) else [])
         if not matches:
             raise TootsieError(f"input not found: {item}")
+        base, given_base = _glob_base(path, given) if magic else (path, given.rstrip("/") or given)
+        found: list[str] = []
         for match in matches:
             if fs.isdir(match):
-                found = [f for f in fs.find(match) if accept(f) and not posixpath.basename(f).startswith(".")]
+                found += [f for f in fs.find(match) if accept(f) and not posixpath.basename(f).startswith(".")]
             elif accept(match):
-                found = [match]
+                found.append(match)
             else:
                 raise TootsieError(f"unsupported input file {match}: expected one of {expected}")
-            files.update(_as_url(fs, f, item) for f in found)
+        named = sorted((_relative(f, base), f) for f in found)
+        for relative, f in named:
+            files.setdefault(_as_url(fs, f, given), _input_name(given_base, relative))
     if not files:
         raise TootsieError(f"no input files ({', '.join(expected)}) found in {list(inputs)}")
-    return sorted(files)
+    return list(files.items())
+
+
+def _glob_base(path: str, given: str) -> tuple[str, str]:
+    """The directory a glob's matches are named from: its components before the first with a wildcard."""
+    parts = path.split("/")
+    first = next(i for i, part in enumerate(parts) if fsspec.core.has_magic(part))
+    tail = len(parts) - first
+    return "/".join(parts[:first]), "/".join(given.split("/")[:-tail])
+
+
+def _relative(path: str, base: str) -> str:
+    """`path` relative to `base` ("" for `base` itself)."""
+    if path == base:
+        return ""
+    prefix = base.rstrip("/") + "/"
+    return path[len(prefix) :] if path.startswith(prefix) else posixpath.basename(path)
+
+
+def _input_name(given_base: str, relative: str) -> str:
+    """The input as given joined with a path relative to it, portable when it is absolute (a step's output)."""
+    if not relative:
+        name = given_base
+    elif not given_base:
+        name = relative
+    else:
+        name = given_base.rstrip("/") + "/" + relative
+    return str(portable_tree(name))
 
 
 def _as_url(fs: fsspec.AbstractFileSystem, path: str, given: str) -> str:
