@@ -1,5 +1,8 @@
 """Extract: known paragraphs come back out of a WARC, boilerplate does not, and every refused record has a reason."""
 
+from dataclasses import dataclass
+from pathlib import Path
+
 import pyarrow.parquet as pq
 import pytest
 
@@ -18,6 +21,8 @@ from tootsie.datakit.ids import content_id
 from tootsie.datakit.normalize import DOCUMENT_SCHEMA
 from tootsie.datakit.parquet_io import parquet_files
 from tootsie.datakit.warc_write import WarcRecord, http_response, write_warc
+from tootsie.executor import Step, build_graph, run_experiment
+from tootsie.executor.manifest import differing, read_manifest
 
 INLINE = EngineConfig(workers=1, progress=False)
 
@@ -118,3 +123,38 @@ def test_bad_config_names_the_field() -> None:
         ExtractConfig(inputs=("x.warc",), extractor="lynx")
     with pytest.raises(ValueError, match="format must be one of"):
         ExtractConfig(inputs=("x.warc",), format="rst")
+
+
+@dataclass(frozen=True)
+class PagesConfig:
+    """How many HTML pages the pages step writes."""
+
+    pages: int = 2
+
+
+def write_pages(config: PagesConfig, output_path: str) -> None:
+    """HTML files in a subdirectory of the step's output."""
+    (Path(output_path) / "site").mkdir()
+    for i in range(config.pages):
+        (Path(output_path) / "site" / f"p{i}.html").write_text(page_html(f"Page {i}", [f"{LATIN1_PARAGRAPH} {i}."]))
+
+
+def test_html_files_are_named_relative_to_their_input_under_any_prefix(tmp_path, monkeypatch) -> None:
+    pages = Step("web/pages", write_pages, PagesConfig())
+    extracted = Step("web/extracted", extract, ExtractConfig(inputs=(pages.ref("site"),), engine=INLINE))
+    manifests = []
+    for prefix in (tmp_path / "a", tmp_path / "elsewhere" / "b"):
+        report = run_experiment([extracted], prefix)
+        assert report.ok, [(s.name, s.error) for s in report.steps]
+        graph = build_graph([extracted], prefix)
+        out = Path(graph.node(extracted).output_path)
+        manifests.append(read_manifest(str(out)))
+        rows = [row for path in parquet_files(out) for row in pq.read_table(path).to_pylist()]
+        site = f"{graph.node(pages).id}/site"
+        assert sorted(row["url"] for row in rows) == [f"{site}/p0.html", f"{site}/p1.html"]
+        assert all(row["source_id"] == row["url"] for row in rows)
+    assert differing(*manifests) == []
+    monkeypatch.chdir(tmp_path / "a" / graph.node(pages).id)  # by hand, a relative input stays as given
+    extract(ExtractConfig(inputs=("site/p1.html",), engine=INLINE), str(tmp_path / "by-hand"))
+    [row] = [row for path in parquet_files(tmp_path / "by-hand") for row in pq.read_table(path).to_pylist()]
+    assert row["url"] == row["source_id"] == "site/p1.html"

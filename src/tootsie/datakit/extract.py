@@ -10,11 +10,13 @@ exact-content dedup (`write_deduplicated`) over every page of every input.
 
 The output is a document directory with normalize's columns (`id`, `text`,
 `source_id` = the WARC record id) plus `url`, `title` and `date` (the WARC
-date, ISO 8601; null for `.html` files), so every later stage reads it
-unchanged. Nothing crashes a shard on one page: each record that is not kept
-counts under one reason in `rejected` (`web_source`'s reasons, `extract_error`
-when the extractor raises, normalize's `empty` / `too_large` /
-`whitespace_run` on the extracted text, `exact_duplicate` in the reduce).
+date, ISO 8601; null for `.html` files, whose `url` and `source_id` are the
+file's name relative to its input, e.g. `pages/a.html`, not its absolute path),
+so every later stage reads it unchanged. Nothing crashes a shard on one
+page: each record that is not kept counts under one reason in `rejected`
+(`web_source`'s reasons, `extract_error` when the extractor raises,
+normalize's `empty` / `too_large` / `whitespace_run` on the extracted text,
+`exact_duplicate` in the reduce).
 
 Extract needs the `web` extra's modules for its engine (`extractor_modules`:
 resiliparse and fastwarc, plus trafilatura's for that engine), checked before
@@ -101,7 +103,8 @@ def extract_file(task: ShardTask, config: ExtractConfig) -> dict[str, Any]:
     """Map: extract the pages of one input file into chunk files under `task.output_dir`; return its counts."""
     stats = StageStats()
     writer = ChunkWriter(Path(task.output_dir), WEB_DOCUMENT_SCHEMA, config.shard_bytes)
-    for page in read_web_pages(task.inputs[0], config.max_html_bytes, stats.drop):
+    path, name = task.inputs  # the file and its name relative to its input (set by `extract`)
+    for page in read_web_pages(path, config.max_html_bytes, stats.drop, name=name):
         try:
             extracted = extract_main(page.html, config.extractor, config.format)
         except (ImportError, MissingExtra):  # a missing dependency fails the job (the engine says so), not a page
@@ -135,8 +138,8 @@ def extract(config: ExtractConfig, output_path: str) -> dict[str, Any]:
     out = Path(output_path)
     work = out / WORK_DIR
     tasks = [
-        ShardTask(name=f"input-{i:05d}", inputs=(path,), output_dir=str(work / f"input-{i:05d}"))
-        for i, path in enumerate(expand_web_inputs(config.inputs))
+        ShardTask(name=f"input-{i:05d}", inputs=(path, name), output_dir=str(work / f"input-{i:05d}"))
+        for i, (path, name) in enumerate(expand_web_inputs(config.inputs))
     ]
     results = map_shards(extract_file, config, tasks, work / "done", config.engine, label="extract")
     chunks = chunk_files([t for t in tasks if t.name in results.stats])

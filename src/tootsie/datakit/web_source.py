@@ -15,8 +15,10 @@ Decoding follows the page: the charset declared in the HTTP `Content-Type`
 header, else in a `<meta charset>` / `http-equiv` tag near the top, decoded
 strictly; with none declared, resiliparse detects it (uchardet, WHATWG names)
 and decodes with fallbacks. A page keeps its URL, its WARC date (ISO 8601) and
-its WARC record id; an `.html` file has its path as URL and record id and no
-date. fastwarc (the reader resiliparse and DCLM use) parses the WARC.
+its WARC record id; an `.html` file has its name as URL and record id and no
+date: the name its input gives it (`readers.expand_named_inputs`: the input as
+given plus the file's path inside it, a step's output named `<name>-<hash>/...`),
+never where the prefix or the checkout lies. fastwarc (the reader resiliparse and DCLM use) parses the WARC.
 
 Example: a WARC with a request, a 200 `text/html` response and a 404 response
 yields one `WebPage` and counts `not_response: 1`, `status_404: 1`.
@@ -29,7 +31,7 @@ from typing import Any, NamedTuple
 
 import fsspec
 
-from tootsie.datakit.readers import expand_inputs
+from tootsie.datakit.readers import expand_named_inputs
 from tootsie.errors import TootsieError
 
 WARC_SUFFIXES = (".warc", ".warc.gz")
@@ -64,9 +66,12 @@ def is_web_input(path: str) -> bool:
     return posixpath.basename(path).lower().endswith(WARC_SUFFIXES + HTML_SUFFIXES)
 
 
-def expand_web_inputs(inputs: tuple[str, ...]) -> list[str]:
-    """Resolve WARC/HTML files, directories (recursively) and globs, local or fsspec URLs, to a sorted file list."""
-    return expand_inputs(inputs, accept=is_web_input, expected=WARC_SUFFIXES + HTML_SUFFIXES)
+def expand_web_inputs(inputs: tuple[str, ...]) -> list[tuple[str, str]]:
+    """`(path, name)` of the WARC/HTML files of files, directories (recursively) and globs, local or fsspec URLs.
+
+    In input order, then by path within the input; `name` is the file's name relative to its input, made portable
+    (`readers.expand_named_inputs`)."""
+    return expand_named_inputs(inputs, accept=is_web_input, expected=WARC_SUFFIXES + HTML_SUFFIXES)
 
 
 def declared_charset(header_charset: str | None, payload: bytes) -> str | None:
@@ -107,13 +112,15 @@ def page_of(payload: bytes, header_charset: str | None, max_bytes: int, reject: 
     return None
 
 
-def read_web_pages(path: str, max_bytes: int, reject: Reject) -> Iterator[WebPage]:
-    """Yield the HTML pages of one WARC or HTML file; every other record goes to `reject(reason)`."""
+def read_web_pages(path: str, max_bytes: int, reject: Reject, name: str | None = None) -> Iterator[WebPage]:
+    """Yield the HTML pages of one WARC or HTML file; every other record goes to `reject(reason)`.
+
+    An HTML file's URL and record id are `name` (its name relative to its input, `expand_web_inputs`), else `path`."""
     if posixpath.basename(path).lower().endswith(HTML_SUFFIXES):
         with fsspec.open(path, "rb") as handle:
             html = page_of(handle.read(max_bytes + 1), None, max_bytes, reject)
         if html is not None:
-            yield WebPage(html=html, url=path, date=None, record_id=path)
+            yield WebPage(html=html, url=name or path, date=None, record_id=name or path)
         return
     warc = web_module("fastwarc.warc")
     with fsspec.open(path, "rb") as handle:
