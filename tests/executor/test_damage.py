@@ -11,7 +11,7 @@ import pytest
 from tootsie.executor import RunReport, Status, experiment_status, load_experiment, run_experiment
 from tootsie.executor.aside import move_aside
 from tootsie.executor.lease import LEASE_FILE, MUTEX_FILE
-from tootsie.executor.manifest import MANIFEST_FILE
+from tootsie.executor.manifest import MANIFEST_FILE, build_manifest
 from tootsie.executor.plan import NO_MANIFEST
 from tootsie.executor.status import STATUS_FILE
 
@@ -214,3 +214,13 @@ def test_move_aside_keeps_the_lease_and_never_overwrites(tmp_path: Path, monkeyp
     (step / "z.bin").write_text("again")
     second = move_aside(str(step), "damaged")
     assert second is not None and second != first and (Path(first) / "z.bin").read_text() == "z.bin"
+
+
+def test_the_lease_heartbeat_temporary_file_is_never_in_a_manifest(tmp_path: Path) -> None:
+    """A heartbeat caught mid-write while the step is hashed would be recorded, then found missing: DAMAGED."""
+    directory = tmp_path / "a"
+    directory.mkdir()
+    (directory / "data.txt").write_text("x")
+    (directory / "..executor_lease.json.123.abcdef01.tmp").write_text("{}")
+    (directory / ".data.txt.tmp-9").write_text("a step's own temporary file is output")
+    assert [entry.path for entry in build_manifest(str(directory)).files] == [".data.txt.tmp-9", "data.txt"]

@@ -131,8 +131,21 @@ def _sha256_url(url: str) -> str:
     return digest.hexdigest()
 
 
+def _executor_temporary(name: str, skip: Collection[str]) -> bool:
+    """Whether the top-level `name` is the temporary file of an atomic write of a skipped file.
+
+    The lease heartbeat rewrites `.executor_lease.json` through `..executor_lease.json.<pid>.<hex>.tmp`
+    (`jsonfile.write_json_atomic`) while the step runs and is hashed: such a file is never output.
+    """
+    return name.endswith(".tmp") and any(name.startswith(f".{kept}.") for kept in skip)
+
+
 def list_files(directory: str, skip: Collection[str] = EXECUTOR_FILES) -> dict[str, int]:
-    """Relative path -> size of every file under the local directory or URL `directory`, top-level `skip` left out."""
+    """Relative path -> size of every file under the local directory or URL `directory`, top-level `skip` left out.
+
+    The temporary files of skipped files' atomic writes are left out too, and so is a file gone before its size
+    was read.
+    """
     if storage.is_remote(directory):
         fs, root = storage.filesystem(directory)
         root = root.rstrip("/")
@@ -149,9 +162,13 @@ def list_files(directory: str, skip: Collection[str] = EXECUTOR_FILES) -> dict[s
         for name in sorted(files):
             full = os.path.join(base, name)
             relative = os.path.relpath(full, directory).replace(os.sep, "/")
-            if relative.split("/", 1)[0] in skip or os.path.islink(full):
+            top = relative.split("/", 1)[0]
+            if top in skip or _executor_temporary(top, skip) or os.path.islink(full):
                 continue
-            sizes[relative] = os.path.getsize(full)
+            try:
+                sizes[relative] = os.path.getsize(full)
+            except FileNotFoundError:
+                continue
     return dict(sorted(sizes.items()))
 
 
