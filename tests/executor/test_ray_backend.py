@@ -207,3 +207,16 @@ def test_cli_run_with_backend_ray(tmp_path: Path, ray_cluster: Any, cli: Callabl
     assert [s["status"] for s in json.loads(out.splitlines()[-1])["steps"]] == ["SUCCESS", "SUCCESS"]
     code, _, err = cli("run", str(path), "--prefix", str(tmp_path / "out"), "--ray-address", "auto")
     assert code == 2 and "--backend ray" in err
+
+
+def test_ray_moves_a_damaged_output_aside_and_reruns_it_and_its_readers(tmp_path: Path, ray_cluster: Any) -> None:
+    path = write(tmp_path, 'a = Step("exp/a", work, Cfg("a"))\nb = Step("exp/b", work, Cfg("b", inputs=(a.ref(),)))\n'
+                 'c = Step("exp/c", work, Cfg("c"))\nSTEPS = [b, c]\n')  # fmt: skip
+    first = by_name(run_experiment(load_experiment(path), tmp_path / "out", backend="ray"))
+    (Path(first["exp/a"].output_path) / "span.json").unlink()
+    second = run_experiment(load_experiment(path), tmp_path / "out", backend="ray")
+    steps = by_name(second)
+    assert second.ok and sorted(runs(tmp_path)) == ["a", "a", "b", "b", "c"]
+    assert steps["exp/a"].damage == ("span.json: missing",) and ".damaged-" in steps["exp/a"].moved_to
+    assert ".stale-" in steps["exp/b"].moved_to and steps["exp/c"].reason.startswith("skip: SUCCESS")
+    assert (Path(steps["exp/a"].output_path) / "span.json").exists()
