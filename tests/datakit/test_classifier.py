@@ -1,11 +1,14 @@
 """The quality classifier: hashed features, a safe model file, held-out accuracy on two real corpora, classify."""
 
+import hashlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from safetensors import safe_open
 from safetensors.numpy import save_file
 
 from tests.datakit.real_corpora import license_texts, stdlib_docstrings, write_documents
@@ -17,6 +20,8 @@ from tootsie.datakit.stats import STATS_FILE, StageStats
 from tootsie.datakit.train_classifier import TrainClassifierConfig, roc_auc, train_classifier, usable
 from tootsie.errors import TootsieError
 from tootsie.executor import Step, run_experiment
+from tootsie.executor.manifest import read_manifest
+from tootsie.executor.verify import verify_experiment
 
 ENGINE = EngineConfig(workers=1, retries=0, progress=False)
 
@@ -104,6 +109,7 @@ def test_separates_stdlib_docstrings_from_license_texts_on_heldout_documents(tmp
         ClassifyConfig(input=str(negative), model=str(tmp_path / "model"), engine=ENGINE), str(tmp_path / "attr")
     )
     assert scored["docs"] == len(licenses) and scored["shards"] == 3 and scored["docs_per_second"] > 0
+    assert json.loads((tmp_path / "attr" / "timings.json").read_text())["docs_per_second"] > 0
     assert scored["mean_score"] < 0.3
     model = load_model(tmp_path / "model")
     for shard in sorted(negative.glob("part-*.parquet")):
@@ -125,18 +131,55 @@ def test_training_refuses_a_split_without_both_classes(tmp_path) -> None:
         TrainClassifierConfig(positive=(), negative=(str(negative),))
 
 
-def test_train_and_classify_run_as_executor_steps(tmp_path) -> None:
-    good = write_documents([f"The function returns the parsed value of line {i}." for i in range(30)], tmp_path / "g")
+@dataclass(frozen=True)
+class GoodDocsConfig:
+    """How many good documents the step writes."""
+
+    docs: int = 30
+
+
+def write_good_docs(config: GoodDocsConfig, output_path: str) -> None:
+    """The positive class, as a step's output (its path depends on the prefix)."""
+    write_documents(
+        [f"The function returns the parsed value of line {i}." for i in range(config.docs)], Path(output_path)
+    )
+
+
+def test_train_and_classify_run_as_executor_steps_and_verify_under_another_prefix(tmp_path) -> None:
+    good = Step("quality/good", write_good_docs, GoodDocsConfig())
     bad = write_documents([f"buy now click here offer {i} win win" for i in range(30)], tmp_path / "b")
     trained = Step(
         "quality/classifier",
         train_classifier,
-        TrainClassifierConfig(positive=(str(good),), negative=(str(bad),), heldout_fraction=0.3, steps=20),
+        TrainClassifierConfig(positive=(good.ref(),), negative=(str(bad),), heldout_fraction=0.3, steps=20),
     )
     scored = Step("quality/scores", classify, ClassifyConfig(input=str(bad), model=trained.ref(), engine=ENGINE))
-    first = run_experiment([scored], tmp_path / "prefix")
-    assert [str(s.status) for s in first.steps] == ["SUCCESS", "SUCCESS"]
-    attributes = pq.read_table(Path(first.steps[1].output_path) / "part-00000.parquet")
+    prefix = tmp_path / "prefix"
+    first = run_experiment([scored], prefix)
+    assert [str(s.status) for s in first.steps] == ["SUCCESS"] * 3
+    attributes = pq.read_table(Path(first.steps[2].output_path) / "part-00000.parquet")
     assert attributes.num_rows == 30 and float(np.max(attributes.column(SCORE_COLUMN).to_numpy())) < 0.5
-    again = run_experiment([scored], tmp_path / "prefix")
+    again = run_experiment([scored], prefix)
     assert all(s.reason.startswith("skip") for s in again.steps)
+    model_dir, scores_dir = (Path(step.output_path) for step in first.steps[1:])
+    stats = json.loads((scores_dir / STATS_FILE).read_text())
+    assert stats["model"] == f"{model_dir.relative_to(prefix)}/{MODEL_FILE}"
+    assert stats["model_sha256"] == hashlib.sha256((model_dir / MODEL_FILE).read_bytes()).hexdigest()
+    for directory in (model_dir, scores_dir):
+        manifest = read_manifest(str(directory))
+        assert [e.path for e in manifest.files if e.volatile] == ["timings.json"] and STATS_FILE in manifest.compared
+        assert not {"seconds", "docs_per_second", "train_seconds"} & set(
+            json.loads((directory / STATS_FILE).read_text())
+        )
+
+    report = verify_experiment([scored], prefix, scratch=tmp_path / "scratch", keep=True)
+    verdicts = {verdict.name: verdict for verdict in report.steps}
+    assert verdicts["quality/scores"].identical and verdicts["quality/scores"].volatile == ("timings.json",)
+    assert set(verdicts["quality/classifier"].differing) <= {MODEL_FILE}  # safetensors orders its header at random
+    rerun = Path(verdicts["quality/classifier"].rerun_path)
+    assert json.loads((rerun / STATS_FILE).read_text()) == json.loads((model_dir / STATS_FILE).read_text())
+    with safe_open(str(rerun / MODEL_FILE), "np") as fresh, safe_open(str(model_dir / MODEL_FILE), "np") as recorded:
+        assert fresh.metadata() == recorded.metadata()  # the positive step named as `quality/good-<hash>`
+        assert fresh.metadata()["positive"] == repr((str(Path(first.steps[0].output_path).relative_to(prefix)),))
+        for name in ("weights", "bias"):
+            np.testing.assert_array_equal(fresh.get_tensor(name), recorded.get_tensor(name))

@@ -7,13 +7,16 @@ writes `<output>/part-NNNNN.parquet` with the same rows in the same order:
 consolidate keeps them by threshold (`drop_below`), by the top fraction over
 all shards (`keep_top_fraction`), or by quantile buckets (`keep_buckets`).
 
-`stats.json`: `{"docs", "shards", "failed_shards", "docs_per_second",
-"seconds", "mean_score", "model"}` and the shared `total` / `kept` /
-`dropped`; with no threshold known here, every document counts as kept.
-`docs_per_second` is documents over the wall time of the whole stage (reading,
-featurizing, scoring, writing, every worker process's start included); a
-rerun that skips finished shards counts their documents too, so read it from
-a fresh run.
+`stats.json`: `{"docs", "shards", "failed_shards", "mean_score", "model",
+"model_sha256"}` and the shared `total` / `kept` / `dropped`; with no
+threshold known here, every document counts as kept. `model` is the model
+file's name relative to the prefix under the executor (`portable`), and
+`model_sha256` its bytes' digest, so the same scores under another prefix
+give the same file. Wall time goes to `timings.json` (`{"seconds",
+"docs_per_second"}`), which the step declares volatile: documents over the
+wall time of the whole stage (reading, featurizing, scoring, writing, every
+worker process's start included); a rerun that skips finished shards counts
+their documents too, so read it from a fresh run.
 
 Example: a model trained on docstrings (positive) against license texts
 scores a docstring shard near 1 and a shard of licenses near 0.
@@ -33,13 +36,18 @@ from tootsie.datakit.classifier_model import load_model, model_path
 from tootsie.datakit.engine import EngineConfig, ShardTask, map_shards, merge_counts
 from tootsie.datakit.parquet_io import parquet_files, write_table_atomic
 from tootsie.datakit.stats import StageStats, finish_stage
+from tootsie.datakit.tokenizer import file_sha256
 from tootsie.errors import TootsieError
-from tootsie.executor.step import unhashed
+from tootsie.executor.portable import portable
+from tootsie.executor.step import unhashed, volatile_outputs
+from tootsie.jsonfile import write_json_atomic
 
 WORK_DIR = ".classify"
 SCORE_COLUMN = "quality_score"
 """The attribute column classify writes."""
 ATTRIBUTE_SCHEMA = pa.schema([("id", pa.string()), (SCORE_COLUMN, pa.float32())])
+TIMINGS_FILE = "timings.json"
+"""Wall time of the step: declared volatile (listed in the manifest, never compared), unlike `stats.json`."""
 
 
 @dataclass(frozen=True)
@@ -85,8 +93,11 @@ def classify_shard(task: ShardTask, config: ClassifyConfig) -> dict[str, Any]:
     return {"docs": len(score), "score_sum": float(score.sum()), **stage.to_json()}
 
 
+@volatile_outputs(TIMINGS_FILE)
 def classify(config: ClassifyConfig, output_path: str) -> dict[str, Any]:
-    """Write a `quality_score` attribute shard for every shard of `config.input`, then `stats.json`."""
+    """Write a `quality_score` attribute shard for every shard of `config.input`, `timings.json`, then `stats.json`.
+
+    Returns `stats.json`'s content with the timings added."""
     started = time.perf_counter()
     out = Path(output_path)
     load_model(config.model)  # a bad model file fails here, once, not in every shard
@@ -97,16 +108,18 @@ def classify(config: ClassifyConfig, output_path: str) -> dict[str, Any]:
     counts = merge_counts(list(results.stats.values()))
     docs = counts.get("docs", 0)
     seconds = time.perf_counter() - started
+    timings = {"seconds": round(seconds, 3), "docs_per_second": round(docs / seconds, 1) if seconds > 0 else None}
+    write_json_atomic(out / TIMINGS_FILE, timings)
+    model = model_path(config.model)
     details = {
         "docs": docs,
         "shards": len(results.stats),
         "failed_shards": results.failed,
-        "docs_per_second": round(docs / seconds, 1) if seconds > 0 else None,
-        "seconds": round(seconds, 3),
         "mean_score": counts.get("score_sum", 0.0) / docs if docs else None,
-        "model": str(model_path(config.model)),
+        "model": portable(model),
+        "model_sha256": file_sha256(model),
     }
     stats = finish_stage(out, StageStats.from_json(counts), details)
     if not results.failed:
         shutil.rmtree(out / WORK_DIR)  # finished; with failed shards the markers stay so a rerun redoes only those
-    return stats
+    return {**stats, **timings}

@@ -13,11 +13,14 @@ heldout_fraction`, so the split depends on the seed and the text alone, and a
 text can never be on both sides. A text listed more than once in one class is
 used once (`duplicate`); a text in both classes is dropped (`conflicting_label`).
 
-Output directory: `classifier.safetensors` (`classifier_model.MODEL_FILE`)
-and `stats.json` (written last) with `{"train_docs", "heldout_docs",
-"accuracy", "auc", "train_accuracy", "positive_docs", "negative_docs",
-"final_loss", "train_seconds", "buckets", "steps", "seed"}` and the shared
-`total` / `kept` / `dropped`.
+Output directory: `classifier.safetensors` (`classifier_model.MODEL_FILE`,
+whose header names the positive and negative inputs as the config gives them,
+a step's output relative to the prefix), `timings.json` (`{"train_seconds"}`,
+wall time, declared volatile) and `stats.json` (written last) with
+`{"train_docs", "heldout_docs", "accuracy", "auc", "train_accuracy",
+"positive_docs", "negative_docs", "final_loss", "buckets", "steps", "seed"}`
+and the shared `total` / `kept` / `dropped`: the same step under another
+prefix writes the same model and stats.
 
 Example: 200 docstrings vs 200 license texts with `heldout_fraction=0.2` train
 on about 320 documents and report accuracy and AUC on the other 80.
@@ -40,7 +43,12 @@ from tootsie.datakit.hashed_features import FeatureConfig, Features, featurize
 from tootsie.datakit.parquet_io import iter_batches
 from tootsie.datakit.stats import StageStats, finish_stage
 from tootsie.errors import TootsieError
-from tootsie.executor.step import unhashed
+from tootsie.executor.portable import portable_tree
+from tootsie.executor.step import unhashed, volatile_outputs
+from tootsie.jsonfile import write_json_atomic
+
+TIMINGS_FILE = "timings.json"
+"""Wall time of the step: declared volatile (listed in the manifest, never compared), unlike `stats.json`."""
 
 
 @dataclass(frozen=True)
@@ -176,8 +184,11 @@ def fit(
     return params[0], params[1], losses
 
 
+@volatile_outputs(TIMINGS_FILE)
 def train_classifier(config: TrainClassifierConfig, output_path: str) -> dict[str, Any]:
-    """Train on the non-held-out documents, score the held-out ones, write the model and `stats.json`."""
+    """Train on the non-held-out documents, score the held-out ones, write the model, `timings.json` and `stats.json`.
+
+    Returns `stats.json`'s content with the timings added."""
     out = Path(output_path)
     corpus = _read(config)
     stats = StageStats()
@@ -212,7 +223,10 @@ def train_classifier(config: TrainClassifierConfig, output_path: str) -> dict[st
     model = HashedLinearModel(config.features, np.asarray(w, np.float32), float(b))
     train_seconds = time.perf_counter() - started
     all_scores = 1.0 / (1.0 + np.exp(-model.logits_of(Features(buckets, docs, counts))))
-    save_model(model, out / MODEL_FILE, {"positive": repr(config.positive), "negative": repr(config.negative)})
+    inputs = {name: repr(tuple(portable_tree(list(getattr(config, name))))) for name in ("positive", "negative")}
+    save_model(model, out / MODEL_FILE, inputs)
+    timings = {"train_seconds": round(train_seconds, 3)}
+    write_json_atomic(out / TIMINGS_FILE, timings)
     details = {
         "train_docs": int(train.sum()),
         "heldout_docs": int(heldout.sum()),
@@ -222,12 +236,11 @@ def train_classifier(config: TrainClassifierConfig, output_path: str) -> dict[st
         "positive_docs": int(labels[keep].sum()),
         "negative_docs": int((1 - labels[keep]).sum()),
         "final_loss": float(losses[-1]),
-        "train_seconds": round(train_seconds, 3),
         "buckets": config.features.buckets,
         "steps": config.steps,
         "seed": config.seed,
     }
-    return finish_stage(out, stats, details)
+    return {**finish_stage(out, stats, details), **timings}
 
 
 def _accuracy(scores: np.ndarray, labels: np.ndarray) -> float:
