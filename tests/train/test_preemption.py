@@ -1,4 +1,5 @@
-"""SIGTERM while training: the run finishes its step, commits a checkpoint, exits 75, and a rerun resumes to the bit."""
+"""SIGTERM while training: the run finishes its step, commits a checkpoint, exits 75, and a rerun resumes to the bit;
+during the last step it lets the run finish (exit 0), and a second SIGTERM changes nothing (docs/training.md)."""
 
 import json
 import os
@@ -19,7 +20,10 @@ from tests.train.test_kill_resume import _config as kill_resume_config
 from tests.train.test_kill_resume import _losses
 from tests.train.test_sharding import _config as sharding_config
 from tootsie.configfile import dump_config
+from tootsie.data.batch_schedule import BatchSchedule
+from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.errors import PREEMPTED_EXIT_CODE, Preempted
+from tootsie.models.llama import LlamaConfig
 from tootsie.train.checkpoint import STATE_FILE, checkpoint_dir, latest_checkpoint, load_checkpoint
 from tootsie.train.config import CheckpointConfig, TrainConfig
 from tootsie.train.preemption import StopSignal
@@ -152,3 +156,124 @@ def test_sigterm_to_one_of_two_processes_stops_both_after_the_same_step(tmp_path
     reached = len(_losses(out))
     assert 2 <= reached < STEPS and all(f"stopped after step {reached} " in error for error in errors)
     assert latest_checkpoint(out / "checkpoints") == checkpoint_dir(out / "checkpoints", reached)
+
+
+SIGNALLED_TRAIN = """
+import sys, time
+from pathlib import Path
+
+import tootsie.train.trainer as trainer
+from tootsie.cli.main import main
+
+config, out, at_step, signals = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+handled = []
+
+
+class CountingStopSignal(trainer.StopSignal):
+    def _handle(self, number, frame):
+        handled.append(number)
+        (out / f"sigterm-{len(handled)}").touch()
+        super()._handle(number, frame)
+
+
+def global_batch(data, step, sharding):
+    if step == at_step:  # step `at_step` has begun: hold it until the test's signals were handled
+        (out / "in-step").touch()
+        deadline = time.monotonic() + 60
+        while len(handled) < signals:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{len(handled)} of {signals} SIGTERMs arrived within 60 s")
+            time.sleep(0.005)
+    return real_global_batch(data, step, sharding)
+
+
+real_global_batch, trainer.global_batch, trainer.StopSignal = trainer.global_batch, global_batch, CountingStopSignal
+raise SystemExit(main(["train", "--config", config, "--out", str(out)]))
+"""
+"""`tootsie train` that holds step `at_step` (argv[3]) until it has handled `signals` (argv[4]) SIGTERMs: it touches
+`in-step` when the step begins and `sigterm-N` as it handles the N-th, so the test signals inside a known step."""
+SHORT_STEPS = 5
+MARKERS = ("in-step", "sigterm-1", "sigterm-2")
+
+
+def _start_signalled(tmp_path: Path, cache: str, name: str, at_step: int, signals: int) -> subprocess.Popen:
+    """A short one-layer run (no EMA, no periodic checkpoints) holding step `at_step` for `signals` SIGTERMs."""
+    config = TrainConfig(
+        model=LlamaConfig(vocab_size=40, hidden_dim=16, intermediate_dim=32, num_layers=1, num_heads=2, num_kv_heads=1),
+        data=MixtureConfig(
+            caches={"a": cache},
+            stages=(MixtureStage(0, {"a": 1.0}),),
+            seq_len=16,
+            batch_schedule=BatchSchedule.constant(4),
+        ),
+        num_steps=SHORT_STEPS,
+        schedule=WSDConfig(peak_lr=1e-2, warmup_steps=1, decay_steps=2, total_steps=SHORT_STEPS),
+        ema=None,
+        checkpoints=CheckpointConfig(every_steps=100, every_minutes=None),
+    )
+    (tmp_path / f"{name}.yaml").write_text(dump_config(config))
+    (tmp_path / name).mkdir()
+    argv = [str(tmp_path / f"{name}.yaml"), str(tmp_path / name), str(at_step), str(signals)]
+    return subprocess.Popen(
+        [sys.executable, "-c", SIGNALLED_TRAIN, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def _cache(make_cache) -> str:
+    return make_cache("a", [[(3 * i + k) % 37 + 2 for i in range(40)] for k in range(30)], 40)
+
+
+def _signal(process: subprocess.Popen, out: Path, signals: int) -> None:
+    """Once `process` is inside its held step, send it `signals` SIGTERMs, each after the one before was handled."""
+    for marker in ["in-step"] + [f"sigterm-{n}" for n in range(1, signals)]:
+        deadline = time.monotonic() + 200
+        while not (out / marker).exists():
+            assert process.poll() is None, f"the run exited before {marker}: {process.communicate()[1][-2000:]}"
+            assert time.monotonic() < deadline, f"no {marker} within 200 s"
+            time.sleep(0.005)
+        process.send_signal(signal.SIGTERM)
+
+
+def _outcome(process: subprocess.Popen, out: Path) -> tuple[int | None, list[str], list[str], list[tuple[int, float]]]:
+    """What a run left: its exit code, its `tootsie:` lines on stderr (its directory written OUT), every file it wrote
+    (the test's markers aside) and its logged losses."""
+    _, stderr = communicate(process, timeout=120)
+    said = [line.replace(str(out), "OUT") for line in stderr.splitlines() if line.startswith("tootsie:")]
+    files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file() and p.name not in MARKERS)
+    return process.returncode, said, files, _losses(out)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_sigterm_during_the_last_step_lets_the_run_finish_with_exit_0(tmp_path, make_cache) -> None:
+    process = _start_signalled(tmp_path, _cache(make_cache), "run", at_step=SHORT_STEPS - 1, signals=1)
+    _signal(process, tmp_path / "run", signals=1)
+    code, said, _, losses = _outcome(process, tmp_path / "run")
+    assert (tmp_path / "run" / "sigterm-1").exists()  # the handler took it: the process did not die of it
+    assert code == 0 and not any("preempted" in line for line in said), said
+    assert [step for step, _ in losses] == list(range(SHORT_STEPS))
+    checkpoint = latest_checkpoint(tmp_path / "run" / "checkpoints")
+    assert checkpoint == checkpoint_dir(tmp_path / "run" / "checkpoints", SHORT_STEPS)
+    state = json.loads((checkpoint / STATE_FILE).read_text())
+    assert state["step"] == SHORT_STEPS and state["kind"] == "permanent"  # the final save, not a preemption's
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_second_sigterm_changes_nothing(tmp_path, make_cache) -> None:
+    """Two SIGTERMs in step 2 end the run exactly as one does: exit 75 after step 3, the same files, the same losses."""
+    cache = _cache(make_cache)
+    runs = {n: _start_signalled(tmp_path, cache, f"x{n}", at_step=2, signals=n) for n in (1, 2)}
+    for signals, process in runs.items():
+        _signal(process, tmp_path / f"x{signals}", signals)
+    once, twice = (_outcome(runs[signals], tmp_path / f"x{signals}") for signals in (1, 2))
+    assert (tmp_path / "x2" / "sigterm-2").exists()
+    assert once == twice
+    code, said, files, losses = twice
+    assert code == PREEMPTED_EXIT_CODE
+    assert said == [f"tootsie: {Preempted(3, str(checkpoint_dir(Path('OUT/checkpoints'), 3)))}"]
+    assert [step for step, _ in losses] == [0, 1, 2]
+    assert latest_checkpoint(tmp_path / "x2" / "checkpoints") == checkpoint_dir(tmp_path / "x2" / "checkpoints", 3)
+    state = json.loads((checkpoint_dir(tmp_path / "x2" / "checkpoints", 3) / STATE_FILE).read_text())
+    assert state["step"] == 3 and state["kind"] == "temporary"
+    assert any(name.startswith("checkpoints/") for name in files), files
