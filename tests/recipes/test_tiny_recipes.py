@@ -181,6 +181,9 @@ def test_tiny_corpus_writes_the_five_kinds(tmp_path: Path) -> None:
     again = build_tiny_corpus(config, str(tmp_path / "again"))
     texts = [gzip.decompress((tmp_path / run / "math/docs-00000.jsonl.gz").read_bytes()) for run in ("out", "again")]
     assert again == counts and texts[0] == texts[1] and len(texts[0].splitlines()) == 3
+    for kind in KINDS:
+        header = (tmp_path / "out" / kind / "docs-00000.jsonl.gz").read_bytes()[:10]
+        assert header[4:8] == bytes(4) and not header[3] & 0x08, (kind, header)  # no mtime, no FNAME (temp name)
 
 
 def test_tiny_models_shrink_every_preset() -> None:

@@ -23,6 +23,7 @@ Example: `tiny_data_steps().components["starcoderdata"]` is a reference to
 """
 
 import gzip
+import io
 import json
 import os
 from collections.abc import Iterable
@@ -144,11 +145,18 @@ def tiny_documents(config: TinyCorpusConfig) -> Iterable[tuple[str, str, str]]:
 
 
 def write_jsonl_gz(path: Path, records: Iterable[dict[str, str]]) -> int:
-    """Write records as gzipped JSONL atomically (temp file, then rename); return how many."""
+    """Write records as gzipped JSONL atomically (temp file, then rename); return how many.
+
+    The gzip header holds no time and no file name (`gzip.open` would write the clock and the temporary name, which
+    holds the PID), so the same records give the same bytes in every run."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     count = 0
-    with gzip.open(tmp, "wt", encoding="utf-8") as out:
+    with (
+        open(tmp, "wb") as handle,
+        gzip.GzipFile(filename="", mode="wb", fileobj=handle, mtime=0) as packed,
+        io.TextIOWrapper(packed, encoding="utf-8") as out,
+    ):
         for record in records:
             out.write(json.dumps(record, ensure_ascii=False) + "\n")
             count += 1
