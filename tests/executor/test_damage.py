@@ -76,13 +76,17 @@ def test_status_shows_damaged_naming_the_files_and_the_plan_says_what_a_run_woul
     row = next(line for line in out.splitlines() if " exp/a " in line)
     assert row.split()[0] == "DAMAGED" and f"damaged: {TRUNCATED}; shard.bin: missing" in row
     assert all(line.split()[0] == "SUCCESS" for line in out.splitlines()[2:] if " exp/a " not in line)
+    assert next(line for line in out.splitlines() if " exp/d " in line).endswith(
+        "a run reruns it (input remade: exp/b)"
+    )
 
     code, out, _ = cli("status", *args, "--json")
     steps = {step["name"]: step for step in last_json(out)["steps"]}
     assert code == 1 and steps["exp/a"]["status"] == "DAMAGED"
     assert steps["exp/a"]["damage"] == [TRUNCATED, "shard.bin: missing"]
     assert steps["exp/a"]["manifest"] == {"digest": first.steps[0].manifest.digest, "files": 3}
-    assert steps["exp/c"]["status"] == "SUCCESS" and "damage" not in steps["exp/c"]
+    assert steps["exp/c"]["status"] == "SUCCESS" and "damage" not in steps["exp/c"] and "detail" not in steps["exp/c"]
+    assert steps["exp/b"]["detail"] == "a run reruns it (input remade: exp/a)"
     assert len(steps["exp/c"]["manifest"]["digest"]) == 64
 
     code, out, _ = cli("run", *args, "--dry-run", "--json")

@@ -151,6 +151,8 @@ def plan(graph: Graph, *, forced: Callable[[str], bool], settings: LeaseSettings
             pending.add(node.id)
         last = recorded(node.output_path)
         fields = found(observed)
+        if decision.fresh and not observed.damage:  # SUCCESS, or a partial output, made from an input a run remakes
+            fields["detail"] = f"a run reruns it ({decision.reason.removeprefix('run: ')})"
         reports.append(
             StepReport(
                 name=node.step.name,
