@@ -13,8 +13,9 @@ are missing or resized as DAMAGED, naming them (`--check-digests` re-hashes
 them too, catching same-size changes), and exits 1 when any step is; `run`
 reruns such a step from a clean directory, and everything downstream of it.
 With `--json`, each step carries `"manifest": {"digest", "files"}` (null
-without one) and, when damaged, `"damage": [...]`. `run --backend ray` runs the steps as Ray tasks on the
-cluster at `--ray-address` (default: $RAY_ADDRESS, else a new local Ray).
+without one) and, when damaged, `"damage": [...]`. `run --backend ray` runs
+the steps as Ray tasks on the cluster at `--ray-address` (default:
+$RAY_ADDRESS, else a new local Ray).
 `--prefix` may be an fsspec URL (`s3://bucket/runs`): outputs and the
 executor's files then live in object storage (docs/scale-out.md).
 """
