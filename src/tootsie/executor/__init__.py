@@ -61,7 +61,11 @@ Modules: `step` (Step, StepRef, unhashed), `hashing` (canonical form, hash),
 `steplog` (`.executor.log`), `plan` (what a run would do, and why), `runner`
 (run_experiment), `report` (RunReport), `experiment` (load_experiment),
 `storage` (local paths and fsspec URLs), `remote_lease` (leases in object
-storage), `staging` (local copies of remote inputs and outputs).
+storage), `staging` (local copies of remote inputs and outputs), `manifest`
+(`.executor_manifest.json`: path, size and sha256 of every output file, written
+before SUCCESS), `portable` (paths a step records, named relative to the
+prefix), `aside` (a damaged or stale output moved aside before its rerun),
+`verify` (rerun finished steps into scratch and compare manifests).
 """
 
 from tootsie.executor.experiment import load_experiment
