@@ -14,6 +14,7 @@ from tests.datakit.web_site import (
     build_site,
     page_html,
 )
+from tests.two_prefixes import run_under_two_prefixes
 from tootsie.datakit.engine import EngineConfig
 from tootsie.datakit.extract import ExtractConfig, extract
 from tootsie.datakit.html_extract import extract_main, minimal_html_to_markdown
@@ -21,8 +22,8 @@ from tootsie.datakit.ids import content_id
 from tootsie.datakit.normalize import DOCUMENT_SCHEMA
 from tootsie.datakit.parquet_io import parquet_files
 from tootsie.datakit.warc_write import WarcRecord, http_response, write_warc
-from tootsie.executor import Step, build_graph, run_experiment
-from tootsie.executor.manifest import differing, read_manifest
+from tootsie.executor import Step
+from tootsie.executor.manifest import differing
 
 INLINE = EngineConfig(workers=1, progress=False)
 
@@ -142,18 +143,12 @@ def write_pages(config: PagesConfig, output_path: str) -> None:
 def test_html_files_are_named_relative_to_their_input_under_any_prefix(tmp_path, monkeypatch) -> None:
     pages = Step("web/pages", write_pages, PagesConfig())
     extracted = Step("web/extracted", extract, ExtractConfig(inputs=(pages.ref("site"),), engine=INLINE))
-    manifests = []
-    for prefix in (tmp_path / "a", tmp_path / "elsewhere" / "b"):
-        report = run_experiment([extracted], prefix)
-        assert report.ok, [(s.name, s.error) for s in report.steps]
-        graph = build_graph([extracted], prefix)
-        out = Path(graph.node(extracted).output_path)
-        manifests.append(read_manifest(str(out)))
-        rows = [row for path in parquet_files(out) for row in pq.read_table(path).to_pylist()]
-        site = f"{graph.node(pages).id}/site"
-        assert sorted(row["url"] for row in rows) == [f"{site}/p0.html", f"{site}/p1.html"]
-        assert all(row["source_id"] == row["url"] for row in rows)
-    assert differing(*manifests) == []
+    (graph, out, left), (_, _, right) = run_under_two_prefixes(extracted, tmp_path)
+    assert differing(left, right) == []
+    rows = [row for path in parquet_files(out) for row in pq.read_table(path).to_pylist()]
+    site = f"{graph.node(pages).id}/site"
+    assert sorted(row["url"] for row in rows) == [f"{site}/p0.html", f"{site}/p1.html"]
+    assert all(row["source_id"] == row["url"] for row in rows)
     monkeypatch.chdir(tmp_path / "a" / graph.node(pages).id)  # by hand, a relative input stays as given
     extract(ExtractConfig(inputs=("site/p1.html",), engine=INLINE), str(tmp_path / "by-hand"))
     [row] = [row for path in parquet_files(tmp_path / "by-hand") for row in pq.read_table(path).to_pylist()]

@@ -9,14 +9,15 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from tests.two_prefixes import run_under_two_prefixes
 from tootsie.datakit.engine import EngineConfig
 from tootsie.datakit.ids import content_id
 from tootsie.datakit.normalize import NormalizeConfig, normalize
 from tootsie.datakit.split import SplitConfig, split_documents
 from tootsie.datakit.stats import STATS_FILE
 from tootsie.errors import TootsieError
-from tootsie.executor import Step, build_graph, run_experiment
-from tootsie.executor.manifest import differing, read_manifest
+from tootsie.executor import Step
+from tootsie.executor.manifest import differing
 
 INLINE = EngineConfig(workers=1, progress=False)
 
@@ -153,17 +154,13 @@ def write_copy(config: CopyConfig, output_path: str) -> None:
 
 
 def test_input_order_is_the_config_order_under_any_prefix(tmp_path) -> None:
-    fixed = tmp_path / "m-fixed"
+    fixed = tmp_path / "b-fixed"
     fixed.mkdir()
     (fixed / "docs.jsonl").write_text(json.dumps({"id": "fixed", "text": "shared"}) + "\n")
     copy = Step("copy", write_copy, CopyConfig(source="step"))
     both = Step("normalized", normalize, NormalizeConfig(inputs=(copy.ref("docs.jsonl"), str(fixed)), engine=INLINE))
-    outputs = []
-    for prefix in (tmp_path / "a", tmp_path / "z"):  # sorted by absolute path, "a/..." < "m-fixed" < "z/..."
-        report = run_experiment([both], prefix)
-        assert report.ok, [(s.name, s.error) for s in report.steps]
-        out = Path(build_graph([both], prefix).node(both).output_path)
-        outputs.append(read_manifest(str(out)))
+    runs = run_under_two_prefixes(both, tmp_path)  # by absolute path, "a/..." < "b-fixed" < "elsewhere/..."
+    assert differing(runs[0][2], runs[1][2]) == []
+    for _, out, _ in runs:
         [row] = pq.read_table(sorted(out.glob("part-*.parquet"))[0]).to_pylist()
         assert row["source_id"] == "step"  # the first input's copy, as listed
-    assert differing(*outputs) == []

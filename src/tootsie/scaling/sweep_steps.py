@@ -4,8 +4,13 @@ Per planned run there are two steps, `<prefix>/train/<run>` (the trainer, one
 final checkpoint, no EMA) and `<prefix>/eval/<run>`, which writes `run.json`
 with the run's `compute`, `params`, `tokens` and final held-out `loss`: the
 macro average over held-out domains of the next-token loss in nats per token
-(Marin's "macro loss"), with bits-per-byte alongside. `<prefix>/runs` gathers
-every `run.json` into `runs.jsonl`, the input of `tootsie scaling fit`.
+(Marin's "macro loss"), with bits-per-byte alongside, and the training
+output it scored by its name relative to the prefix (`portable`:
+`<prefix>/train/<run>-<hash>`), so the same run under another prefix gives
+the same `run.json`. When that training run started (the executor's record of
+it, a clock time) goes to `timings.json`, which the step declares volatile.
+`<prefix>/runs` gathers every `run.json` into `runs.jsonl`, the input of
+`tootsie scaling fit`.
 Because every step is content-addressed, adding a budget to a plan reruns only
 the new runs.
 """
@@ -23,7 +28,8 @@ from tootsie.eval.bpb import domain_bpb
 from tootsie.eval.training import run_training
 from tootsie.executor import Step
 from tootsie.executor.metadata import INFO_FILE
-from tootsie.executor.step import StepRef
+from tootsie.executor.portable import portable
+from tootsie.executor.step import StepRef, volatile_outputs
 from tootsie.jsonfile import read_json, write_json_atomic
 from tootsie.models.llama import LlamaConfig
 from tootsie.scaling.runs import RUN_FILE, RUNS_FILE
@@ -32,6 +38,9 @@ from tootsie.train.config import CheckpointConfig, TrainConfig
 from tootsie.train.optimizer import AdamWConfig
 from tootsie.train.schedule import WSDConfig
 from tootsie.train.trainer import load_model
+
+TIMINGS_FILE = "timings.json"
+"""`{"train_started_at"}`: the training run's wall-clock start, declared volatile (never compared)."""
 
 
 @dataclass(frozen=True)
@@ -70,10 +79,11 @@ class CollectRunsConfig:
     """`run.json` files."""
 
 
+@volatile_outputs(TIMINGS_FILE)
 def evaluate_run(config: RunEvalConfig, output_path: str) -> dict[str, object]:
     """Write `run.json`: compute, params, tokens and the final held-out macro loss (nats/token).
 
-    It also holds BPB per domain and when training started.
+    It also holds BPB per domain and the training output's portable name; `timings.json` says when training started.
     """
     model = load_model(config.model, str(config.checkpoint))
     token_bytes = TokenBytes(load_tokenizer(str(config.tokenizer)))
@@ -93,11 +103,12 @@ def evaluate_run(config: RunEvalConfig, output_path: str) -> dict[str, object]:
         "bpb_by_domain": {name: r.bpb for name, r in results.items()},
         "width": config.model.hidden_dim,
         "num_layers": config.model.num_layers,
-        "checkpoint": str(config.checkpoint),
-        "train_started_at": (read_json(Path(str(config.checkpoint)) / INFO_FILE) or {}).get("start_time"),
+        "checkpoint": portable(str(config.checkpoint)),
     }
     if not math.isfinite(record["loss"]):
         record["loss"] = None
+    started = (read_json(Path(str(config.checkpoint)) / INFO_FILE) or {}).get("start_time")
+    write_json_atomic(Path(output_path) / TIMINGS_FILE, {"train_started_at": started})
     write_json_atomic(Path(output_path) / RUN_FILE, record)
     return record
 
