@@ -1,24 +1,32 @@
 """The lm-eval step: a checkpoint scored on lm-eval tasks from local files, as an executor step.
 
-Its output is `lm_eval.json` (`{task: {metric: value}}` plus the checkpoint and
-its step), so the executor skips it when done and a changed task list, limit or
-checkpoint gives a new output path. lm-eval is imported when the step runs, not
-when an experiment builds it, so a dry run needs no lm-eval install; the step
-declares the `lmeval` extra, so a run without it fails in one line before
-anything runs.
+Its output is `lm_eval.json` (`{task: {metric: value}}` plus the checkpoint,
+named relative to the prefix when it is a step's output (`portable`), and its
+step), so the executor skips it when done and a changed task list, limit or
+checkpoint gives a new output path; the same checkpoint and tasks under
+another prefix give the same bytes. The wall time goes to `timings.json`,
+declared volatile; the built-in task files (whose YAML names their data by
+absolute path) are written to a temporary directory, not the output. lm-eval
+is imported when the step runs, not when an experiment builds it, so a dry run
+needs no lm-eval install; the step declares the `lmeval` extra, so a run
+without it fails in one line before anything runs.
 """
 
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tootsie.executor.step import requires_extras, unhashed
+from tootsie.executor.portable import portable
+from tootsie.executor.step import requires_extras, unhashed, volatile_outputs
 from tootsie.extras import require
 from tootsie.jsonfile import write_json_atomic
 from tootsie.train.checkpoint import read_checkpoint_state
 from tootsie.train.trainer import resolve_checkpoint
 
 LM_EVAL_FILE = "lm_eval.json"
+TIMINGS_FILE = "timings.json"
+"""`{"seconds"}`: the step's wall time, declared volatile (never compared)."""
 WEIGHTS = ("model", "ema")
 
 
@@ -65,7 +73,9 @@ def load_lm_eval() -> tuple[type, type]:
 
 
 def run_lm_eval(config: LMEvalConfig, work_dir: str | Path) -> dict[str, object]:
-    """Score the checkpoint on the tasks (built-in task files go under `work_dir`); return the result record."""
+    """Score the checkpoint on the tasks (built-in task files go under `work_dir`); return the result record.
+
+    The record names the checkpoint `portable` (as resolved, outside a step) and holds the wall time in `seconds`."""
     TaskSuite, TootsieLM = load_lm_eval()
     started = time.perf_counter()
     checkpoint = resolve_checkpoint(config.checkpoint)
@@ -80,7 +90,7 @@ def run_lm_eval(config: LMEvalConfig, work_dir: str | Path) -> dict[str, object]
     metrics = suite.evaluate(lm, limit=config.limit, num_fewshot=config.num_fewshot)
     step = read_checkpoint_state(checkpoint)["step"]
     return {
-        "checkpoint": str(checkpoint),
+        "checkpoint": portable(str(checkpoint)),
         "step": step,
         "weights": config.weights,
         "tasks": metrics,
@@ -89,8 +99,11 @@ def run_lm_eval(config: LMEvalConfig, work_dir: str | Path) -> dict[str, object]
 
 
 @requires_extras("lmeval")
+@volatile_outputs(TIMINGS_FILE)
 def evaluate_lm_tasks(config: LMEvalConfig, output_path: str) -> dict[str, object]:
-    """Step: write `lm_eval.json` with every task's metrics."""
-    result = run_lm_eval(config, Path(output_path) / "tasks")
-    write_json_atomic(Path(output_path) / LM_EVAL_FILE, result)
+    """Step: write `lm_eval.json` with every task's metrics and `timings.json`; return both in one record."""
+    with tempfile.TemporaryDirectory(prefix="tootsie-lm-eval-") as work_dir:
+        result = run_lm_eval(config, work_dir)
+    write_json_atomic(Path(output_path) / TIMINGS_FILE, {"seconds": result["seconds"]})
+    write_json_atomic(Path(output_path) / LM_EVAL_FILE, {k: v for k, v in result.items() if k != "seconds"})
     return result
