@@ -4,16 +4,21 @@
 pair of a preference cache (`datakit.preference_data`) under the frozen
 reference model: the summed log-probs of the chosen and the rejected reply
 tokens, laid out in rows exactly as DPO training reads them (one pair per
-row, `train.dpo.pair_logprobs`). Its config holds the sha256 of the reference
-checkpoint's files (and of the cache's when the cache is a plain path; a step
-reference is already versioned by the executor), so the output path changes
-when the reference's weights change, and the same reference and data reuse
-the finished output across runs.
+row, `train.dpo.pair_logprobs`). The checkpoint and the cache are each a
+step reference (versioned by the executor through the step's id) or a plain
+directory, which the config names by the sha256 of its files alone
+(`DigestedDirectory`: its path is not hashed), so the output path changes when
+the reference's weights change, the same reference and data reuse the
+finished output across runs, and a copy of the same checkpoint elsewhere (a
+moved prefix, another machine) is the same input with the same hash.
 
 Output: `logprobs.npy` (`[pairs, 2]` float32, chosen then rejected),
 `chosen_lengths.npy` (`[pairs]` int32) and `reference.json` (written last:
-checkpoint, sha256, cache, seq_len, pairs, mean log-probs and the fraction of
-pairs whose chosen reply the reference already scores higher). No pickle.
+the checkpoint and the cache, each named as its hash names it: a step's
+output relative to the prefix (`portable`), or null with its sha256; the
+checkpoint's training step, seq_len, pairs, mean log-probs and the fraction
+of pairs whose chosen reply the reference already scores higher). Where a
+plain directory lay is in the executor's metadata, not the output. No pickle.
 
 Example: a 4-pair cache scored by a run's newest checkpoint gives
 `logprobs.npy` like `[[-31.2, -44.0], ...]`; training the reference further
@@ -34,8 +39,10 @@ from tootsie.datakit.preference_data import CHOSEN_TOKENS_FILE
 from tootsie.datakit.token_cache import open_token_cache
 from tootsie.errors import TootsieError
 from tootsie.executor import Step, StepRef, unhashed
+from tootsie.executor.portable import portable
 from tootsie.jsonfile import write_json_atomic
 from tootsie.models.llama import LlamaConfig, LlamaModel
+from tootsie.train.checkpoint import read_checkpoint_state
 from tootsie.train.dpo import CHOSEN_LENGTHS_FILE, REFERENCE_LOGPROBS_FILE, REFERENCE_RECORD_FILE, pair_logprobs
 from tootsie.train.trainer import load_model, resolve_checkpoint
 
@@ -88,19 +95,30 @@ def pair_scores(model: LlamaModel, cache_dir: str, seq_len: int, batch_size: int
 
 
 @dataclass(frozen=True)
+class DigestedDirectory:
+    """A directory that is no step's output, named in a step's version by its files' sha256, not by where it lies."""
+
+    sha256: str
+    """`content_sha256` of its files: the same files anywhere are the same input, changed files another."""
+    path: str = unhashed("")
+    """Where it lies here (not hashed; recorded in the executor's metadata)."""
+
+
+def digested(path: str | Path) -> DigestedDirectory:
+    """`path` named by its content (`content_sha256`), hashed when the step is built."""
+    return DigestedDirectory(sha256=content_sha256(path), path=str(path))
+
+
+@dataclass(frozen=True)
 class ReferenceLogprobsConfig:
     """Which reference checkpoint scores which preference cache, at which row length."""
 
     model: LlamaConfig
     """The reference's architecture."""
-    checkpoint: str
-    """A checkpoint directory, or a run directory (its newest checkpoint)."""
-    checkpoint_sha256: str
-    """sha256 of the checkpoint's files (`content_sha256`): a changed reference gets a new output path."""
-    cache: str
-    """The preference cache (a step reference, or a path)."""
-    cache_sha256: str
-    """sha256 of the cache's files when `cache` is a path; empty for a step reference (versioned already)."""
+    checkpoint: str | StepRef | DigestedDirectory
+    """A training step's output (its newest checkpoint), or a checkpoint directory named by its content."""
+    cache: str | StepRef | DigestedDirectory
+    """The preference cache: a tokenize step's output, or a cache directory named by its content."""
     seq_len: int
     """Row length; the DPO run's data.seq_len."""
     batch_size: int = unhashed(8)
@@ -111,15 +129,17 @@ def compute_reference_logprobs(config: ReferenceLogprobsConfig, output_path: str
     """Score every pair under the reference and write the table, the chosen lengths and the record (last)."""
     out = Path(output_path)
     out.mkdir(parents=True, exist_ok=True)
-    checkpoint = resolve_checkpoint(config.checkpoint)
+    checkpoint = resolve_checkpoint(_path(config.checkpoint))
     model = load_model(config.model, str(checkpoint))
-    scores, lengths = pair_scores(model, config.cache, config.seq_len, config.batch_size)
+    scores, lengths = pair_scores(model, _path(config.cache), config.seq_len, config.batch_size)
     write_npy_atomic(scores, out / REFERENCE_LOGPROBS_FILE)
     write_npy_atomic(lengths, out / CHOSEN_LENGTHS_FILE)
     record = {
-        "checkpoint": str(checkpoint),
-        "checkpoint_sha256": config.checkpoint_sha256,
-        "cache": config.cache,
+        "checkpoint": None if isinstance(config.checkpoint, DigestedDirectory) else portable(str(checkpoint)),
+        "checkpoint_sha256": _sha256(config.checkpoint),
+        "checkpoint_step": read_checkpoint_state(checkpoint).get("step"),
+        "cache": None if isinstance(config.cache, DigestedDirectory) else portable(config.cache),
+        "cache_sha256": _sha256(config.cache),
         "seq_len": config.seq_len,
         "pairs": len(scores),
         "mean_chosen_logprob": float(scores[:, 0].mean()) if len(scores) else 0.0,
@@ -130,18 +150,28 @@ def compute_reference_logprobs(config: ReferenceLogprobsConfig, output_path: str
     return record
 
 
-def reference_logprobs_step(name: str, model: LlamaConfig, checkpoint: str, cache: str | StepRef, seq_len: int) -> Step:
-    """The executor step that scores `cache` under `checkpoint`, its path hashing the checkpoint's content.
+def _path(value: str | DigestedDirectory) -> str:
+    """Where an input lies when the step runs: a step's resolved output, or a digested directory's path."""
+    return value.path if isinstance(value, DigestedDirectory) else value
 
-    The checkpoint must exist when the step is built (its files are hashed now).
+
+def _sha256(value: str | DigestedDirectory) -> str | None:
+    """A digested directory's sha256; None for a step's output (its step id names it)."""
+    return value.sha256 if isinstance(value, DigestedDirectory) else None
+
+
+def reference_logprobs_step(
+    name: str, model: LlamaConfig, checkpoint: str | StepRef, cache: str | StepRef, seq_len: int
+) -> Step:
+    """The executor step that scores `cache` under `checkpoint`, its path hashing their content or step ids.
+
+    A plain checkpoint (a run directory names its newest checkpoint, resolved now) or cache must exist when the step
+    is built: its files are hashed now.
     """
-    source = resolve_checkpoint(checkpoint)
     config = ReferenceLogprobsConfig(
         model=model,
-        checkpoint=str(source),
-        checkpoint_sha256=content_sha256(source),
-        cache=cache,
-        cache_sha256=content_sha256(cache) if isinstance(cache, str) else "",
+        checkpoint=checkpoint if isinstance(checkpoint, StepRef) else digested(resolve_checkpoint(checkpoint)),
+        cache=cache if isinstance(cache, StepRef) else digested(cache),
         seq_len=seq_len,
     )
     return Step(name, compute_reference_logprobs, config)
