@@ -27,10 +27,9 @@ from tootsie.datakit.tokenizer import TokenizerTrainConfig, train_tokenizer
 from tootsie.eval.run_chat_template import run_chat_template
 from tootsie.executor import Step, build_graph, run_experiment
 from tootsie.executor.manifest import EXECUTOR_FILES, differing, read_manifest
-from tootsie.executor.portable import step_places
+from tootsie.executor.portable import resolve_recorded, step_places, step_prefix
 from tootsie.jsonfile import write_json_atomic
 from tootsie.models.llama import LlamaConfig
-from tootsie.monitor.dashboard.runs import resolve_recorded, step_prefix
 from tootsie.monitor.report_data import load_run_directory
 from tootsie.monitor.run_summary import RunSummaryConfig, summarize_runs
 from tootsie.train.checkpoint import STATE_FILE

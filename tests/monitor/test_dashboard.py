@@ -83,6 +83,8 @@ def test_runs_are_found_under_an_executor_prefix_and_a_plain_run_with_their_stat
     _write(prefix / "summary-ef56" / "metrics.jsonl", range(5))
     (prefix / "summary-ef56" / "summary.json").write_text("{}")
     _write(done / "checkpoints" / "step-4" / "metrics.jsonl", range(1))  # inside a run: never a run of its own
+    _write(prefix / "train" / "pretrain-ab12.damaged-20261127T182005Z" / "metrics.jsonl", range(5))  # moved aside
+    _write(prefix / "train" / "cooldown-cd34.stale-20261127T182005Z-2" / "metrics.jsonl", range(5))
     pending = prefix / "train" / "sft-0a1b"
     pending.mkdir(parents=True)
     (pending / "config.json").write_text(json.dumps({"num_steps": 10, "model": {}}))

@@ -26,7 +26,7 @@ from tootsie.datakit.chat_templates import CHAT_TEMPLATES, template_sha256
 from tootsie.datakit.token_cache import LEDGER_FILE
 from tootsie.errors import TootsieError
 from tootsie.executor import storage
-from tootsie.monitor.dashboard.runs import resolve_recorded
+from tootsie.executor.portable import resolve_recorded
 from tootsie.monitor.metrics_log import CONFIG_FILE
 from tootsie.train.trainer import CHECKPOINTS
 

@@ -15,6 +15,7 @@ The name ends in the stamp, not a hash, so nothing mistakes it for a step's outp
 """
 
 import os
+import re
 import time
 from collections.abc import Callable
 
@@ -25,6 +26,8 @@ from tootsie.executor.metadata import INFO_FILE
 from tootsie.executor.status import STATUS_FILE
 from tootsie.executor.steplog import LOG_FILE
 
+ASIDE_NAME = re.compile(r"\.(damaged|stale)-\d{8}T\d{6}Z(-\d+)?$")
+"""The end of a moved-aside directory's name: not a step's output, and not a run to show or read."""
 KEPT = frozenset({LEASE_FILE, MUTEX_FILE})
 """Stay in place: the lease the mover holds."""
 MOVED_LAST = (INFO_FILE, LOG_FILE, STATUS_FILE, MANIFEST_FILE)

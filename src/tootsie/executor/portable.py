@@ -19,15 +19,20 @@ Example: running `demo/tokenize-7f077f7467e5` under `/runs`, whose input is
     portable("/home/me/evals/gsm8k.jsonl")                     # unchanged
 
 Outside a running step (a CLI command run by hand) every path is unchanged.
+Readers turn a recorded path back into one to open with `resolve_recorded`,
+which joins a relative path to the prefix the reading step's directory sits in
+(`step_prefix`, from its `.executor_info.json`).
 """
 
 import contextlib
 import contextvars
 import os
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from tootsie.executor import storage
+from tootsie.executor.metadata import INFO_FILE
 
 _places: contextvars.ContextVar[tuple[tuple[str, str], ...]] = contextvars.ContextVar("step_places", default=())
 
@@ -71,4 +76,39 @@ def portable_tree(value: Any) -> Any:
         return {key: portable_tree(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [portable_tree(item) for item in value]
+    return value
+
+
+def step_prefix(directory: str | os.PathLike[str]) -> str | None:
+    """The prefix holding the step output `directory` (`<prefix>/<name>-<hash>`), from its executor metadata.
+
+    None when `directory` (local or a URL) has no `.executor_info.json`, or is not where its name says (renamed).
+    """
+    text = os.fspath(directory)
+    location = text.rstrip("/") if storage.is_remote(text) else os.path.abspath(text)
+    info = storage.read_json(storage.join(location, INFO_FILE)) or {}
+    name, version = info.get("name"), info.get("hash")
+    own = f"/{name}-{version}"
+    if not (isinstance(name, str) and isinstance(version, str) and location.endswith(own)):
+        return None
+    return location[: -len(own)] or "/"
+
+
+def resolve_recorded(value: str, directory: str | os.PathLike[str]) -> str:
+    """A path that an output in step directory `directory` recorded, as a path to read.
+
+    Absolute paths and URLs are returned as they are (older outputs, runs made by
+    hand); a relative one is joined to the prefix `directory` sits in, else to
+    the nearest local ancestor of `directory` that holds it, else returned as
+    given (relative to the working directory, as a run by hand recorded it).
+    """
+    if not value or os.path.isabs(value) or storage.is_remote(value):
+        return value
+    prefix = step_prefix(directory)
+    if prefix is not None:
+        return storage.join(prefix, value)
+    if not storage.is_remote(os.fspath(directory)):
+        for ancestor in Path(os.path.abspath(directory)).parents:
+            if (ancestor / value).exists():
+                return str(ancestor / value)
     return value

@@ -23,9 +23,8 @@ import numpy as np
 from tootsie.errors import TootsieError
 from tootsie.executor.hashing import STEP_KEY
 from tootsie.executor.metadata import INFO_FILE
-from tootsie.executor.portable import portable
+from tootsie.executor.portable import portable, resolve_recorded, step_prefix
 from tootsie.jsonfile import read_json
-from tootsie.monitor.dashboard.runs import resolve_recorded, step_prefix
 from tootsie.monitor.metrics_log import CONFIG_FILE, METRICS_FILE, read_metrics
 from tootsie.monitor.report_panels import Records, Span
 from tootsie.monitor.signals import Rewind, read_rewinds

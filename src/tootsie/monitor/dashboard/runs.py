@@ -9,11 +9,8 @@ addressed by its name. Symlinks are neither followed nor read: the walk stays
 on the real directories under each root, and a file whose real path leaves
 the root is not a run's file.
 
-Recorded paths: under the executor a run's outputs name other steps' outputs
-relative to the prefix (`executor.portable`, e.g. `config.json`'s caches as
-`demo/tokenized/code/train-ab12`); `resolve_recorded` reads such a path back
-against the prefix the run's directory sits in, found from its executor
-metadata (`step_prefix`).
+An output the executor moved aside before a rerun (`<run>.damaged-<time>`,
+`<run>.stale-<time>`, `executor.aside`) is not a run and is not walked.
 
 Status: an executor step reports its executor status (`SUCCESS` → done,
 `RUNNING` with a live lease → running, `FAILED` or an interrupted run →
@@ -29,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tootsie.errors import TootsieError
-from tootsie.executor import storage
+from tootsie.executor.aside import ASIDE_NAME
 from tootsie.executor.lease import LeaseSettings
 from tootsie.executor.metadata import INFO_FILE
 from tootsie.executor.status import STATUS_FILE, Status, observe
@@ -135,7 +132,9 @@ def find_runs(labels: dict[str, Path]) -> list[RunDirectory]:
             if len(relative.parts) >= MAX_DEPTH:
                 subdirectories.clear()
             subdirectories[:] = sorted(
-                name for name in subdirectories if name not in SKIPPED_DIRECTORIES and not name.startswith(".")
+                name
+                for name in subdirectories
+                if name not in SKIPPED_DIRECTORIES and not name.startswith(".") and not ASIDE_NAME.search(name)
             )
     return found
 
@@ -154,38 +153,3 @@ def run_status(run: RunDirectory, last_step: int | None, num_steps: int | None, 
     if metrics is None:
         return "pending"
     return "running" if moment - metrics.stat().st_mtime < RUNNING_SECONDS else "stopped"
-
-
-def step_prefix(directory: str | os.PathLike[str]) -> str | None:
-    """The prefix holding the step output `directory` (`<prefix>/<name>-<hash>`), from its executor metadata.
-
-    None when `directory` (local or a URL) has no `.executor_info.json`, or is not where its name says (renamed).
-    """
-    text = os.fspath(directory)
-    location = text.rstrip("/") if storage.is_remote(text) else os.path.abspath(text)
-    info = storage.read_json(storage.join(location, INFO_FILE)) or {}
-    name, version = info.get("name"), info.get("hash")
-    own = f"/{name}-{version}"
-    if not (isinstance(name, str) and isinstance(version, str) and location.endswith(own)):
-        return None
-    return location[: -len(own)] or "/"
-
-
-def resolve_recorded(value: str, directory: str | os.PathLike[str]) -> str:
-    """A path that an output in step directory `directory` recorded, as a path to read.
-
-    Absolute paths and URLs are returned as they are (older outputs, runs made by
-    hand); a relative one is joined to the prefix `directory` sits in, else to
-    the nearest local ancestor of `directory` that holds it, else returned as
-    given (relative to the working directory, as a run by hand recorded it).
-    """
-    if not value or os.path.isabs(value) or storage.is_remote(value):
-        return value
-    prefix = step_prefix(directory)
-    if prefix is not None:
-        return storage.join(prefix, value)
-    if not storage.is_remote(os.fspath(directory)):
-        for ancestor in Path(os.path.abspath(directory)).parents:
-            if (ancestor / value).exists():
-                return str(ancestor / value)
-    return value
