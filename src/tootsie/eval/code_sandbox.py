@@ -3,13 +3,23 @@
 lm-eval's HumanEval scores through Hugging Face `evaluate`'s `code_eval`,
 which is fetched from the Hub and runs the code in-process threads. tootsie
 replaces that metric: each program (prompt + completion + the task's tests)
-runs in its own `python -I` subprocess, in a fresh temporary directory, with
-an empty environment, in a new session killed as a group at the timeout, under
+runs in its own subprocess of this Python that sees only the standard library
+(`stdlib_source.STDLIB_ONLY_FLAGS`: no site-packages, no user site, no script
+directory), with the fixed environment `stdlib_source.STDLIB_ENV` (hash seed
+0, UTC, UTF-8) and nothing of the caller's, in a fresh temporary directory,
+in a new session killed as a group at the timeout, under
 hard rlimits (CPU seconds, address space, file size, no new processes) and inside
 an unprivileged user + network namespace (`unshare -rn`), so it has no network
 interface but loopback. Where the kernel refuses the namespace the sandbox is
 unavailable and the suite refuses HumanEval with that reason rather than run
 code with network access.
+
+Whether a program passes depends on the interpreter (its version, build and
+standard library) and on nothing else on the machine: not on the packages of
+the environment tootsie runs in, nor on the caller's environment variables.
+A step that scores code names that interpreter in its config
+(`stdlib_source.PythonIdentity`, as microanneal's `BranchTasksConfig.python`
+does), so another Python gets another output path.
 """
 
 import os
@@ -19,6 +29,7 @@ import sys
 import tempfile
 from functools import cache
 
+from tootsie.datakit.stdlib_source import STDLIB_ENV, STDLIB_ONLY_FLAGS
 from tootsie.errors import TootsieError
 
 TIMEOUT_S = 10.0
@@ -72,9 +83,9 @@ def run_program(source: str) -> bool:
         raise TootsieError(f"refusing to execute model-written code: {reason}")
     with tempfile.TemporaryDirectory(prefix="tootsie-sandbox-") as work:
         with subprocess.Popen(
-            [*_isolation(), sys.executable, "-I", "-c", PRELUDE, source],
+            [*_isolation(), sys.executable, *STDLIB_ONLY_FLAGS, "-c", PRELUDE, source],
             cwd=work,
-            env={"PATH": os.defpath},
+            env=dict(STDLIB_ENV),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

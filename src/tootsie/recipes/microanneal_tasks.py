@@ -9,10 +9,11 @@ which the ranking averages over seeds and compares with the control.
 """
 
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tootsie.datakit.stdlib_source import PythonIdentity, python_identity
 from tootsie.errors import TootsieError
 from tootsie.executor.step import requires_extras
 from tootsie.extras import require
@@ -38,6 +39,8 @@ class BranchTasksConfig:
     """Documents per task (the first ones); None for all."""
     max_length: int = 128
     """Longest model input in tokens."""
+    python: PythonIdentity = field(default_factory=python_identity)
+    """The interpreter HumanEval's programs run in (`eval.code_sandbox`): whether they pass depends on it."""
 
 
 def task_values(rows: list[dict[str, Any]]) -> dict[str, float]:
