@@ -16,7 +16,7 @@ from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.datakit.parquet_io import write_table_atomic
 from tootsie.datakit.tokenizer import TokenizerTrainConfig, train_tokenizer
 from tootsie.errors import TootsieError
-from tootsie.eval.bpb_suite import build_domain_caches
+from tootsie.eval.bpb_suite import build_domain_caches, recorded_tokenizer
 from tootsie.eval.heldout_domains import discover_domains
 from tootsie.eval.in_loop import bpb_hook
 from tootsie.jsonfile import write_json_atomic
@@ -144,3 +144,14 @@ def test_empty_suite_and_unreadable_domains_are_clear_errors(tmp_path, capsys) -
         == 2
     )
     assert "domain 'bad': cannot read" in capsys.readouterr().err
+
+
+def test_a_step_runs_tokenizer_recorded_relative_to_its_prefix_is_found(tmp_path: Path) -> None:
+    run = tmp_path / "prefix" / "demo" / "train" / "sft-abc123"
+    (run / "checkpoints" / "step-3").mkdir(parents=True)
+    (run / ".executor_info.json").write_text(json.dumps({"name": "demo/train/sft", "hash": "abc123"}))
+    (run / "config.json").write_text(json.dumps({"eval": {"tokenizer": "demo/tokenizer-9f/tokenizer.json"}}))
+    found = recorded_tokenizer(str(run / "checkpoints" / "step-3"))
+    assert found == str(tmp_path / "prefix" / "demo" / "tokenizer-9f" / "tokenizer.json")
+    (run / "config.json").write_text(json.dumps({"eval": {"tokenizer": "/abs/tokenizer.json"}}))  # by hand: as given
+    assert recorded_tokenizer(str(run)) == "/abs/tokenizer.json"

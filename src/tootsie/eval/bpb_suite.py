@@ -25,6 +25,7 @@ from tootsie.errors import TootsieError
 from tootsie.eval.bpb import domain_bpb, summarize
 from tootsie.eval.heldout_domains import domain_cache_steps
 from tootsie.executor import failure_summary, run_experiment
+from tootsie.executor.portable import resolve_recorded
 from tootsie.jsonfile import read_json
 from tootsie.models.llama import LlamaModel
 from tootsie.monitor.metrics_log import CONFIG_FILE
@@ -68,14 +69,23 @@ def build_domain_caches(suite_dir: str, tokenizer: str, prefix: str) -> dict[str
     }
 
 
-def _run_config(checkpoint: str) -> dict[str, Any]:
-    """The training config recorded beside the checkpoint (`<run>/config.json`), or {} when there is none."""
+def _run_config(checkpoint: str) -> tuple[dict[str, Any], Path | None]:
+    """The training config recorded beside the checkpoint (`<run>/config.json`) and its run directory, or ({}, None)."""
     path = Path(checkpoint)
     for directory in (path, path.parent.parent):
         record = read_json(directory / CONFIG_FILE)
         if isinstance(record, dict):
-            return record
-    return {}
+            return record, directory
+    return {}, None
+
+
+def recorded_tokenizer(checkpoint: str) -> str | None:
+    """The eval tokenizer the checkpoint's run recorded, as a path to read (a step's is relative to its prefix)."""
+    run, run_dir = _run_config(checkpoint)
+    recorded = (run.get("eval") or {}).get("tokenizer")
+    if not isinstance(recorded, str) or not recorded or run_dir is None:
+        return None
+    return resolve_recorded(recorded, run_dir)
 
 
 def run_bpb_suite(
@@ -93,8 +103,8 @@ def run_bpb_suite(
     and `seq_len` default to the run's recorded eval tokenizer and sequence length.
     """
     prefix = prefix or os.environ.get("TOOTSIE_PREFIX") or "out"
-    run = _run_config(checkpoint)
-    tokenizer = tokenizer or (run.get("eval") or {}).get("tokenizer")
+    run, _ = _run_config(checkpoint)
+    tokenizer = tokenizer or recorded_tokenizer(checkpoint)
     if not tokenizer:
         raise TootsieError(
             f"no tokenizer recorded for {checkpoint} (its config.json has no eval.tokenizer); "

@@ -37,6 +37,7 @@ from tootsie.datakit.tokenize import encode_texts
 from tootsie.datakit.tokenizer import TOKENIZER_FILE, file_sha256
 from tootsie.errors import TootsieError
 from tootsie.executor import Step, StepRef, unhashed
+from tootsie.executor.portable import portable
 
 DOMAIN_SUFFIXES = TEXT_SUFFIXES + JSONL_SUFFIXES + (".parquet",)
 """Files a domain may hold."""
@@ -152,7 +153,7 @@ def tokenize_domain(config: DomainCacheConfig, output_path: str) -> dict[str, ob
             "eos_id": eos[0],
             "special_tokens": special.ledger(),
             "domain": config.domain,
-            "source": [str(f) for f in config.files],
+            "source": [portable(str(f)) for f in config.files],  # a step's output by its id, not its prefix
         },
     )
     for start in range(0, len(texts), config.batch_docs):

@@ -19,6 +19,7 @@ from tokenizers import processors
 from tootsie.datakit.special_tokens import TOKENIZER_CONFIG_FILE, load_with_special_tokens, template_tokens
 from tootsie.datakit.tokenizer import TOKENIZER_FILE
 from tootsie.errors import TootsieError
+from tootsie.executor.portable import resolve_recorded
 from tootsie.jsonfile import read_json, write_json_atomic
 from tootsie.monitor.metrics_log import CONFIG_FILE
 from tootsie.release.step_info import StepInfo, read_step
@@ -55,7 +56,8 @@ def run_tokenizer(run: Path) -> Path | None:
     """The tokenizer.json that made the caches of a `tootsie train --out` run (named in its config.json)."""
     config = read_json(run / CONFIG_FILE) or {}
     caches = config.get("data", {}).get("caches", {})
-    paths = (Path(c) for c in caches.values() if isinstance(c, str)) if isinstance(caches, dict) else ()
+    named = caches.values() if isinstance(caches, dict) else ()
+    paths = (Path(resolve_recorded(c, run)) for c in named if isinstance(c, str))  # a step's: relative to its prefix
     return caches_tokenizer(paths, run)
 
 
