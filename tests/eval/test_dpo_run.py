@@ -1,4 +1,5 @@
-"""DPO end to end, in process: the reference step is content-addressed and reused; a tiny run learns its pairs."""
+"""DPO end to end, in process: the reference step is content-addressed and reused; a tiny run learns its pairs, and
+the preference carries over to held-out conversations with other kinds of rejected replies."""
 
 import json
 import shutil
@@ -30,6 +31,35 @@ from tootsie.train.trainer import TrainState, build_optimizer, init_model, load_
 
 SEQ_LEN = 128
 PAIRS = 8
+HELD_OUT = 12
+KINDS = ("refusal", "truncated", "shuffled", "another reply")
+"""The rejected replies, in turn: each kind is 2 of the training pairs and 3 of the held-out ones."""
+
+
+def _pairs(numbers: range, held_out: bool) -> list[dict[str, str]]:
+    """`What is n + 1?` answered `It is {n + 1}.` (a preference a tiny model can pick up in a few steps), rejected
+    replies cycling through KINDS; held-out pairs refuse, truncate and shuffle differently from the training ones."""
+    refusals = ("I cannot help with that.", "Ask someone else.") if held_out else ("I refuse.", "I will not say.")
+    lines = []
+    for index, n in enumerate(numbers):
+        rejected = {
+            "refusal": refusals[index // len(KINDS) % len(refusals)],
+            "truncated": "It" if held_out else "It is",
+            "shuffled": f"is It {n + 1}." if held_out else f"{n + 1} It is.",
+            "another reply": f"It is {numbers[(index + 1) % len(numbers)] + 1}.",
+        }[KINDS[index % len(KINDS)]]
+        lines.append({"prompt": f"What is {n} + 1?", "chosen": f"It is {n + 1}.", "rejected": rejected})
+    return lines
+
+
+def _tokenize_pairs(tmp_path: Path, name: str, lines: list[dict[str, str]]) -> tuple[str, dict]:
+    """The pairs as a preference cache under `tmp_path/name` (llama3 template); its path and ledger."""
+    source = tmp_path / f"{name}.jsonl"
+    source.write_text("".join(json.dumps(p) + "\n" for p in lines), encoding="utf-8")
+    config = PreferenceTokenizeConfig(str(source), str(tmp_path / "tok"), chat_template="llama3", max_tokens=SEQ_LEN)
+    ledger = tokenize_preferences(config, str(tmp_path / name))
+    assert ledger["pairs"] == len(lines)
+    return str(tmp_path / name), ledger
 
 
 def _config(model: LlamaConfig, cache: str, **overrides: object) -> TrainConfig:
@@ -49,16 +79,8 @@ def _config(model: LlamaConfig, cache: str, **overrides: object) -> TrainConfig:
 @pytest.mark.timeout(400)
 def test_reference_step_is_content_addressed_and_dpo_raises_preference_accuracy(tmp_path: Path, capsys) -> None:
     build_llama3_tokenizer(tmp_path / "tok")
-    # a preference a tiny model can pick up in a few steps: answer the question rather than refuse
-    lines = [
-        {"prompt": f"What is {n} + 1?", "chosen": f"It is {n + 1}.", "rejected": "I refuse."} for n in range(PAIRS)
-    ]
-    source = tmp_path / "pairs.jsonl"
-    source.write_text("".join(json.dumps(p) + "\n" for p in lines), encoding="utf-8")
-    cache = str(tmp_path / "cache")
-    config = PreferenceTokenizeConfig(str(source), str(tmp_path / "tok"), chat_template="llama3", max_tokens=SEQ_LEN)
-    ledger = tokenize_preferences(config, cache)
-    assert ledger["pairs"] == PAIRS
+    cache, ledger = _tokenize_pairs(tmp_path, "cache", _pairs(range(PAIRS), held_out=False))
+    heldout, _ = _tokenize_pairs(tmp_path, "heldout", _pairs(range(50, 50 + HELD_OUT), held_out=True))
     model = LlamaConfig(
         vocab_size=ledger["vocab_size"], hidden_dim=32, intermediate_dim=64, num_layers=2, num_heads=2, num_kv_heads=1
     )
@@ -100,21 +122,37 @@ def test_reference_step_is_content_addressed_and_dpo_raises_preference_accuracy(
     assert all(
         {"reward_margin", "preference_accuracy", "chosen_reward", "rejected_reward"} <= r.keys() for r in records
     )
-    reference_scores, _ = pair_scores(load_model(model, str(reference_run)), cache, SEQ_LEN)
-    policy_scores, _ = pair_scores(load_model(model, str(tmp_path / "dpo")), cache, SEQ_LEN)
-    metrics = preference_metrics(reference_scores, policy_scores, beta=0.5)
-    assert metrics["policy_accuracy"] > metrics["reference_accuracy"]
+    reference, policy = load_model(model, str(reference_run)), load_model(model, str(tmp_path / "dpo"))
+    metrics = preference_metrics(pair_scores(reference, cache, SEQ_LEN)[0], pair_scores(policy, cache, SEQ_LEN)[0], 0.5)
+    assert metrics["policy_accuracy"] > metrics["reference_accuracy"]  # on the training pairs
     assert metrics["reward_accuracy"] >= 0.75 and metrics["reward_margin"] > 0
     assert np.mean([r["preference_accuracy"] for r in records[-3:]]) > records[0]["preference_accuracy"]
+
+    # Held-out conversations: the implicit reward prefers the chosen reply (measured 12 of 12, mean margin 1.7),
+    # per kind of rejected reply too, bar "another reply": telling n + 1 from another conversation's number takes
+    # arithmetic that 12 steps do not teach, so those pairs only count in the totals. Whole-reply log-probs rank
+    # truncated replies first in both models, so the policy's accuracy only has to hold its ground (measured 0.42
+    # -> 0.75 here; in trials with other seeds the two tied).
+    reference_scores, policy_scores = (
+        pair_scores(reference, heldout, SEQ_LEN)[0],
+        pair_scores(policy, heldout, SEQ_LEN)[0],
+    )
     assert np.isfinite(policy_scores).all()
-    # the CLI's held-out figure reads the same numbers (here the training pairs stand in for held-out ones)
-    evaluation = InLoopEvalConfig(heldout={"pairs": cache}, tokenizer=str(tmp_path / "tok" / "tokenizer.json"))
+    held = preference_metrics(reference_scores, policy_scores, beta=0.5)
+    assert held["reward_accuracy"] >= 0.75 and held["reward_margin"] > 0, held
+    assert held["policy_accuracy"] >= held["reference_accuracy"], held
+    policy_gap, reference_gap = (scores[:, 0] - scores[:, 1] for scores in (policy_scores, reference_scores))
+    margins = 0.5 * (policy_gap - reference_gap)  # each pair's reward margin, as preference_metrics averages them
+    for offset, kind in enumerate(KINDS[:3]):
+        assert margins[offset :: len(KINDS)].mean() > 0, (kind, margins.tolist())
+    # the CLI's held-out figure reads the same numbers
+    evaluation = InLoopEvalConfig(heldout={"pairs": heldout}, tokenizer=str(tmp_path / "tok" / "tokenizer.json"))
     (tmp_path / "dpo.yaml").write_text(dump_config(replace(dpo, eval=evaluation)), encoding="utf-8")
     assert (
         main(["dpo", "--evaluate", "--config", str(tmp_path / "dpo.yaml"), "--out", str(tmp_path / "dpo"), "--json"])
         == 0
     )
     printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["pairs"]
-    assert printed["pairs"] == PAIRS
-    assert printed["policy_accuracy"] == pytest.approx(metrics["policy_accuracy"])
-    assert printed["reward_margin"] == pytest.approx(metrics["reward_margin"], rel=1e-4)
+    assert printed["pairs"] == HELD_OUT
+    assert printed["policy_accuracy"] == pytest.approx(held["policy_accuracy"])
+    assert printed["reward_margin"] == pytest.approx(held["reward_margin"], rel=1e-4)
