@@ -1,6 +1,7 @@
 """Chat data: templates render as transformers renders them, masks cover exactly the assistant tokens, rejects count."""
 
 import json
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -95,6 +96,55 @@ def test_rendering_and_ids_match_transformers(tokenizers, template_name) -> None
         ids, _ = encoder.encode(messages)
         expected = hf.apply_chat_template(messages, tokenize=True, return_dict=True)["input_ids"]
         assert ids.tolist() == list(expected)
+
+
+LLAMA32_HEADER_TEMPLATE = (
+    "{{- bos_token }}\n"
+    "{%- if not date_string is defined %}\n"
+    "    {%- if strftime_now is defined %}\n"
+    '        {%- set date_string = strftime_now("%d %b %Y") %}\n'
+    "    {%- else %}\n"
+    '        {%- set date_string = "26 Jul 2024" %}\n'
+    "    {%- endif %}\n"
+    "{%- endif %}\n"
+    '{{- "<|start_header_id|>system<|end_header_id|>\\n\\n" }}\n'
+    '{{- "Cutting Knowledge Date: December 2023\\n" }}\n'
+    '{{- "Today Date: " + date_string + "\\n\\n" }}\n'
+    '{{- "<|eot_id|>" }}\n'
+    "{%- for message in messages %}\n"
+    "    {{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'"
+    " + message['content'] | trim + '<|eot_id|>' }}\n"
+    "{%- endfor %}\n"
+    "{%- if add_generation_prompt %}\n"
+    "    {{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}\n"
+    "{%- endif %}\n"
+)
+"""The date handling of Llama 3.2 Instruct's template (its tokenizer_config.json), without the tool-calling parts."""
+
+
+def test_a_template_that_asks_for_the_date_gets_a_fixed_one(tokenizers, monkeypatch) -> None:
+    from transformers import PreTrainedTokenizerFast
+
+    hf = PreTrainedTokenizerFast.from_pretrained(str(tokenizers["llama3"]))
+    hf.chat_template = LLAMA32_HEADER_TEMPLATE
+    messages = CONVERSATIONS[0][1:]
+    texts = []
+    try:
+        for zone in ("UTC", "Pacific/Kiritimati", "Etc/GMT+12"):  # a day apart: one of them is another date than UTC
+            monkeypatch.setenv("TZ", zone)
+            time.tzset()
+            texts.append(render_chat(LLAMA32_HEADER_TEMPLATE, messages, True, bos_token=hf.bos_token))
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert texts == [texts[0]] * 3 and "Today Date: 26 Jul 2024\n" in texts[0]
+    expected = hf.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, date_string="26 Jul 2024")
+    assert texts[0] == expected
+    other = render_chat(LLAMA32_HEADER_TEMPLATE, messages, True, bos_token=hf.bos_token, date="2025-01-02")
+    assert "Today Date: 02 Jan 2025\n" in other
+    encoder = ChatEncoder(Tokenizer.from_file(str(tokenizers["llama3"] / "tokenizer.json")), LLAMA32_HEADER_TEMPLATE)
+    ids, mask = encoder.encode(CONVERSATIONS[0][1:])
+    assert mask.sum() > 0 and len(ids) == len(mask)
 
 
 @pytest.mark.parametrize(

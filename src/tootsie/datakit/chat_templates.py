@@ -7,6 +7,13 @@ renders with the engine `transformers.apply_chat_template` uses (a jinja2
 global), so the same template and messages give the same text, hence the same
 token ids, on both sides.
 
+One difference: `strftime_now`, which transformers answers with the local
+date and time (Llama 3.1 and 3.2 put "Today Date: 26 Jul 2024" in the system
+header with it), formats a fixed date instead, `date` (default `TEMPLATE_DATE`,
+midnight), so a rendered conversation depends on the template and messages,
+never on the day or the time zone it was rendered in. transformers renders the
+same text when given `date_string="26 Jul 2024"`.
+
 The loss mask needs the characters each assistant turn contributes. They are
 found by rendering prefixes: for an assistant message `i`, the text of
 `messages[:i]` with the generation prompt ends where the reply starts, and the
@@ -20,8 +27,9 @@ Worked example (chatml, one user and one assistant turn):
 
 import hashlib
 import json
-from datetime import datetime
-from functools import lru_cache
+from datetime import date as Date
+from datetime import datetime, time
+from functools import lru_cache, partial
 from pathlib import Path
 
 import jinja2
@@ -51,6 +59,8 @@ END_OF_TURN: dict[str, str] = {"llama3": "<|eot_id|>", "chatml": "<|im_end|>"}
 """The marker that closes a turn in each built-in template: generation stops there."""
 
 Message = dict[str, str]
+TEMPLATE_DATE = "2024-07-26"
+"""The date (ISO) `strftime_now` formats: the one Llama 3.1/3.2's template falls back to ("26 Jul 2024")."""
 
 
 def load_chat_template(name_or_file: str) -> str:
@@ -78,8 +88,9 @@ def _tojson(
     return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
 
-def _strftime_now(format: str) -> str:
-    return datetime.now().strftime(format)
+def _strftime_on(day: str, format: str) -> str:
+    """`strftime_now` of a template rendered on `day` (ISO date), at midnight: the clock is never read."""
+    return datetime.combine(Date.fromisoformat(day), time()).strftime(format)
 
 
 @lru_cache(maxsize=16)
@@ -89,7 +100,6 @@ def _compile(source: str, where: str = "chat template") -> jinja2.Template:
     )
     environment.filters["tojson"] = _tojson
     environment.globals["raise_exception"] = _raise_exception
-    environment.globals["strftime_now"] = _strftime_now
     try:
         return environment.from_string(source)
     except jinja2.exceptions.TemplateSyntaxError as error:
@@ -103,21 +113,25 @@ def render_chat(
     *,
     bos_token: str = "",
     eos_token: str = "",
+    date: str = TEMPLATE_DATE,
 ) -> str:
-    """Render `messages` with a template's Jinja source exactly as `apply_chat_template(tokenize=False)` would."""
+    """Render `messages` with a template's Jinja source exactly as `apply_chat_template(tokenize=False)` would.
+
+    A template's `strftime_now(format)` formats `date` (ISO, at midnight), not the clock."""
     return _compile(template).render(
         messages=messages,
         add_generation_prompt=add_generation_prompt,
         bos_token=bos_token,
         eos_token=eos_token,
+        strftime_now=partial(_strftime_on, date),
     )
 
 
 def assistant_spans(
-    template: str, messages: list[Message], *, bos_token: str = "", eos_token: str = ""
+    template: str, messages: list[Message], *, bos_token: str = "", eos_token: str = "", date: str = TEMPLATE_DATE
 ) -> tuple[str, list[tuple[int, int]]]:
     """The rendered conversation and the [start, end) character span of each assistant reply with its end of turn."""
-    tokens = {"bos_token": bos_token, "eos_token": eos_token}
+    tokens = {"bos_token": bos_token, "eos_token": eos_token, "date": date}
     text = render_chat(template, messages, False, **tokens)
     spans = []
     for index, message in enumerate(messages):
