@@ -34,6 +34,8 @@ MODEL_FILE = "classifier.safetensors"
 """The model file inside a train-classifier output directory."""
 FORMAT = "tootsie-hashed-linear"
 VERSION = "1"
+HEADER_KEY = "tootsie"
+"""The one safetensors metadata key; its value is the header as JSON with sorted keys."""
 
 
 @dataclass(frozen=True)
@@ -77,8 +79,23 @@ def save_model(model: HashedLinearModel, path: Path, extra: dict[str, str] | Non
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     tensors = {"weights": model.weights.astype(np.float32), "bias": np.array([model.bias], np.float32)}
-    save_file(tensors, str(tmp), metadata=header)
+    # One metadata key: safetensors writes a map of several keys in a different order on every save, so the same
+    # model would get a different sha256 (one hash, one content); a single sorted JSON string is always the same bytes.
+    save_file(tensors, str(tmp), metadata={HEADER_KEY: json.dumps(header, sort_keys=True)})
     os.replace(tmp, path)
+
+
+def _header(stored: dict[str, str], file: Path) -> dict[str, str]:
+    """The model's header from the safetensors metadata: one JSON string, or (older files) the keys themselves."""
+    if HEADER_KEY not in stored:
+        return stored
+    try:
+        header = json.loads(stored[HEADER_KEY])
+    except json.JSONDecodeError as error:
+        raise TootsieError(f"{file} has a bad header ({error}); retrain the classifier") from None
+    if not isinstance(header, dict):
+        raise TootsieError(f"{file} has a header that is not a JSON object; retrain the classifier")
+    return {str(key): str(value) for key, value in header.items()}
 
 
 def model_path(path: str | Path) -> Path:
@@ -94,10 +111,11 @@ def load_model(path: str | Path) -> HashedLinearModel:
         raise TootsieError(f"classifier model not found: {file}; train one with `tootsie datakit train-classifier`")
     try:
         with safe_open(str(file), framework="numpy") as handle:
-            header = handle.metadata() or {}
+            stored = handle.metadata() or {}
             tensors = {name: handle.get_tensor(name) for name in handle.keys()}  # noqa: SIM118 - not a dict
     except (SafetensorError, OSError, ValueError) as error:
         raise TootsieError(f"{file} is not a safetensors file ({error}); pass a train-classifier output") from None
+    header = _header(stored, file)
     if header.get("format") != FORMAT or header.get("version") != VERSION:
         raise TootsieError(
             f"{file} has format {header.get('format')!r} version {header.get('version')!r}; this tootsie reads"

@@ -32,12 +32,11 @@ from typing import Any, NamedTuple
 import fsspec
 
 from tootsie.datakit.readers import expand_named_inputs
-from tootsie.errors import TootsieError
+from tootsie.extras import import_extra
 
 WARC_SUFFIXES = (".warc", ".warc.gz")
 HTML_SUFFIXES = (".html", ".htm")
 HTML_TYPES = ("text/html", "application/xhtml+xml")
-INSTALL_HINT = 'pip install -e ".[web]"'
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
 Reject = Callable[[str], None]
 
@@ -53,12 +52,7 @@ class WebPage(NamedTuple):
 
 def web_module(name: str) -> Any:
     """Import an optional web dependency (resiliparse, fastwarc, trafilatura) or say how to install it."""
-    import importlib
-
-    try:
-        return importlib.import_module(name)
-    except ImportError as error:
-        raise TootsieError(f"{name} is needed to read web pages and is not installed: {INSTALL_HINT}") from error
+    return import_extra(name, extra="web", purpose="reading web pages")
 
 
 def is_web_input(path: str) -> bool:
