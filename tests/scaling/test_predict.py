@@ -10,7 +10,7 @@ from tootsie.errors import TootsieError
 from tootsie.jsonfile import write_json_atomic
 from tootsie.scaling.fit import FitConfig, fit_runs
 from tootsie.scaling.predict import PREDICTION_FIELDS, load_fit, predict
-from tootsie.scaling.preregister import load_record, outcome_from_runs, preregister, score
+from tootsie.scaling.preregister import load_record, outcome_from_runs, preregister, score, training_start
 from tootsie.scaling.runs import load_runs
 
 BUDGETS = [1e18, 3e18, 1e19, 3e19, 1e20]
@@ -103,3 +103,19 @@ def test_outcome_from_one_run_and_missing_budget(tmp_path, fit_file) -> None:
     assert score(record, 2.6, "given")["preregistered_before_run"] is None
     with pytest.raises(TootsieError, match="finite loss"):
         score(record, float("nan"), "given")
+
+
+def test_training_start_is_read_from_the_training_steps_metadata_through_a_portable_checkpoint(tmp_path) -> None:
+    prefix = tmp_path / "prefix"
+    collect, trained = prefix / "sweep" / "runs-c0ffee", prefix / "sweep" / "train" / "r1-beef01"
+    trained.mkdir(parents=True)
+    collect.mkdir(parents=True)
+    (trained / ".executor_info.json").write_text(json.dumps({"start_time": "2031-05-01T00:00:00+00:00"}))
+    (collect / ".executor_info.json").write_text(json.dumps({"name": "sweep/runs", "hash": "c0ffee"}))
+    record = {"name": "r1", "compute": 1e21, "params": 1e9, "tokens": 2e10, "loss": 2.5}
+    (collect / "runs.jsonl").write_text(json.dumps(record | {"checkpoint": "sweep/train/r1-beef01"}) + "\n")
+    [run] = load_runs([collect]).runs
+    assert training_start(run) == "2031-05-01T00:00:00+00:00"
+    assert outcome_from_runs([collect], 1e21)[2] == "2031-05-01T00:00:00+00:00"
+    (collect / "runs.jsonl").write_text(json.dumps(record) + "\n")  # no checkpoint named: unknown
+    assert training_start(load_runs([collect]).runs[0]) is None

@@ -10,8 +10,9 @@ never overwritten.
 
 Scoring takes the outcome as a number, or from runs: one run at the record's
 budget gives its loss; three or more sizes give their isoflop minimum. When
-the runs say when their training started (`train_started_at`, written by the
-sweep's eval step), the score also says whether the record predates them.
+the runs say when their training started (the training step's executor
+metadata, found through the run record's `checkpoint`), the score also says
+whether the record predates them.
 
 Example: `tootsie scaling preregister --fit fit.json --compute 1e12 --name
 tiny-1e12 --out prereg.json`, then after the runs `tootsie scaling score
@@ -28,10 +29,13 @@ from pathlib import Path
 
 from tootsie import __version__
 from tootsie.errors import TootsieError
+from tootsie.executor import storage
+from tootsie.executor.metadata import INFO_FILE
+from tootsie.executor.portable import resolve_recorded
 from tootsie.jsonfile import read_json, write_json_atomic
 from tootsie.scaling.isoflop import budget_key, group_runs, vertices
 from tootsie.scaling.predict import default_law, load_fit, predict
-from tootsie.scaling.runs import load_runs
+from tootsie.scaling.runs import RunRecord, load_runs
 
 RECORD_FORMAT = "tootsie-preregistration/1"
 
@@ -96,6 +100,26 @@ def load_record(path: str | Path) -> dict[str, object]:
     return record
 
 
+def training_start(run: RunRecord) -> str | None:
+    """When the run's training step started (ISO 8601), from its executor metadata; None when unknown.
+
+    A sweep's `run.json` names its training output portably (`checkpoint`) and keeps
+    no clock time, so its bytes are reproducible; the start time is the training
+    step's own `.executor_info.json`. Records written before that carry `train_started_at`.
+    """
+    if run.extra.get("train_started_at"):
+        return str(run.extra["train_started_at"])
+    checkpoint = run.extra.get("checkpoint")
+    if not isinstance(checkpoint, str) or not checkpoint:
+        return None
+    record_file = Path(run.source.rsplit(":", 1)[0] if not Path(run.source).exists() else run.source)
+    training = resolve_recorded(checkpoint, record_file.parent)
+    if storage.is_remote(training):
+        return None
+    started = (read_json(Path(training) / INFO_FILE) or {}).get("start_time")
+    return started if isinstance(started, str) else None
+
+
 def outcome_from_runs(paths: Sequence[str | Path], compute: float) -> tuple[float, str, str | None]:
     """(loss, how it was measured, earliest training start) of the runs at `compute`.
 
@@ -109,7 +133,7 @@ def outcome_from_runs(paths: Sequence[str | Path], compute: float) -> tuple[floa
             f"no run at the preregistered budget {compute:.4g} FLOPs "
             f"among {', '.join(map(str, paths))} (budgets: {budgets})"
         )
-    starts = [str(run.extra["train_started_at"]) for run in matching if run.extra.get("train_started_at")]
+    starts = [start for start in map(training_start, matching) if start]
     started = min(starts, key=datetime.fromisoformat) if len(starts) == len(matching) else None
     if len(matching) == 1:
         return matching[0]["loss"], f"run {matching[0].label()}", started

@@ -7,8 +7,8 @@ macro average over held-out domains of the next-token loss in nats per token
 (Marin's "macro loss"), with bits-per-byte alongside, and the training
 output it scored by its name relative to the prefix (`portable`:
 `<prefix>/train/<run>-<hash>`), so the same run under another prefix gives
-the same `run.json`. When that training run started (the executor's record of
-it, a clock time) goes to `timings.json`, which the step declares volatile.
+the same `run.json`, holding no clock time (`preregister.training_start`
+reads when training started from that output's executor metadata).
 `<prefix>/runs` gathers every `run.json` into `runs.jsonl`, the input of
 `tootsie scaling fit`.
 Because every step is content-addressed, adding a budget to a plan reruns only
@@ -27,9 +27,8 @@ from tootsie.datakit.tokenizer import load_tokenizer
 from tootsie.eval.bpb import domain_bpb
 from tootsie.eval.training import run_training
 from tootsie.executor import Step
-from tootsie.executor.metadata import INFO_FILE
 from tootsie.executor.portable import portable
-from tootsie.executor.step import StepRef, volatile_outputs
+from tootsie.executor.step import StepRef
 from tootsie.jsonfile import read_json, write_json_atomic
 from tootsie.models.llama import LlamaConfig
 from tootsie.scaling.runs import RUN_FILE, RUNS_FILE
@@ -38,9 +37,6 @@ from tootsie.train.config import CheckpointConfig, TrainConfig
 from tootsie.train.optimizer import AdamWConfig
 from tootsie.train.schedule import WSDConfig
 from tootsie.train.trainer import load_model
-
-TIMINGS_FILE = "timings.json"
-"""`{"train_started_at"}`: the training run's wall-clock start, declared volatile (never compared)."""
 
 
 @dataclass(frozen=True)
@@ -79,11 +75,10 @@ class CollectRunsConfig:
     """`run.json` files."""
 
 
-@volatile_outputs(TIMINGS_FILE)
 def evaluate_run(config: RunEvalConfig, output_path: str) -> dict[str, object]:
     """Write `run.json`: compute, params, tokens and the final held-out macro loss (nats/token).
 
-    It also holds BPB per domain and the training output's portable name; `timings.json` says when training started.
+    It also holds BPB per domain and the training output's portable name.
     """
     model = load_model(config.model, str(config.checkpoint))
     token_bytes = TokenBytes(load_tokenizer(str(config.tokenizer)))
@@ -107,8 +102,6 @@ def evaluate_run(config: RunEvalConfig, output_path: str) -> dict[str, object]:
     }
     if not math.isfinite(record["loss"]):
         record["loss"] = None
-    started = (read_json(Path(str(config.checkpoint)) / INFO_FILE) or {}).get("start_time")
-    write_json_atomic(Path(output_path) / TIMINGS_FILE, {"train_started_at": started})
     write_json_atomic(Path(output_path) / RUN_FILE, record)
     return record
 
