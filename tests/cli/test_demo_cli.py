@@ -44,3 +44,32 @@ def test_tiny_and_experiment_are_exclusive(tmp_path: Path, capsys: pytest.Captur
     assert exit_info.value.code == 2
     assert "argument --experiment: not allowed with argument --tiny" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_verify_reruns_the_demo_steps_and_fails_on_a_step_that_is_not_reproducible(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    experiment = tmp_path / "greeting.py"
+    experiment.write_text(EXPERIMENT, encoding="utf-8")
+    assert main(["demo", "--experiment", str(experiment), "--out", str(tmp_path / "out"), "--verify", "--json"]) == 0
+    verify = json.loads(capsys.readouterr().out.splitlines()[-1])["verify"]
+    assert verify["ok"] and [(s["name"], s["identical"]) for s in verify["steps"]] == [("greeting/hello", True)]
+
+    noisy = tmp_path / "noisy.py"
+    noisy.write_text(
+        EXPERIMENT.replace("config.text)", "config.text + os.urandom(4).hex())", 1).replace(
+            "from pathlib import Path", "import os\nfrom pathlib import Path", 1
+        ),
+        encoding="utf-8",
+    )
+    assert main(["demo", "--experiment", str(noisy), "--out", str(tmp_path / "noisy"), "--verify"]) == 1
+    captured = capsys.readouterr()
+    assert "DIFFERS" in captured.out and "greeting.txt" in captured.out
+    assert captured.err.splitlines()[-1] == "tootsie: the demo is not reproducible: greeting/hello (greeting.txt)"
+
+
+def test_verify_needs_a_local_prefix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    experiment = tmp_path / "greeting.py"
+    experiment.write_text(EXPERIMENT, encoding="utf-8")
+    assert main(["demo", "--experiment", str(experiment), "--out", "memory://bucket/demo", "--verify"]) == 2
+    assert "--verify needs a local prefix" in capsys.readouterr().err

@@ -7,7 +7,9 @@ before and after training, peak memory, and where every artifact is. `--tiny`
 runs the test-size copy (every step, seconds of training); `--experiment FILE`
 runs another demo file instead. `--backend ray` runs the steps as Ray tasks,
 and `--out s3://bucket/demo` (or `--prefix`) keeps every output in object
-storage (docs/scale-out.md).
+storage (docs/scale-out.md). `--verify` then reruns every step of the demo
+into a scratch directory and checks that each writes the same bytes as
+recorded (`tootsie verify`); the command fails if any step differs.
 
 Before anything runs, the command checks the extras it needs: `demo` for the
 shipped demo's web steps, `ray` for `--backend ray`, `s3` for an s3:// prefix.
@@ -24,8 +26,11 @@ from pathlib import Path
 
 from tootsie.cli.executor_cmd import add_backend_arguments, progress_lines
 from tootsie.cli.output import add_quiet_argument, quiet_progress
+from tootsie.cli.verify_cmd import print_report as print_verify_report
 from tootsie.demos import stdlib_demo
+from tootsie.errors import TootsieError
 from tootsie.executor import RunReport, failure_summary, load_experiment, run_experiment, storage
+from tootsie.executor.verify import VerifyReport, verify_experiment
 from tootsie.extras import require, require_for_urls
 from tootsie.monitor.metrics_log import METRICS_FILE
 
@@ -52,6 +57,11 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         "--tiny", action="store_true", help="the demo at test size: every step, a 2-layer model, ~40 s on 2 CPU cores"
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line of stdout")
+    parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="after the run, rerun every step into scratch and check it writes the same bytes (as tootsie verify)",
+    )
     add_backend_arguments(parser)
     add_quiet_argument(parser)
     parser.set_defaults(handler=demo_command)
@@ -71,14 +81,30 @@ def demo_command(args: argparse.Namespace) -> int:
             steps, args.out, experiment_path=experiment, backend=args.backend, ray_address=args.ray_address
         )
     summary = demo_summary(report, wall_seconds=time.perf_counter() - started)
+    verified = None
+    if args.verify and report.ok:
+        with progress_lines(enabled=not args.quiet), quiet_progress(args):
+            verified = verify_experiment(steps, args.out)
+        summary["verify"] = verified.to_json()
     if args.json:
         print(json.dumps(summary))
     else:
         print_summary(summary)
+        if verified is not None:
+            print()
+            print_verify_report(verified)
     failure = failure_summary(report)
     if failure is not None:
         print(f"tootsie: {failure}", file=sys.stderr)
-    return 0 if report.ok else 1
+    if verified is not None and not verified.ok:
+        print(f"tootsie: the demo is not reproducible: {_differing(verified)}", file=sys.stderr)
+    return 0 if report.ok and (verified is None or verified.ok) else 1
+
+
+def _differing(report: VerifyReport) -> str:
+    """One line naming the steps whose rerun differs or failed, and their files."""
+    parts = [f"{step.name} ({', '.join(step.differing) or step.error})" for step in report.steps if step.differs]
+    return "; ".join(parts) or "no step was rerun"
 
 
 def require_demo_extras(args: argparse.Namespace) -> None:
@@ -88,6 +114,8 @@ def require_demo_extras(args: argparse.Namespace) -> None:
         extras.append("ray")
     require(extras, purpose="the demo")
     require_for_urls((args.out,), purpose="the demo's prefix")
+    if args.verify and storage.is_remote(args.out):
+        raise TootsieError(f"--verify needs a local prefix, not {args.out}; run the demo into a local directory")
 
 
 def _output_of(report: RunReport, name: str) -> str | None:
