@@ -133,7 +133,9 @@ def build_data_steps(settings: DemoSettings) -> tuple[Step, dict[tuple[str, str]
     raw = Step("demo/raw/stdlib", build_stdlib_corpus, StdlibSourceConfig(max_code_bytes=settings.max_code_bytes))
     warc = Step("demo/raw/pydoc-warc", build_pydoc_warc, PydocWarcConfig(max_pages=settings.web_pages))
     web = Step("demo/extracted/web", extract, ExtractConfig(inputs=(warc.ref(),), engine=INLINE))
-    inputs = {"code": (raw.ref("code"),), "prose": (raw.ref("prose"), web.ref())}
+    # Web pages first: normalize keeps the order of its inputs, and held-out BPB reads the first `eval_sequences`
+    # packed sequences, so this order decides which prose is evaluated (pages, as before inputs kept their order).
+    inputs = {"code": (raw.ref("code"),), "prose": (web.ref(), raw.ref("prose"))}
     splits, train_docs = {}, {}
     for source in SOURCES:
         normalized = Step(f"demo/normalized/{source}", normalize, NormalizeConfig(inputs=inputs[source], engine=INLINE))
