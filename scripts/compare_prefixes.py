@@ -6,7 +6,7 @@ For every step directory (`<name>-<hash>`, found by its `.executor_manifest.json
 in either prefix, prints whether both have it, both manifests' digests, and the
 files whose sha256 differ (volatile files left out); for a step that differs,
 also what its two `.executor_info.json` files say about the code and machine
-that made it (tootsie commit, Python, key package versions), since the step
+that made it (tootsie commit, Python, key package versions, CPU count), since the step
 hash names neither. Exits 1 if any step present in both differs or is missing
 from one side. Used to show that the demo run from
 two clones in different directories, with separate venvs and prefixes, gives
@@ -22,7 +22,7 @@ from tootsie.executor.manifest import MANIFEST_FILE, Manifest, differing, read_m
 from tootsie.executor.metadata import INFO_FILE
 from tootsie.jsonfile import read_json
 
-PRODUCER_FIELDS = ("tootsie_version", "git", "python", "packages")
+PRODUCER_FIELDS = ("tootsie_version", "git", "python", "packages", "cpus")
 """What `.executor_info.json` says about the code and machine that made a step; shown where two copies differ."""
 
 

@@ -76,6 +76,7 @@ STEPS.append(d)
     assert info["experiment"] == str(tmp_path / "exp.py")
     assert info["tootsie_version"] and info["python"] and info["packages"]["numpy"]
     assert info["seconds"] >= 0 and info["end_time"] >= info["start_time"] and info["pid"] == os.getpid()
+    assert info["cpus"] == len(os.sched_getaffinity(0))  # XLA CPU's thread count: it changes training's bits
     record = json.loads(Path(report.record_path).read_text())
     assert Path(report.record_path).parent == tmp_path / "out" / "experiments"
     assert Path(report.record_path).name.startswith("exp-")

@@ -172,6 +172,7 @@ def build_fake_run(prefix: Path, tokenizer: Path) -> FakeRun:
         python="3.11",
         host="test",
         pid=1,
+        cpus=2,
     )
     paths, cache_tokens = {}, {}
     for node in graph.nodes:

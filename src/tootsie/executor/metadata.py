@@ -3,8 +3,10 @@
 The hash says *which* config an output belongs to; the metadata says everything
 else needed to reproduce or audit it: the full config (unhashed fields too),
 the version that was hashed, the tootsie version and git commits of the tootsie
-source and of the experiment, key package versions, Python, host, pid, start
-and end times, duration and final status. The environment part is collected
+source and of the experiment, key package versions, Python, host, pid, the
+CPUs the process may use (XLA CPU splits matmuls over that many threads, which
+changes training's bits: docs/reproducibility.md), start and end times,
+duration and final status. The environment part is collected
 once per run (it runs `git`), then stamped into every step's file.
 """
 
@@ -73,6 +75,8 @@ class Environment:
     """Hostname."""
     pid: int
     """Process id of the runner."""
+    cpus: int
+    """CPUs the process may run on (its affinity mask): XLA CPU's thread count, which changes training's bits."""
 
     @classmethod
     def collect(cls, experiment_path: str | os.PathLike[str] | None) -> "Environment":
@@ -87,6 +91,7 @@ class Environment:
             python=platform.python_version(),
             host=socket.gethostname(),
             pid=os.getpid(),
+            cpus=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1,
         )
 
 
@@ -121,6 +126,7 @@ def write_info(
         "python": environment.python,
         "host": environment.host,
         "pid": environment.pid,
+        "cpus": environment.cpus,
         "start_time": _iso(started),
         "end_time": _iso(ended),
         "seconds": None if ended is None else round(ended - started, 3),
