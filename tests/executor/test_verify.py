@@ -221,3 +221,16 @@ def test_progress_says_which_step_is_verified(
     lines = [line.split(" ", 1)[1] for line in err.splitlines()]
     assert lines == ["verify: step 1/2 (50%) exp/a", "verify: step 2/2 (100%) exp/b"]
     assert os.environ["TOOTSIE_PROGRESS"] == "plain"
+
+
+def test_a_step_recorded_on_another_cpu_count_gets_a_note(finished: tuple[Path, Path], cli: Cli) -> None:
+    path, prefix = finished
+    (noise,) = (prefix / "exp").glob("noise-*")
+    info = json.loads((noise / ".executor_info.json").read_text())
+    assert info["cpus"] == len(os.sched_getaffinity(0))
+    (noise / ".executor_info.json").write_text(json.dumps({**info, "cpus": 999}))
+    code, out, _ = cli("verify", str(path), "--prefix", str(prefix), "--steps", "exp/[an]*")
+    steps = by_name(last_json(cli("verify", str(path), "--prefix", str(prefix), "--steps", "exp/[an]*", "--json")[1]))
+    assert "note" not in steps["exp/a"]
+    assert steps["exp/noise"]["note"].startswith(f"recorded on 999 CPUs, rerun on {len(os.sched_getaffinity(0))}:")
+    assert code == 1 and "noise.bin (recorded on 999 CPUs" in out

@@ -62,7 +62,7 @@ def _verdict(step: StepVerdict) -> tuple[str, str]:
     if step.error is not None:
         return "FAILED", step.error
     if step.differing:
-        return "DIFFERS", ", ".join(step.differing)
+        return "DIFFERS", ", ".join(step.differing) + (f" ({step.note})" if step.note else "")
     return "IDENTICAL", f"{len(step.volatile)} volatile files not compared" if step.volatile else ""
 
 

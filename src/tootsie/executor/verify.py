@@ -49,7 +49,7 @@ from tootsie.errors import TootsieError
 from tootsie.executor import storage
 from tootsie.executor.graph import Graph, Node, build_graph
 from tootsie.executor.manifest import Manifest, differing, read_manifest
-from tootsie.executor.metadata import recorded
+from tootsie.executor.metadata import INFO_FILE, recorded
 from tootsie.executor.progress import ProgressLine, progress_setting
 from tootsie.executor.staging import StepCall, call_step, prepare_call
 from tootsie.executor.status import Status, read_status
@@ -86,6 +86,8 @@ class StepVerdict:
     """"<Type>: <message>" when the rerun raised."""
     rerun_path: str | None = None
     """The rerun's output directory, when the scratch directory is kept."""
+    note: str | None = None
+    """When the recorded run had another number of CPUs than the rerun (XLA CPU's matmul bits depend on it)."""
 
     @property
     def differs(self) -> bool:
@@ -283,10 +285,23 @@ def rerun(graph: Graph, node: Node, root: str, *, keep: bool = False) -> StepVer
             seconds,
             known,
             rerun_path=call.workdir if keep else None,
+            note=cpu_note(node.output_path),
         )
     finally:
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
+
+
+def cpu_note(directory: str) -> str | None:
+    """A note when the step's metadata records another CPU count than this process may use, else None."""
+    cpus = (storage.read_json(os.path.join(directory, INFO_FILE)) or {}).get("cpus")
+    here = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if not isinstance(cpus, int) or cpus == here:
+        return None
+    return (
+        f"recorded on {cpus} CPUs, rerun on {here}: XLA CPU splits matmuls over that many threads, "
+        "which changes training's bits (docs/reproducibility.md); verify on the recorded CPU count"
+    )
 
 
 def describe_changes(recorded_manifest: Manifest, fresh: Manifest, paths: Iterable[str]) -> list[str]:
