@@ -186,6 +186,8 @@ def test_train_and_classify_run_as_executor_steps_and_verify_under_another_prefi
     assert json.loads((rerun / STATS_FILE).read_text()) == json.loads((model_dir / STATS_FILE).read_text())
     with safe_open(str(rerun / MODEL_FILE), "np") as fresh, safe_open(str(model_dir / MODEL_FILE), "np") as recorded:
         assert fresh.metadata() == recorded.metadata()  # the positive step named as `quality/good-<hash>`
-        assert json.loads(fresh.metadata()["tootsie"])["positive"] == repr((str(Path(first.steps[0].output_path).relative_to(prefix)),))
+        assert json.loads(fresh.metadata()["tootsie"])["positive"] == repr(
+            (str(Path(first.steps[0].output_path).relative_to(prefix)),)
+        )
         for name in ("weights", "bias"):
             np.testing.assert_array_equal(fresh.get_tensor(name), recorded.get_tensor(name))
