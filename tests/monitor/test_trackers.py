@@ -4,6 +4,7 @@ import json
 import math
 import struct
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -30,7 +31,7 @@ def _written_losses(kind: str, directory: Path) -> list[tuple[int, float]]:
     """(step, loss) in the order a tracker wrote them, read back from its own files; a rewind's purge is (step, -1)."""
     if kind == "wandb":
         (run_file,) = (directory / "wandb").glob("offline-run-*/run-*.wandb")
-        return [(row["step"], row["loss"]) for row in _wandb_history(run_file) if "loss" in row]
+        return [(row["step"], row["loss"]) for row in _flushed_history(run_file, len(WRITTEN_LOSSES["wandb"]))]
     written = []
     for events in map(_tfrecords, sorted((directory / "tensorboard").iterdir())):
         written += [(e.step, -1.0) for e in events if e.HasField("session_log")]
@@ -130,6 +131,20 @@ def test_tensorboard_writes_scalars_phase_changes_and_a_purge_on_rewind(tmp_path
     ]
 
 
+def _flushed_history(run_file: Path, rows: int) -> list[dict[str, object]]:
+    """The history rows holding a loss, once `rows` of them are in the file (at most 30 s).
+
+    wandb-core, a separate process, may still be writing the offline file when
+    `finish()` returns: on the loaded 2-core machine the history was once empty.
+    """
+    deadline = time.monotonic() + 30
+    while True:
+        found = [row for row in _wandb_history(run_file) if "loss" in row]
+        if len(found) >= rows or time.monotonic() > deadline:
+            return found
+        time.sleep(0.5)
+
+
 def _wandb_history(run_file: Path) -> list[dict[str, object]]:
     """History rows of an offline `.wandb` file (LevelDB log framing: 7-byte header, 32 KiB blocks)."""
     internal = pytest.importorskip("wandb.proto.wandb_internal_pb2")
@@ -166,7 +181,7 @@ def test_wandb_offline_run_holds_the_logged_history_and_resumes_the_same_run(
     trackers.close()
     run_id = json.loads((tmp_path / "wandb.json").read_text())["id"]
     (run_file,) = (tmp_path / "wandb").glob(f"offline-run-*-{run_id}/run-{run_id}.wandb")
-    rows = _wandb_history(run_file)
+    rows = _flushed_history(run_file, 3)
     assert [(r["step"], r["loss"], r["phase"]) for r in rows] == [
         (0, 3.0, "warmup"),
         (1, 2.5, "warmup"),

@@ -12,6 +12,7 @@ import numpy as np
 
 from tests.executor.test_object_store import bucket, s3_env  # noqa: F401 - fixtures
 from tootsie.executor import storage
+from tootsie.executor.manifest import EXECUTOR_FILES
 from tootsie.executor.staging import StepCall, call_step, final_output
 from tootsie.train.checkpoint import (
     STATE_FILE,
@@ -58,5 +59,5 @@ def test_a_staged_step_gets_its_final_url_and_its_local_checkpoints_are_not_uplo
 
     assert call_step(StepCall("train", fn, None, output, str(tmp_path / "staging"))) is None
     assert seen == [(output, f"{output}/checkpoints", str(tmp_path))]
-    assert [name for name in storage.list_tree(output) if name != ".executor.log"] == ["metrics.jsonl"]
+    assert [name for name in storage.list_tree(output) if name not in EXECUTOR_FILES] == ["metrics.jsonl"]
     assert final_output(str(tmp_path / "staging")) == str(tmp_path / "staging")  # only while the step runs

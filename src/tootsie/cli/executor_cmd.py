@@ -184,6 +184,17 @@ def _running_note(step: StepReport) -> str:
     return training_note(step.output_path) or ""
 
 
+def print_table(rows: list[tuple[str, ...]]) -> None:
+    """Rows as aligned columns: the second (seconds) right-aligned, the last left as it is (a free-text note)."""
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]) - 1)]
+    for row in rows:
+        cells = [
+            cell.rjust(width) if column == 1 else cell.ljust(width)
+            for column, (cell, width) in enumerate(zip(row[:-1], widths, strict=True))
+        ]
+        print("  ".join(cells + [row[-1]]).rstrip())
+
+
 def _print_report(
     report: RunReport,
     *,
@@ -202,13 +213,7 @@ def _print_report(
         note = step.reason if report.dry_run and show_plan else (step.error or step.detail or _running_note(step))
         seconds = "" if step.seconds is None else f"{step.seconds:.1f}"
         rows.append((str(step.status), seconds, step.hash, step.name, step.output_path, note))
-    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]) - 1)]
-    for row in rows:
-        cells = [
-            cell.rjust(width) if column == 1 else cell.ljust(width)
-            for column, (cell, width) in enumerate(zip(row[:-1], widths, strict=True))
-        ]
-        print("  ".join(cells + [row[-1]]).rstrip())
+    print_table(rows)
     for key, value in (experiment_plan or {}).items():
         if not isinstance(value, (dict, list)):
             print(f"{key}: {value}")

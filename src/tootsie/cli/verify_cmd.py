@@ -15,7 +15,7 @@ Exits 0 when at least one step was rerun and none differs, else 1.
 import argparse
 import json
 
-from tootsie.cli.executor_cmd import _add_common, _load, prefix_of
+from tootsie.cli.executor_cmd import _add_common, _load, prefix_of, print_table
 from tootsie.cli.output import add_quiet_argument, quiet_progress
 from tootsie.executor.verify import StepVerdict, VerifyReport, verify_experiment
 
@@ -74,10 +74,7 @@ def print_report(report: VerifyReport) -> None:
         verdict, note = _verdict(step)
         seconds = "" if step.seconds is None else f"{step.seconds:.1f}"
         rows.append((verdict, seconds, step.hash, step.name, note))
-    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]) - 1)]
-    for row in rows:
-        cells = [cell.rjust(width) if i == 1 else cell.ljust(width) for i, (cell, width) in enumerate(zip(row, widths))]
-        print("  ".join(cells + [row[-1]]).rstrip())
+    print_table(rows)
     for step in report.steps:
         for line in step.changes:
             print(f"  {step.name}: {line}")

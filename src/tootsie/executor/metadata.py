@@ -44,6 +44,11 @@ def git_sha(directory: str | os.PathLike[str]) -> str | None:
     return sha if result.returncode == 0 and sha else None
 
 
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask): XLA CPU's intra-op thread count."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def package_versions(names: tuple[str, ...] = KEY_PACKAGES) -> dict[str, str]:
     """Installed versions of `names`, leaving out packages that are not installed."""
     versions = {}
@@ -91,7 +96,7 @@ class Environment:
             python=platform.python_version(),
             host=socket.gethostname(),
             pid=os.getpid(),
-            cpus=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1,
+            cpus=usable_cpus(),
         )
 
 

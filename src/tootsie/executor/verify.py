@@ -49,7 +49,7 @@ from tootsie.errors import TootsieError
 from tootsie.executor import storage
 from tootsie.executor.graph import Graph, Node, build_graph
 from tootsie.executor.manifest import Manifest, differing, read_manifest
-from tootsie.executor.metadata import INFO_FILE, recorded
+from tootsie.executor.metadata import INFO_FILE, recorded, usable_cpus
 from tootsie.executor.progress import ProgressLine, progress_setting
 from tootsie.executor.staging import StepCall, call_step, prepare_call
 from tootsie.executor.status import Status, read_status
@@ -295,7 +295,7 @@ def rerun(graph: Graph, node: Node, root: str, *, keep: bool = False) -> StepVer
 def cpu_note(directory: str) -> str | None:
     """A note when the step's metadata records another CPU count than this process may use, else None."""
     cpus = (storage.read_json(os.path.join(directory, INFO_FILE)) or {}).get("cpus")
-    here = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    here = usable_cpus()
     if not isinstance(cpus, int) or cpus == here:
         return None
     return (
