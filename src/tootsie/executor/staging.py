@@ -119,22 +119,19 @@ def final_output(path: str) -> str:
     return path
 
 
-def prepare_call(graph: Graph, node: Node, root: str | None = None, *, output: str | None = None) -> StepCall:
+def prepare_call(graph: Graph, node: Node, root: str | None = None) -> StepCall:
     """The call of `node`'s function: in place for a local prefix, with local copies under `root` for a remote one.
 
-    `output`, a local directory, replaces the step's output directory (`verify` reruns a step into scratch);
-    the inputs stay where they are, and the call's places still name the output by the step's id.
+    The call's places name the output, the inputs and the prefix by their ids (`portable`).
     """
     step = node.step
     volatile = step.volatile_patterns
     if not storage.is_remote(node.output_path):
-        workdir = node.output_path if output is None else os.path.abspath(output)
+        workdir = node.output_path
         places = {graph.prefix: "", workdir: node.id}
         places.update({graph.by_id[dep].output_path: dep for dep in node.dependencies})
         config = graph.resolved_config(node)
         return StepCall(step.name, step.fn, config, workdir, workdir, places=tuple(places.items()), volatile=volatile)
-    if output is not None:
-        raise TootsieError(f"step {step.name}: a remote output ({node.output_path}) cannot be redirected to {output}")
     base = cache_root() if root is None else root
 
     def local_path(ref: StepRef) -> str:
