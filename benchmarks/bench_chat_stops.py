@@ -28,7 +28,7 @@ from collections import Counter
 from pathlib import Path
 
 from tootsie.cli.main import main
-from tootsie.datakit.stdlib_chat import HELDOUT_FILE
+from tootsie.corpora.stdlib_chat import HELDOUT_FILE
 
 
 def heldout_prompts(prefix: Path) -> list[str]:

@@ -30,10 +30,10 @@ import time
 import urllib.request
 from pathlib import Path
 
-from tootsie.monitor.dashboard.server import static_files
+from tootsie.report.dashboard.server import static_files
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for the test suite's DevTools pipe client
-from tests.monitor.devtools import DevTools  # noqa: E402
+from tests.report.devtools import DevTools  # noqa: E402
 
 PAGE_FILES = (
     "/static/index.html",

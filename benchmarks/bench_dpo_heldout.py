@@ -17,11 +17,11 @@ from pathlib import Path
 import numpy as np
 
 from tootsie.configfile import load_config
+from tootsie.corpora.stdlib_preferences import REJECTIONS, StdlibPreferenceConfig, preference_lines
 from tootsie.datakit.preference_data import PreferenceTokenizeConfig, tokenize_preferences
-from tootsie.datakit.stdlib_preferences import REJECTIONS, StdlibPreferenceConfig, preference_lines
 from tootsie.eval.reference_logprobs import pair_scores
 from tootsie.train.config import TrainConfig
-from tootsie.train.trainer import load_model, resolve_checkpoint
+from tootsie.train.loading import load_model, resolve_checkpoint
 
 
 def heldout_pairs(demo: Path, seeds: int) -> list[str]:

@@ -1,7 +1,7 @@
 """Throughput of `tootsie datakit extract` vs calling resiliparse directly, on the same real HTML pages.
 
 Pages: the running Python's documentation rendered to HTML by `pydoc`
-(`tootsie.datakit.pydoc_source.pydoc_pages`, which the demo's web source
+(`tootsie.corpora.pydoc_source.pydoc_pages`, which the demo's web source
 also uses: `pydoc.html.page` of the public standard-library modules in name order),
 packed into one `.warc.gz` as 200 `text/html` responses. Two ways to get the
 main text of every page, one thread of this process each:
@@ -32,10 +32,10 @@ from pathlib import Path
 
 from resiliparse.extract.html2text import extract_plain_text
 
+from tootsie.corpora.pydoc_source import pydoc_pages
+from tootsie.corpora.warc_write import WarcRecord, http_response, write_warc
 from tootsie.datakit.engine import EngineConfig
 from tootsie.datakit.extract import ExtractConfig, extract
-from tootsie.datakit.pydoc_source import pydoc_pages
-from tootsie.datakit.warc_write import WarcRecord, http_response, write_warc
 
 
 def main() -> None:

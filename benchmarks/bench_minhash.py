@@ -68,9 +68,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from corpus import stdlib_texts  # noqa: E402
 
+from tootsie.corpora.stdlib_source import StdlibSourceConfig, iter_code_and_prose  # noqa: E402
 from tootsie.datakit.dedup import BATCH_ROWS  # noqa: E402
 from tootsie.datakit.minhash import MinHashConfig, estimated_jaccard, words  # noqa: E402
-from tootsie.datakit.stdlib_source import StdlibSourceConfig, iter_code_and_prose  # noqa: E402
 
 NGRAM = 5
 NUM_PERMS = 286

@@ -30,11 +30,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from corpus import documents  # noqa: E402
 
+from tootsie.corpora.stdlib_source import StdlibSourceConfig, iter_code_and_prose  # noqa: E402
 from tootsie.datakit.consolidate import AttributeFilter, ConsolidateConfig, consolidate  # noqa: E402
 from tootsie.datakit.engine import EngineConfig  # noqa: E402
 from tootsie.datakit.ids import content_id  # noqa: E402
 from tootsie.datakit.quality import QualityConfig, QualityRules, quality  # noqa: E402
-from tootsie.datakit.stdlib_source import StdlibSourceConfig, iter_code_and_prose  # noqa: E402
 
 
 def prose_documents(megabytes: float) -> list[str]:

@@ -1,6 +1,6 @@
 """Case study: cached contamination (GSM8K test items from a cached math bundle in the 32B Bison cooldown).
 
-Steps (see `tootsie.recipes.case_contamination`):
+Steps (see `tootsie.recipes.cases.contamination`):
 
     case_contam/bundle                      math bundle: train.jsonl, test.jsonl (planted eval split), and the eval set
     case_contam/math-docs  (unfixed, fixed) the bundle as documents; the fix drops test.jsonl, a hashed field: new path
@@ -19,7 +19,7 @@ from tootsie.datakit.normalize import NormalizeConfig, normalize
 from tootsie.datakit.tokenize import TokenizeConfig, tokenize_documents
 from tootsie.datakit.tokenizer import TokenizerTrainConfig, train_tokenizer
 from tootsie.executor import Step, step_hash
-from tootsie.recipes.case_contamination import (
+from tootsie.recipes.cases.contamination import (
     EVAL_FILE,
     TEST_FILE,
     BundleDocsConfig,

@@ -1,6 +1,6 @@
 """Case study: LCG vs Feistel shuffling of an ordered corpus (the 32B Bison cooldown's loss phase shift).
 
-Steps (see `tootsie.recipes.case_shuffle` for the mechanism and the statistics):
+Steps (see `tootsie.recipes.cases.shuffle` for the mechanism and the statistics):
 
     tiny/...                        the tiny recipes' data: web and math token caches (shared)
     case_lcg/ordered-corpus         400k tokens of web, then 400k of math: one component stored by kind,
@@ -15,9 +15,8 @@ Steps (see `tootsie.recipes.case_shuffle` for the mechanism and the statistics):
 """
 
 from tootsie.executor import Step
-from tootsie.monitor.run_summary import RunSummaryConfig, summarize_runs
-from tootsie.recipes.case_common import CASE_MODEL, mixture
-from tootsie.recipes.case_shuffle import (
+from tootsie.recipes.cases.common import CASE_MODEL, mixture
+from tootsie.recipes.cases.shuffle import (
     ORDERED,
     SEED_FILE,
     SeededTrainConfig,
@@ -27,7 +26,8 @@ from tootsie.recipes.case_shuffle import (
     find_poor_lcg_seed,
     train_with_found_seed,
 )
-from tootsie.recipes.tiny_data import ConcatCachesConfig, concatenate_caches, tiny_data_steps
+from tootsie.recipes.tiny.data import ConcatCachesConfig, concatenate_caches, tiny_data_steps
+from tootsie.report.run_summary import RunSummaryConfig, summarize_runs
 from tootsie.train.config import CheckpointConfig, InLoopEvalConfig, TrainConfig
 from tootsie.train.optimizer import AdamWConfig
 from tootsie.train.schedule import WSDConfig

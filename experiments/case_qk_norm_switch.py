@@ -1,6 +1,6 @@
 """Case study: a Llama run switched to QK-norm mid-run (the 32B phase 3 warm start): loss penalty and recovery.
 
-Steps (see `tootsie.recipes.case_qk_norm`):
+Steps (see `tootsie.recipes.cases.qk_norm`):
 
     tiny/...              the tiny recipes' data (shared): web, reference, code, math, qa token caches
     case_qk/base          Llama, steps 0 → 200 on a fixed mixture, constant LR after a 20-step warmup
@@ -16,11 +16,11 @@ from dataclasses import replace
 
 from tootsie.eval.training import run_training
 from tootsie.executor import Step
-from tootsie.monitor.run_summary import RunSummaryConfig, summarize_runs
-from tootsie.recipes.case_common import CASE_BATCH, CASE_MODEL, mixture
-from tootsie.recipes.case_qk_norm import QKNormAnalysisConfig, analyze_qk_norm
-from tootsie.recipes.tiny import TINY_SEQ_LEN
-from tootsie.recipes.tiny_data import tiny_data_steps
+from tootsie.recipes.cases.common import CASE_BATCH, CASE_MODEL, mixture
+from tootsie.recipes.cases.qk_norm import QKNormAnalysisConfig, analyze_qk_norm
+from tootsie.recipes.tiny.data import tiny_data_steps
+from tootsie.recipes.tiny.scale import TINY_SEQ_LEN
+from tootsie.report.run_summary import RunSummaryConfig, summarize_runs
 from tootsie.train.config import CheckpointConfig, InLoopEvalConfig, TrainConfig, WarmStartConfig
 from tootsie.train.optimizer import AdamWConfig
 from tootsie.train.schedule import WSDConfig

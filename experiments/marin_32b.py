@@ -1,6 +1,6 @@
 """The Marin 32B run as a recipe: phase 1 (Llama), phase 3 (QK-norm), the Bison and Mantis cooldowns.
 
-Every number comes from `tootsie.recipes.marin_32b_tables` (each with its seed
+Every number comes from `tootsie.recipes.marin.tables_32b` (each with its seed
 source); this file only says which phase uses which. Steps, each warm-started
 from the one before (global steps; tokens at seq 4096):
 
@@ -22,11 +22,11 @@ The released model is Mantis: `total_tokens` = phase 1 + 3 + Mantis = 6.437T.
 named by $TOOTSIE_COMPONENTS (see docs/recipes.md).
 """
 
-from tootsie.recipes import marin_32b_tables as t
 from tootsie.recipes.experiment_file import RecipeExperiment
+from tootsie.recipes.marin import tables_32b as t
 from tootsie.recipes.mix_table import mix_stage
 from tootsie.recipes.recipe import Phase, Recipe
-from tootsie.recipes.tiny import tiny_scale
+from tootsie.recipes.tiny.scale import tiny_scale
 from tootsie.train.ema import EMAConfig
 from tootsie.train.optimizer import AdamCConfig, AdamWConfig
 from tootsie.train.schedule import RewarmConfig, WSDConfig

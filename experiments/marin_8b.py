@@ -1,6 +1,6 @@
 """The Marin 8B run as a recipe: Kestrel, Ocelot, Jellyfish, Phoenix, the deep cooldowns, Starling.
 
-Every number comes from `tootsie.recipes.marin_8b_tables` (each with its seed
+Every number comes from `tootsie.recipes.marin.tables_8b` (each with its seed
 source; step boundaries are derived there from the seeds' token boundaries).
 Steps, each warm-started from its parent (global steps; tokens at seq 4096):
 
@@ -24,11 +24,11 @@ Phoenix, Starling); the deep cooldowns are side branches.
 named by $TOOTSIE_COMPONENTS (see docs/recipes.md).
 """
 
-from tootsie.recipes import marin_8b_tables as t
 from tootsie.recipes.experiment_file import RecipeExperiment
+from tootsie.recipes.marin import tables_8b as t
 from tootsie.recipes.mix_table import mix_stage
 from tootsie.recipes.recipe import Phase, Recipe
-from tootsie.recipes.tiny import tiny_scale
+from tootsie.recipes.tiny.scale import tiny_scale
 from tootsie.train.ema import EMAConfig
 from tootsie.train.optimizer import AdamWConfig
 from tootsie.train.schedule import RewarmConfig, WSDConfig, WSDSConfig

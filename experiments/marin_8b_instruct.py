@@ -1,6 +1,6 @@
 """Marin 8B Instruct as a recipe: one SFT phase of 5.3B tokens on the card's nine chat datasets.
 
-Every number comes from `tootsie.recipes.marin_8b_instruct_tables` (each with its
+Every number comes from `tootsie.recipes.marin.tables_8b_instruct` (each with its
 seed source, or marked NOT IN SEEDS with the choice made):
 
     marin_8b_instruct/sft   0 → 10,109   warm start from marin_8b/starling (weights only, steps from 0),
@@ -14,7 +14,7 @@ seed source, or marked NOT IN SEEDS with the choice made):
 
 At `--scale tiny` the base is the 8B recipe's tiny Starling (its tiny phases
 run first, or are reused from the same prefix), the nine datasets are local
-conversations (`tootsie.recipes.tiny_chat`) tokenized with ChatML, and the run
+conversations (`tootsie.recipes.tiny.chat`) tokenized with ChatML, and the run
 ends with `marin_8b_instruct/report` (report.html) and
 `marin_8b_instruct/assistant-loss` (held-out assistant-token loss, base vs SFT).
 Component chat caches come from the file named by $TOOTSIE_COMPONENTS (docs/recipes.md).
@@ -25,11 +25,11 @@ from dataclasses import replace
 
 from marin_8b import EXPERIMENT as MARIN_8B
 
-from tootsie.recipes import marin_8b_instruct_tables as t
 from tootsie.recipes.instruct import InstructExperiment
+from tootsie.recipes.marin import tables_8b_instruct as t
 from tootsie.recipes.mix_table import mix_stage
 from tootsie.recipes.recipe import Phase, Recipe
-from tootsie.recipes.tiny import tiny_scale
+from tootsie.recipes.tiny.scale import tiny_scale
 from tootsie.train.optimizer import AdamWConfig
 from tootsie.train.schedule import LinearScheduleConfig
 from tootsie.train.stability import StabilityConfig

@@ -4,17 +4,17 @@
     python experiments/microanneal.py --scale tiny           the tiny run on local text (minutes on a CPU)
     tootsie run experiments/microanneal.py --scale tiny      the same through the CLI
 
-Builds `tootsie.recipes.microanneal` steps from the spec of the selected scale
-(`tootsie.recipes.microanneal_scales`); the last step, `<name>/ranking`,
+Builds `tootsie.recipes.microanneal.anneals` steps from the spec of the selected scale
+(`tootsie.recipes.microanneal.scales`); the last step, `<name>/ranking`,
 writes results.json and figure.png.
 """
 
 import sys
 
-from tootsie.recipes.microanneal import microanneal_plan, microanneal_steps
-from tootsie.recipes.microanneal_scales import full_microanneal, tiny_microanneal
+from tootsie.recipes.microanneal.anneals import microanneal_plan, microanneal_steps
+from tootsie.recipes.microanneal.scales import full_microanneal, tiny_microanneal
 from tootsie.recipes.scale import FULL, Scale
-from tootsie.recipes.tiny import selected_scale
+from tootsie.recipes.tiny.scale import selected_scale
 
 SCALE = selected_scale({"full": FULL, "tiny": Scale("tiny")})
 SPEC = tiny_microanneal() if SCALE.name == "tiny" else full_microanneal()

@@ -30,8 +30,8 @@ from tootsie.executor.manifest import EXECUTOR_FILES, differing, read_manifest
 from tootsie.executor.portable import resolve_recorded, step_places, step_prefix
 from tootsie.jsonfile import write_json_atomic
 from tootsie.models.llama import LlamaConfig
-from tootsie.monitor.report_data import load_run_directory
-from tootsie.monitor.run_summary import RunSummaryConfig, summarize_runs
+from tootsie.report.data import load_run_directory
+from tootsie.report.run_summary import RunSummaryConfig, summarize_runs
 from tootsie.train.checkpoint import STATE_FILE
 from tootsie.train.config import CheckpointConfig, TrainConfig, WarmStartConfig
 from tootsie.train.config_drift import HASHED_CONFIG_FILE, check_resume, prepare_run

@@ -33,8 +33,19 @@ from tootsie.errors import TootsieError
 
 T = TypeVar("T")
 KIND_KEY = "kind"
+UNHASHED = "tootsie.unhashed"
 _KIND_OF: dict[type, str] = {}
 _CLASS_OF: dict[str, list[type]] = {}
+
+
+def unhashed(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING) -> Any:
+    """A dataclass field left out of a step's version: only for settings that cannot change the output."""
+    return dataclasses.field(default=default, default_factory=default_factory, metadata={UNHASHED: True})
+
+
+def is_unhashed(field: dataclasses.Field[Any]) -> bool:
+    """Whether `field` was declared with `unhashed()`."""
+    return bool(field.metadata.get(UNHASHED, False))
 
 
 def register_kinds(registry: dict[str, type]) -> None:

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from tootsie.corpora.stdlib_source import module_docstrings, stdlib_python_files
 from tootsie.datakit.ids import content_id
 from tootsie.datakit.normalize import DOCUMENT_SCHEMA
 from tootsie.datakit.parquet_io import write_table_atomic
-from tootsie.datakit.stdlib_source import module_docstrings, stdlib_python_files
 
 MIN_CHARS = 200
 LICENSE_PATTERNS = ("LICEN[CS]E*", "COPYING*", "NOTICE*", "AUTHORS*")

@@ -15,13 +15,13 @@ from tests.datakit.web_site import (
     page_html,
 )
 from tests.two_prefixes import run_under_two_prefixes
+from tootsie.corpora.warc_write import WarcRecord, http_response, write_warc
 from tootsie.datakit.engine import EngineConfig
 from tootsie.datakit.extract import ExtractConfig, extract
 from tootsie.datakit.html_extract import extract_main, minimal_html_to_markdown
 from tootsie.datakit.ids import content_id
 from tootsie.datakit.normalize import DOCUMENT_SCHEMA
 from tootsie.datakit.parquet_io import parquet_files
-from tootsie.datakit.warc_write import WarcRecord, http_response, write_warc
 from tootsie.executor import Step
 from tootsie.executor.manifest import differing
 

@@ -9,6 +9,8 @@ import pytest
 from tokenizers import Tokenizer
 
 from tests.datakit.llama3_tokenizer import build_llama3_tokenizer
+from tootsie.corpora.stdlib_chat import HELDOUT_FILE, TRAIN_FILE, StdlibChatConfig, build_stdlib_chat
+from tootsie.corpora.stdlib_preferences import StdlibPreferenceConfig, build_stdlib_preferences
 from tootsie.datakit.chat_templates import END_OF_TURN
 from tootsie.datakit.preference_data import (
     CHOSEN_TOKENS_FILE,
@@ -17,8 +19,6 @@ from tootsie.datakit.preference_data import (
     iter_pairs,
     tokenize_preferences,
 )
-from tootsie.datakit.stdlib_chat import HELDOUT_FILE, TRAIN_FILE, StdlibChatConfig, build_stdlib_chat
-from tootsie.datakit.stdlib_preferences import StdlibPreferenceConfig, build_stdlib_preferences
 from tootsie.datakit.token_cache import open_token_cache
 
 SYSTEM = {"role": "system", "content": "Be brief."}

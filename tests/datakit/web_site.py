@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from pydoc_data.topics import topics
 
-from tootsie.datakit.warc_write import WarcRecord, http_response, write_warc
+from tootsie.corpora.warc_write import WarcRecord, http_response, write_warc
 
 BOILERPLATE_MARKERS = (
     "We use cookies",

@@ -8,11 +8,11 @@ import pytest
 
 from tootsie.cli.main import main
 from tootsie.configfile import dump_config
+from tootsie.corpora.stdlib_chat import HELDOUT_FILE, TRAIN_FILE, StdlibChatConfig, build_stdlib_chat
 from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.datakit.chat_templates import CHAT_TEMPLATES, render_chat
 from tootsie.datakit.parquet_io import write_table_atomic
-from tootsie.datakit.stdlib_chat import HELDOUT_FILE, TRAIN_FILE, StdlibChatConfig, build_stdlib_chat
 from tootsie.datakit.tokenize import ChatTokenizeConfig, TokenizeConfig, tokenize_chat, tokenize_documents
 from tootsie.datakit.tokenizer import TokenizerTrainConfig, train_tokenizer
 from tootsie.demos.sft_demo import CHAT_SETS, SftSettings, sft_config

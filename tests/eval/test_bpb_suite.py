@@ -24,7 +24,8 @@ from tootsie.models.llama import LlamaConfig, LlamaModel
 from tootsie.monitor.metrics_log import CONFIG_FILE
 from tootsie.train.checkpoint import save_checkpoint
 from tootsie.train.config import InLoopEvalConfig, TrainConfig
-from tootsie.train.trainer import TrainState, checkpoint_root
+from tootsie.train.loading import checkpoint_root
+from tootsie.train.trainer import TrainState
 
 SEQ_LEN = 32
 

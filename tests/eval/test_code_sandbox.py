@@ -10,10 +10,10 @@ import sys
 
 import pytest
 
-from tootsie.datakit.stdlib_source import python_identity
+from tootsie.corpora.stdlib_source import python_identity
 from tootsie.eval.code_sandbox import run_program, sandbox_unavailable
 from tootsie.executor import Step, step_hash
-from tootsie.recipes.microanneal_tasks import BranchTasksConfig, branch_tasks
+from tootsie.recipes.microanneal.tasks import BranchTasksConfig, branch_tasks
 
 
 def test_programs_see_the_stdlib_only_and_a_fixed_environment(monkeypatch) -> None:

@@ -25,9 +25,10 @@ from tootsie.monitor.metrics_log import METRICS_FILE
 from tootsie.train.checkpoint import wait_for_checkpoints
 from tootsie.train.config import CheckpointConfig, InLoopEvalConfig, TrainConfig, WarmStartConfig
 from tootsie.train.dpo import REFERENCE_RECORD_FILE
+from tootsie.train.loading import init_model, load_model
 from tootsie.train.objectives import DPOObjective
 from tootsie.train.schedule import WSDConfig
-from tootsie.train.trainer import TrainState, build_optimizer, init_model, load_model, save_state
+from tootsie.train.trainer import TrainState, build_optimizer, save_state
 
 SEQ_LEN = 128
 PAIRS = 8

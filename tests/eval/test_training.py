@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from tootsie.configfile import from_plain
+from tootsie.configfile import from_plain, is_unhashed
 from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.datakit.engine import EngineConfig
@@ -19,7 +19,6 @@ from tootsie.datakit.tokenize import TokenizeConfig, tokenize_documents
 from tootsie.datakit.tokenizer import TokenizerTrainConfig, train_tokenizer
 from tootsie.errors import TootsieError
 from tootsie.eval.training import run_training
-from tootsie.executor.step import is_unhashed
 from tootsie.models.llama import LlamaConfig
 from tootsie.train.checkpoint import latest_checkpoint, read_tensors
 from tootsie.train.config import CheckpointConfig, InLoopEvalConfig, TrainConfig, WarmStartConfig

@@ -16,7 +16,9 @@ import dataclasses
 import os
 import time
 
-from tootsie.executor import Step, StepRef, output_of, unhashed
+from tootsie.configfile import unhashed
+
+from tootsie.executor import Step, StepRef, output_of
 
 EXECUTIONS = {executions!r}
 

@@ -7,7 +7,8 @@ import pytest
 pytest.importorskip("s3fs")
 pytest.importorskip("moto")
 
-from tootsie.executor import Status, experiment_status, load_experiment, run_experiment, storage  # noqa: E402
+from tootsie import storage
+from tootsie.executor import Status, experiment_status, load_experiment, run_experiment  # noqa: E402
 
 from .helpers import executions, write_experiment  # noqa: E402
 from .test_damage import DIAMOND, TRUNCATED  # noqa: E402

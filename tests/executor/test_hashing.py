@@ -13,8 +13,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from tootsie.configfile import unhashed
 from tootsie.errors import TootsieError
-from tootsie.executor import Step, StepRef, build_graph, canonical_json, step_hash, unhashed
+from tootsie.executor import Step, StepRef, build_graph, canonical_json, step_hash
 from tootsie.executor.hashing import canonical
 
 from .helpers import write_experiment

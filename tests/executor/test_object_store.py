@@ -24,8 +24,10 @@ pytest.importorskip("moto")
 import fsspec  # noqa: E402 - after the skips: s3fs and moto are optional
 
 from tests.processes import finish  # noqa: E402
+from tootsie import storage
+from tootsie.configfile import unhashed
 from tootsie.errors import TootsieError  # noqa: E402
-from tootsie.executor import Status, Step, build_graph, load_experiment, remote_lease, run_experiment, storage, unhashed  # noqa: E402  # noqa: E402
+from tootsie.executor import Status, Step, build_graph, load_experiment, remote_lease, run_experiment  # noqa: E402  # noqa: E402
 from tootsie.executor.lease import LeaseRecord, LeaseSettings  # noqa: E402
 from tootsie.executor.remote_lease import ObjectLease  # noqa: E402
 from tootsie.executor.staging import materialize  # noqa: E402

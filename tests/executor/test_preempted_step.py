@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from tootsie import storage
 from tootsie.errors import Preempted
-from tootsie.executor import Step, run_experiment, storage
+from tootsie.executor import Step, run_experiment
 from tootsie.executor.graph import build_graph
 
 

@@ -27,7 +27,9 @@ import time
 
 import ray
 
-from tootsie.executor import Resources, Step, unhashed
+from tootsie.configfile import unhashed
+
+from tootsie.executor import Resources, Step
 
 LOG = {log!r}
 

@@ -5,8 +5,9 @@ import dataclasses
 
 import pytest
 
-from tootsie.executor import Step, StepRef, output_of, unhashed
-from tootsie.executor.step import find_refs, is_unhashed, map_refs
+from tootsie.configfile import is_unhashed, unhashed
+from tootsie.executor import Step, StepRef, output_of
+from tootsie.executor.step import find_refs, map_refs
 
 
 @dataclasses.dataclass(frozen=True)

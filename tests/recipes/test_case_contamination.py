@@ -16,7 +16,7 @@ from tootsie.datakit.normalize import NormalizeConfig, normalize
 from tootsie.datakit.stats import STATS_FILE
 from tootsie.executor import Status, Step, run_experiment
 from tootsie.jsonfile import read_json
-from tootsie.recipes.case_contamination import (
+from tootsie.recipes.cases.contamination import (
     EVAL_FILE,
     TEST_FILE,
     MarinStyleBundleDocsConfig,

@@ -7,7 +7,7 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-from tootsie.recipes.case_qk_norm import QKNormAnalysisConfig, analyze_qk_norm
+from tootsie.recipes.cases.qk_norm import QKNormAnalysisConfig, analyze_qk_norm
 
 from .helpers import load_experiment_module
 

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from tootsie.data.permutation import LinearPermutation
 from tootsie.jsonfile import read_json
-from tootsie.recipes.case_common import trailing_mean
-from tootsie.recipes.case_shuffle import (
+from tootsie.recipes.cases.common import trailing_mean
+from tootsie.recipes.cases.shuffle import (
     SEED_FILE,
     SeedSearchConfig,
     band_drift,
@@ -25,7 +25,7 @@ from tootsie.recipes.case_shuffle import (
     lcg_draw,
     region_of_sequences,
 )
-from tootsie.recipes.tiny_data import ConcatCachesConfig, concatenate_caches
+from tootsie.recipes.tiny.data import ConcatCachesConfig, concatenate_caches
 
 STEPS = 100
 
@@ -68,8 +68,8 @@ def test_lcg_draw_reads_the_permutation_the_mixture_uses(ordered: str) -> None:
     a, b, length = lcg_draw(ordered, seed=7)
     assert length == 3750 and gcd(a, length) == 1
     from tootsie.data.mixture import MixtureDataset
-    from tootsie.recipes.case_common import mixture
-    from tootsie.recipes.case_shuffle import ORDERED
+    from tootsie.recipes.cases.common import mixture
+    from tootsie.recipes.cases.shuffle import ORDERED
 
     dataset = MixtureDataset(mixture({ORDERED: ordered}, {ORDERED: 1.0}, seed=7, permutation="linear"))
     indices = np.arange(512)

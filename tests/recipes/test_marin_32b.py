@@ -11,8 +11,8 @@ from tootsie.data.permutation import FeistelConfig, LinearPermutationConfig
 from tootsie.errors import TootsieError
 from tootsie.executor import StepRef
 from tootsie.models.presets import PRESETS
-from tootsie.recipes import marin_32b_tables as t
 from tootsie.recipes.components import UNSET
+from tootsie.recipes.marin import tables_32b as t
 from tootsie.recipes.mix_table import MixTable
 from tootsie.train.config import TrainConfig
 from tootsie.train.optimizer import AdamCConfig, AdamWConfig

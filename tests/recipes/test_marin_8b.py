@@ -8,8 +8,8 @@ import pytest
 
 from tootsie.data.permutation import LinearPermutationConfig
 from tootsie.models.presets import PRESETS
-from tootsie.recipes import marin_8b_tables as t
-from tootsie.recipes import marin_32b_tables
+from tootsie.recipes.marin import tables_8b as t
+from tootsie.recipes.marin import tables_32b as marin_32b_tables
 from tootsie.recipes.mix_table import MixTable
 from tootsie.train.config import TrainConfig
 

@@ -23,13 +23,13 @@ from tootsie.datakit.tokenizer import TokenizerTrainConfig, train_tokenizer
 from tootsie.eval.assistant_loss import assistant_loss
 from tootsie.executor import Step, step_hash
 from tootsie.models.llama import LlamaConfig, LlamaModel
-from tootsie.recipes import marin_8b_instruct_tables as t
 from tootsie.recipes.instruct import REPORT_FILE, AssistantLossReportConfig, assistant_loss_report
-from tootsie.recipes.tiny import SCALE_ENV, tiny_recipe_steps
-from tootsie.recipes.tiny_chat import CHAT_KINDS, TinyChatConfig, build_tiny_chat
+from tootsie.recipes.marin import tables_8b_instruct as t
+from tootsie.recipes.tiny.chat import CHAT_KINDS, TinyChatConfig, build_tiny_chat
+from tootsie.recipes.tiny.scale import SCALE_ENV, tiny_recipe_steps
 from tootsie.train.checkpoint import save_checkpoint
 from tootsie.train.config import TrainConfig
-from tootsie.train.trainer import load_model
+from tootsie.train.loading import load_model
 
 from .helpers import REPO, SEEDS, load_experiment_module, needs_seeds
 

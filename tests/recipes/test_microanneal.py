@@ -17,9 +17,9 @@ from tootsie.executor import Step, StepRef, run_experiment
 from tootsie.jsonfile import write_json_atomic
 from tootsie.models.llama import LlamaConfig
 from tootsie.recipes.components import train_phase
-from tootsie.recipes.microanneal import CONTROL, MicroannealSpec, microanneal_steps
-from tootsie.recipes.microanneal_rank import RankConfig, rank_candidates, rank_microanneal
-from tootsie.recipes.microanneal_scales import tiny_microanneal
+from tootsie.recipes.microanneal.anneals import CONTROL, MicroannealSpec, microanneal_steps
+from tootsie.recipes.microanneal.rank import RankConfig, rank_candidates, rank_microanneal
+from tootsie.recipes.microanneal.scales import tiny_microanneal
 from tootsie.train.config import TrainConfig
 from tootsie.train.schedule import LinearScheduleConfig
 

@@ -9,15 +9,14 @@ import numpy as np
 import pytest
 
 from tootsie.cli.main import main
+from tootsie.corpora.stdlib_source import StdlibSourceConfig
 from tootsie.datakit.stats import STATS_FILE
-from tootsie.datakit.stdlib_source import StdlibSourceConfig
 from tootsie.datakit.token_cache import open_token_cache
 from tootsie.errors import TootsieError
 from tootsie.executor import StepRef
 from tootsie.models.presets import PRESETS
 from tootsie.recipes.scale import FULL
-from tootsie.recipes.tiny import SCALE_ENV, TINY_SEQ_LEN, selected_scale
-from tootsie.recipes.tiny_data import (
+from tootsie.recipes.tiny.data import (
     COMPONENT_KINDS,
     KINDS,
     ComponentSlicesConfig,
@@ -27,6 +26,7 @@ from tootsie.recipes.tiny_data import (
     concatenate_caches,
     slice_components,
 )
+from tootsie.recipes.tiny.scale import SCALE_ENV, TINY_SEQ_LEN, selected_scale
 
 from .helpers import REPO, load_experiment_module
 
@@ -187,7 +187,7 @@ def test_tiny_corpus_writes_the_five_kinds(tmp_path: Path) -> None:
 
 
 def test_tiny_models_shrink_every_preset() -> None:
-    from tootsie.recipes.tiny import tiny_scale
+    from tootsie.recipes.tiny.scale import tiny_scale
 
     scale = tiny_scale(0.01, 0.01)
     for name, preset in PRESETS.items():

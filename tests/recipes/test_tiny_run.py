@@ -12,8 +12,8 @@ from tootsie.datakit.token_cache import TokenCacheWriter
 from tootsie.executor import Status, run_experiment
 from tootsie.jsonfile import read_json
 from tootsie.monitor.metrics_log import read_metrics
-from tootsie.recipes.tiny import tiny_recipe_steps, tiny_scale
-from tootsie.recipes.tiny_data import COMPONENT_KINDS, KINDS, TinyData
+from tootsie.recipes.tiny.data import COMPONENT_KINDS, KINDS, TinyData
+from tootsie.recipes.tiny.scale import tiny_recipe_steps, tiny_scale
 
 from .helpers import load_experiment_module
 

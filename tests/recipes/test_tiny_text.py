@@ -5,7 +5,7 @@ import sys
 
 PROGRAM = (
     "import hashlib, numpy as np\n"
-    "from tootsie.recipes.tiny_text import instruction_document, math_document\n"
+    "from tootsie.recipes.tiny.text import instruction_document, math_document\n"
     "rng = np.random.default_rng(0)\n"
     "text = [instruction_document(rng) + math_document(rng) for _ in range(60)]\n"
     "print(hashlib.sha256(repr(text).encode()).hexdigest())\n"

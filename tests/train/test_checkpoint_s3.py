@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tests.executor.test_object_store import bucket, s3_env  # noqa: F401 - fixtures
-from tootsie.executor import storage
+from tootsie import storage
 from tootsie.executor.manifest import EXECUTOR_FILES
 from tootsie.executor.staging import StepCall, call_step, final_output
 from tootsie.train.checkpoint import (
@@ -26,7 +26,7 @@ from tootsie.train.checkpoint import (
     remove_uncommitted,
     save_checkpoint,
 )
-from tootsie.train.trainer import checkpoint_root
+from tootsie.train.loading import checkpoint_root
 
 TREES = {"model": {"w": jnp.arange(12.0).reshape(3, 4)}, "opt_state": ({"count": jnp.asarray(3, jnp.int32)},)}
 

@@ -23,9 +23,10 @@ from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.models.llama import LlamaConfig
 from tootsie.train.checkpoint import latest_checkpoint, load_checkpoint
 from tootsie.train.config import CheckpointConfig, TrainConfig
+from tootsie.train.loading import init_model
 from tootsie.train.schedule import WSDConfig
 from tootsie.train.sharding import ENV_COORDINATOR, ENV_NUM_PROCESSES, ENV_PROCESS_ID, DistributedConfig, MeshConfig
-from tootsie.train.trainer import abstract_state, build_optimizer, init_model
+from tootsie.train.trainer import abstract_state, build_optimizer
 
 HARNESS = Path(__file__).with_name("distributed_checkpoint.py")
 PROCESSES = 2

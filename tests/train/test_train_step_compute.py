@@ -26,9 +26,10 @@ from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.models.llama import LlamaConfig
 from tootsie.train.config import CheckpointConfig, TrainConfig
+from tootsie.train.loading import init_model
 from tootsie.train.loss import LOSS_CHUNK_TOKENS
 from tootsie.train.schedule import WSDConfig
-from tootsie.train.trainer import build_layout, build_optimizer, init_model, make_train_step
+from tootsie.train.trainer import build_layout, build_optimizer, make_train_step
 
 FLOPS_MODEL = LlamaConfig(
     vocab_size=512, hidden_dim=128, intermediate_dim=384, num_layers=1, num_heads=4, num_kv_heads=2, attention="xla"

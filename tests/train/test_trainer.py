@@ -14,9 +14,9 @@ from tootsie.eval.training import run_training
 from tootsie.models.llama import LlamaConfig
 from tootsie.train.checkpoint import latest_checkpoint, list_checkpoints, load_checkpoint
 from tootsie.train.config import CheckpointConfig, TrainConfig, WarmStartConfig
+from tootsie.train.loading import init_model
 from tootsie.train.optimizer import decay_mask
 from tootsie.train.schedule import WSDConfig
-from tootsie.train.trainer import init_model
 
 MODEL = LlamaConfig(vocab_size=40, hidden_dim=16, intermediate_dim=32, num_layers=2, num_heads=2, num_kv_heads=1)
 

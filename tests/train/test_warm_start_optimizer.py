@@ -16,11 +16,12 @@ from tootsie.eval.training import run_training
 from tootsie.models.llama import LlamaConfig
 from tootsie.train.checkpoint import checkpoint_dir, load_checkpoint
 from tootsie.train.config import CheckpointConfig, TrainConfig, WarmStartConfig
+from tootsie.train.loading import load_model
 from tootsie.train.loss import next_token_loss
 from tootsie.train.optimizer import AdamCConfig, AdamWConfig, LRScaledDecayState, MuonConfig
 from tootsie.train.schedule import WSDConfig
 from tootsie.train.stability import StabilityConfig
-from tootsie.train.trainer import abstract_state, build_layout, build_optimizer, initial_state, load_model
+from tootsie.train.trainer import abstract_state, build_layout, build_optimizer, initial_state
 from tootsie.train.warm_start import carry_optimizer_state, state_identities
 
 MODEL = LlamaConfig(vocab_size=40, hidden_dim=16, intermediate_dim=32, num_layers=2, num_heads=2, num_kv_heads=1)

@@ -4,9 +4,9 @@ import argparse
 import sys
 
 from tootsie.errors import TootsieError
-from tootsie.monitor.dashboard.registry import RunRegistry
-from tootsie.monitor.dashboard.runs import root_labels
-from tootsie.monitor.dashboard.server import Dashboard, make_server
+from tootsie.report.dashboard.registry import RunRegistry
+from tootsie.report.dashboard.runs import root_labels
+from tootsie.report.dashboard.server import Dashboard, make_server
 
 
 def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:

@@ -24,12 +24,13 @@ import sys
 import time
 from pathlib import Path
 
+from tootsie import storage
 from tootsie.cli.executor_cmd import add_backend_arguments, progress_lines
 from tootsie.cli.output import add_quiet_argument, quiet_progress
 from tootsie.cli.verify_cmd import print_report as print_verify_report
 from tootsie.demos import stdlib_demo
 from tootsie.errors import TootsieError
-from tootsie.executor import RunReport, failure_summary, load_experiment, run_experiment, storage
+from tootsie.executor import RunReport, failure_summary, load_experiment, run_experiment
 from tootsie.executor.verify import VerifyReport, verify_experiment
 from tootsie.extras import require, require_for_urls
 from tootsie.monitor.metrics_log import METRICS_FILE

@@ -18,7 +18,7 @@ from tootsie.eval.bpb import domain_bpb, summarize
 from tootsie.eval.lm_eval_step import LMEvalConfig, run_lm_eval
 from tootsie.extras import require
 from tootsie.train.checkpoint import model_config_of, read_checkpoint_state
-from tootsie.train.trainer import load_model, resolve_checkpoint
+from tootsie.train.loading import load_model, resolve_checkpoint
 
 
 def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:

@@ -14,7 +14,7 @@ from tootsie.errors import TootsieError
 from tootsie.eval.benchmarks import BENCHMARKS, SUITES, suite_benchmarks
 from tootsie.extras import require
 from tootsie.release.hf_export import find_tokenizer
-from tootsie.train.trainer import resolve_checkpoint
+from tootsie.train.loading import resolve_checkpoint
 
 
 def register(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:

@@ -28,14 +28,15 @@ import os
 import sys
 from collections.abc import Iterator
 
+from tootsie import storage
 from tootsie.cli.output import add_quiet_argument, quiet_progress
-from tootsie.executor import RunReport, experiment_status, failure_summary, run_experiment, storage
+from tootsie.executor import RunReport, experiment_status, failure_summary, run_experiment
 from tootsie.executor.experiment import load_experiment_with_plan, merge_plan
 from tootsie.executor.report import StepReport
 from tootsie.executor.runner import BACKENDS
 from tootsie.executor.status import Status
 from tootsie.monitor.progress import training_note
-from tootsie.recipes.tiny import SCALE_ENV
+from tootsie.recipes.tiny.scale import SCALE_ENV
 
 DEFAULT_PREFIX = "./out"
 

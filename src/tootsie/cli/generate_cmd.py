@@ -20,7 +20,7 @@ from tootsie.eval.run_chat_template import checkpoint_chat_template
 from tootsie.eval.text_generation import TextGenerator
 from tootsie.models.generate import SamplingConfig
 from tootsie.train.checkpoint import model_config_of
-from tootsie.train.trainer import load_model, resolve_checkpoint
+from tootsie.train.loading import load_model, resolve_checkpoint
 
 EXIT_COMMAND = "/exit"
 """What ends `tootsie chat` (as does end of input)."""

@@ -5,8 +5,8 @@ from pathlib import Path
 
 from tootsie.cli.output import emit
 from tootsie.errors import TootsieError
-from tootsie.monitor.report import REPORT_FILE, write_report
-from tootsie.monitor.report_data import X_AXES
+from tootsie.report.data import X_AXES
+from tootsie.report.run_report import REPORT_FILE, write_report
 
 
 def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:

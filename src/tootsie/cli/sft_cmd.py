@@ -18,7 +18,7 @@ from tootsie.demos.stdlib_demo import TINY, DemoSettings
 from tootsie.errors import TootsieError
 from tootsie.eval.assistant_loss import AssistantLoss, assistant_loss
 from tootsie.train.config import TrainConfig
-from tootsie.train.trainer import load_model
+from tootsie.train.loading import load_model
 
 
 def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:

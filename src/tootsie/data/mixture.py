@@ -55,12 +55,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import xxhash
 
+from tootsie.configfile import unhashed
 from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.permutation import PERMUTATIONS, FeistelConfig, Permutation, PermutationChoice, splitmix64
 from tootsie.data.sequences import ConcatenateConfig, DocumentConfig, PackingChoice, next_token_loss_mask
 from tootsie.datakit.token_cache import open_token_cache
 from tootsie.errors import TootsieError
-from tootsie.executor.step import unhashed
 
 EXHAUSTION_POLICIES = ("restart", "stop")
 

@@ -32,6 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tootsie.configfile import unhashed
 from tootsie.datakit.classifier_model import load_model, model_path
 from tootsie.datakit.engine import EngineConfig, ShardTask, map_shards, merge_counts
 from tootsie.datakit.parquet_io import parquet_files, write_table_atomic
@@ -39,7 +40,7 @@ from tootsie.datakit.stats import StageStats, finish_stage
 from tootsie.datakit.tokenizer import file_sha256
 from tootsie.errors import TootsieError
 from tootsie.executor.portable import portable
-from tootsie.executor.step import unhashed, volatile_outputs
+from tootsie.executor.step import volatile_outputs
 from tootsie.jsonfile import write_json_atomic
 
 WORK_DIR = ".classify"

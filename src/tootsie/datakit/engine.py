@@ -43,9 +43,9 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, TypeVar
 
+from tootsie.configfile import unhashed
 from tootsie.errors import TootsieError
 from tootsie.executor.progress import ProgressLine
-from tootsie.executor.step import unhashed
 from tootsie.extras import dependency_error, require
 from tootsie.jsonfile import read_json, write_json_atomic
 

@@ -39,12 +39,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tootsie.configfile import unhashed
 from tootsie.datakit.consolidate import AttributeFilter
 from tootsie.datakit.engine import EngineConfig, ShardTask, map_shards, merge_counts
 from tootsie.datakit.parquet_io import parquet_files, write_table_atomic
 from tootsie.datakit.stats import StageStats, finish_stage
 from tootsie.errors import TootsieError
-from tootsie.executor.step import requires_extras, unhashed
+from tootsie.executor.step import requires_extras
 from tootsie.extras import import_extra, require_modules
 
 ATTRIBUTE_SCHEMA = pa.schema([("id", pa.string()), ("lang", pa.string()), ("lang_score", pa.float64())])

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import fsspec
 
+from tootsie.configfile import unhashed
 from tootsie.errors import TootsieError
-from tootsie.executor.step import unhashed
 from tootsie.jsonfile import write_json_atomic
 
 MIRROR_FILE = "mirror.json"

@@ -39,6 +39,7 @@ from typing import Any, NamedTuple
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tootsie.configfile import unhashed
 from tootsie.datakit.engine import EngineConfig, ShardTask, map_shards, merge_counts
 from tootsie.datakit.parquet_io import parquet_files, write_table_atomic
 from tootsie.datakit.quality_rules import (
@@ -55,7 +56,6 @@ from tootsie.datakit.quality_rules import (
 )
 from tootsie.datakit.stats import StageStats, finish_stage
 from tootsie.errors import TootsieError
-from tootsie.executor.step import unhashed
 
 WORK_DIR = ".quality"
 

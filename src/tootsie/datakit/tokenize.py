@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tootsie.configfile import unhashed
 from tootsie.datakit.chat_data import ChatEncoder, chat_cache_ledger, iter_conversations
 from tootsie.datakit.chat_templates import load_chat_template
 from tootsie.datakit.engine import EngineConfig, ShardTask, map_shards
@@ -33,7 +34,6 @@ from tootsie.datakit.special_tokens import load_with_special_tokens
 from tootsie.datakit.token_cache import TokenCache, TokenCacheWriter, open_token_cache
 from tootsie.datakit.tokenizer import TOKENIZER_FILE, file_sha256
 from tootsie.executor.portable import portable
-from tootsie.executor.step import unhashed
 
 SHARDS_DIR = ".shards"
 MERGE_BLOCK_TOKENS = 1 << 24

@@ -38,13 +38,14 @@ import optax
 import xxhash
 from jaxtyping import Array, Bool, Float, Float32, Int32
 
+from tootsie.configfile import unhashed
 from tootsie.datakit.classifier_model import MODEL_FILE, HashedLinearModel, save_model
 from tootsie.datakit.hashed_features import FeatureConfig, Features, featurize
 from tootsie.datakit.parquet_io import iter_batches
 from tootsie.datakit.stats import StageStats, finish_stage
 from tootsie.errors import TootsieError
 from tootsie.executor.portable import portable_tree
-from tootsie.executor.step import unhashed, volatile_outputs
+from tootsie.executor.step import volatile_outputs
 from tootsie.jsonfile import write_json_atomic
 
 TIMINGS_FILE = "timings.json"

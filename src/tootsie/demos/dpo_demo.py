@@ -19,12 +19,12 @@ held-out preference accuracy of the SFT and DPO models.
 
 from dataclasses import dataclass
 
+from tootsie.corpora.stdlib_chat import StdlibChatConfig, build_stdlib_chat
+from tootsie.corpora.stdlib_preferences import StdlibPreferenceConfig, build_stdlib_preferences
 from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.data.sequences import DocumentConfig
 from tootsie.datakit.preference_data import PreferenceTokenizeConfig, tokenize_preferences
-from tootsie.datakit.stdlib_chat import StdlibChatConfig, build_stdlib_chat
-from tootsie.datakit.stdlib_preferences import StdlibPreferenceConfig, build_stdlib_preferences
 from tootsie.demos.sft_demo import CHAT_SETS, CHAT_TEMPLATE, SPLIT_FILES
 from tootsie.demos.stdlib_demo import DemoSettings, build_data_steps
 from tootsie.errors import TootsieError
@@ -33,10 +33,10 @@ from tootsie.executor import Step, failure_summary, run_experiment
 from tootsie.models.llama import LlamaConfig
 from tootsie.train.checkpoint import model_config_of
 from tootsie.train.config import CheckpointConfig, InLoopEvalConfig, TrainConfig, WarmStartConfig
+from tootsie.train.loading import resolve_checkpoint
 from tootsie.train.objectives import DPOObjective
 from tootsie.train.optimizer import AdamWConfig
 from tootsie.train.schedule import WSDConfig
-from tootsie.train.trainer import resolve_checkpoint
 
 PREFERENCES = "preferences"
 """The one mixture component (and held-out cache) name of the DPO config."""

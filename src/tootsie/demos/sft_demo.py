@@ -17,10 +17,10 @@ and after.
 
 from dataclasses import dataclass
 
+from tootsie.corpora.stdlib_chat import DEFAULT_MODULES, HELDOUT_FILE, TRAIN_FILE, StdlibChatConfig, build_stdlib_chat
 from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.data.sequences import WholeDocumentsConfig
-from tootsie.datakit.stdlib_chat import DEFAULT_MODULES, HELDOUT_FILE, TRAIN_FILE, StdlibChatConfig, build_stdlib_chat
 from tootsie.datakit.tokenize import ChatTokenizeConfig, tokenize_chat
 from tootsie.demos.stdlib_demo import DemoSettings, build_data_steps, build_steps
 from tootsie.errors import TootsieError

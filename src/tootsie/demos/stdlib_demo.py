@@ -36,6 +36,8 @@ and the same bytes; another Python gets other hashes (docs/reproducibility.md).
 
 from dataclasses import dataclass
 
+from tootsie.corpora.pydoc_source import PydocWarcConfig, build_pydoc_warc
+from tootsie.corpora.stdlib_source import StdlibSourceConfig, build_stdlib_corpus
 from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.datakit.consolidate import AttributeFilter, ConsolidateConfig, consolidate
@@ -44,17 +46,15 @@ from tootsie.datakit.dedup import DedupConfig, dedup
 from tootsie.datakit.engine import EngineConfig
 from tootsie.datakit.extract import ExtractConfig, extract
 from tootsie.datakit.normalize import NormalizeConfig, normalize
-from tootsie.datakit.pydoc_source import PydocWarcConfig, build_pydoc_warc
 from tootsie.datakit.quality import QualityConfig, QualityRules, quality
 from tootsie.datakit.split import SplitConfig, split_documents
-from tootsie.datakit.stdlib_source import StdlibSourceConfig, build_stdlib_corpus
 from tootsie.datakit.tokenize import TokenizeConfig, tokenize_documents
 from tootsie.datakit.tokenizer import TokenizerTrainConfig, train_tokenizer
 from tootsie.eval.bpb_step import EvalBPBConfig, evaluate_bpb
 from tootsie.eval.training import run_training
 from tootsie.executor import Step
 from tootsie.models.llama import LlamaConfig
-from tootsie.monitor.run_summary import RunSummaryConfig, summarize_runs
+from tootsie.report.run_summary import RunSummaryConfig, summarize_runs
 from tootsie.train.config import CheckpointConfig, TrainConfig, WarmStartConfig
 from tootsie.train.optimizer import AdamWConfig
 from tootsie.train.schedule import WSDConfig

@@ -18,7 +18,7 @@ from tootsie.eval.bpb import domain_bpb, summarize
 from tootsie.jsonfile import write_json_atomic
 from tootsie.models.llama import LlamaConfig, LlamaModel
 from tootsie.train.checkpoint import has_tree
-from tootsie.train.trainer import load_model, resolve_checkpoint
+from tootsie.train.loading import load_model, resolve_checkpoint
 
 BPB_FILE = "bpb.json"
 

@@ -30,7 +30,7 @@ from tootsie.jsonfile import read_json
 from tootsie.models.llama import LlamaModel
 from tootsie.monitor.metrics_log import CONFIG_FILE
 from tootsie.train.checkpoint import model_config_of, read_checkpoint_state
-from tootsie.train.trainer import load_model, resolve_checkpoint
+from tootsie.train.loading import load_model, resolve_checkpoint
 
 DEFAULT_SEQ_LEN = 128
 """Tokens per evaluated sequence when the run's config does not say (`tootsie eval bpb`'s default)."""

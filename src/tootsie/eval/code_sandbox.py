@@ -29,7 +29,7 @@ import sys
 import tempfile
 from functools import cache
 
-from tootsie.datakit.stdlib_source import STDLIB_ENV, STDLIB_ONLY_FLAGS
+from tootsie.corpora.stdlib_source import STDLIB_ENV, STDLIB_ONLY_FLAGS
 from tootsie.errors import TootsieError
 
 TIMEOUT_S = 10.0

@@ -30,13 +30,14 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from tootsie.configfile import unhashed
 from tootsie.datakit.readers import JSONL_SUFFIXES, TEXT_SUFFIXES, read_records
 from tootsie.datakit.special_tokens import load_with_special_tokens
 from tootsie.datakit.token_cache import TokenCacheWriter
 from tootsie.datakit.tokenize import encode_texts
 from tootsie.datakit.tokenizer import TOKENIZER_FILE, file_sha256
 from tootsie.errors import TootsieError
-from tootsie.executor import Step, StepRef, unhashed
+from tootsie.executor import Step, StepRef
 from tootsie.executor.portable import portable
 
 DOMAIN_SUFFIXES = TEXT_SUFFIXES + JSONL_SUFFIXES + (".parquet",)

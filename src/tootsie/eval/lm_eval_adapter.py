@@ -53,7 +53,7 @@ from tootsie.eval.text_generation import DEFAULT_CHAT_TEMPLATE, TextGenerator  #
 from tootsie.models.generate import SamplingConfig  # noqa: E402
 from tootsie.models.llama import LlamaModel  # noqa: E402
 from tootsie.train.checkpoint import has_tree, model_config_of  # noqa: E402
-from tootsie.train.trainer import load_model, resolve_checkpoint  # noqa: E402
+from tootsie.train.loading import load_model, resolve_checkpoint  # noqa: E402
 
 DEFAULT_MAX_GEN_TOKS = 256
 """lm-eval's default generation budget (HFLM's `max_gen_toks`)."""

@@ -17,12 +17,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tootsie.configfile import unhashed
 from tootsie.executor.portable import portable
-from tootsie.executor.step import requires_extras, unhashed, volatile_outputs
+from tootsie.executor.step import requires_extras, volatile_outputs
 from tootsie.extras import require
 from tootsie.jsonfile import write_json_atomic
 from tootsie.train.checkpoint import read_checkpoint_state
-from tootsie.train.trainer import resolve_checkpoint
+from tootsie.train.loading import resolve_checkpoint
 
 LM_EVAL_FILE = "lm_eval.json"
 TIMINGS_FILE = "timings.json"

@@ -33,7 +33,7 @@ from typing import Any
 import yaml
 
 from tootsie.errors import TootsieError
-from tootsie.executor.storage import write_bytes
+from tootsie.storage import write_bytes
 
 KINDS = {
     "multiple_choice": ("context", "choices", "answer"),

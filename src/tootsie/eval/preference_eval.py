@@ -17,7 +17,7 @@ import numpy as np
 
 from tootsie.eval.reference_logprobs import pair_scores
 from tootsie.models.llama import LlamaConfig
-from tootsie.train.trainer import load_model
+from tootsie.train.loading import load_model
 
 
 def preference_metrics(reference: np.ndarray, policy: np.ndarray, beta: float) -> dict[str, float]:

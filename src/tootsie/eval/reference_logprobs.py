@@ -33,18 +33,19 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
+from tootsie.configfile import unhashed
 from tootsie.data.sequences import DocumentSequences, next_token_loss_mask
 from tootsie.datakit.parquet_io import write_npy_atomic
 from tootsie.datakit.preference_data import CHOSEN_TOKENS_FILE
 from tootsie.datakit.token_cache import open_token_cache
 from tootsie.errors import TootsieError
-from tootsie.executor import Step, StepRef, unhashed
+from tootsie.executor import Step, StepRef
 from tootsie.executor.portable import portable
 from tootsie.jsonfile import write_json_atomic
 from tootsie.models.llama import LlamaConfig, LlamaModel
 from tootsie.train.checkpoint import read_checkpoint_state
 from tootsie.train.dpo import CHOSEN_LENGTHS_FILE, REFERENCE_LOGPROBS_FILE, REFERENCE_RECORD_FILE, pair_logprobs
-from tootsie.train.trainer import load_model, resolve_checkpoint
+from tootsie.train.loading import load_model, resolve_checkpoint
 
 _jitted_pair_logprobs = eqx.filter_jit(pair_logprobs)
 

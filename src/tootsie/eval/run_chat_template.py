@@ -22,13 +22,13 @@ and nothing says which to speak.
 from dataclasses import dataclass
 from pathlib import Path
 
+from tootsie import storage
 from tootsie.datakit.chat_templates import CHAT_TEMPLATES, template_sha256
 from tootsie.datakit.token_cache import LEDGER_FILE
 from tootsie.errors import TootsieError
-from tootsie.executor import storage
 from tootsie.executor.portable import resolve_recorded
 from tootsie.monitor.metrics_log import CONFIG_FILE
-from tootsie.train.trainer import CHECKPOINTS
+from tootsie.train.loading import CHECKPOINTS
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,7 @@ files then live in object storage, leases become conditional writes, and step
 functions still read and write local directories that the executor copies
 down and uploads (see `staging`). Hashes do not depend on the prefix.
 
-Modules: `step` (Step, StepRef, unhashed), `hashing` (canonical form, hash),
+Modules: `step` (Step, StepRef), `hashing` (canonical form, hash),
 `graph` (discovery, order, output paths), `lease` (locks with heartbeat),
 `status` (status files, reported status), `metadata` (`.executor_info.json`),
 `steplog` (`.executor.log`), `plan` (what a run would do, and why), `runner`
@@ -75,7 +75,7 @@ from tootsie.executor.lease import FileLease, Lease, LeaseRecord, LeaseSettings
 from tootsie.executor.report import RunReport, StepReport, failure_summary
 from tootsie.executor.runner import experiment_status, run_experiment
 from tootsie.executor.status import Status
-from tootsie.executor.step import Resources, Step, StepRef, output_of, unhashed
+from tootsie.executor.step import Resources, Step, StepRef, output_of
 
 __all__ = [
     "FileLease",
@@ -101,6 +101,5 @@ __all__ = [
     "output_path",
     "run_experiment",
     "step_hash",
-    "unhashed",
     "version",
 ]

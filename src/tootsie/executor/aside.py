@@ -19,7 +19,7 @@ import re
 import time
 from collections.abc import Callable
 
-from tootsie.executor import storage
+from tootsie import storage
 from tootsie.executor.lease import LEASE_FILE, MUTEX_FILE
 from tootsie.executor.manifest import MANIFEST_FILE
 from tootsie.executor.metadata import INFO_FILE

@@ -14,8 +14,8 @@ import os
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from tootsie import storage
 from tootsie.errors import TootsieError
-from tootsie.executor import storage
 from tootsie.executor.hashing import canonical, hash_json, step_id, version
 from tootsie.executor.step import Step, StepRef, find_refs, map_refs
 

@@ -28,8 +28,9 @@ import pathlib
 from collections.abc import Callable
 from typing import Any
 
+from tootsie.configfile import is_unhashed
 from tootsie.errors import TootsieError
-from tootsie.executor.step import Step, StepRef, find_refs, is_unhashed
+from tootsie.executor.step import Step, StepRef, find_refs
 
 HASH_CHARS = 12
 TYPE_KEY = "__type__"

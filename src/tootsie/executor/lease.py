@@ -33,8 +33,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+from tootsie import storage
 from tootsie.errors import TootsieError
-from tootsie.executor import storage
 from tootsie.jsonfile import write_json_atomic
 
 LEASE_FILE = ".executor_lease.json"

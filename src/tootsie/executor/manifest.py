@@ -31,8 +31,8 @@ from collections.abc import Collection, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from tootsie import storage
 from tootsie.errors import TootsieError
-from tootsie.executor import storage
 from tootsie.executor.lease import LEASE_FILE, MUTEX_FILE
 from tootsie.executor.metadata import INFO_FILE
 from tootsie.executor.status import STATUS_FILE

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import tootsie
-from tootsie.executor import storage
+from tootsie import storage
 from tootsie.executor.graph import Node
 
 INFO_FILE = ".executor_info.json"

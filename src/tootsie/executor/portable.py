@@ -31,7 +31,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from tootsie.executor import storage
+from tootsie import storage
 from tootsie.executor.metadata import INFO_FILE
 
 _places: contextvars.ContextVar[tuple[tuple[str, str], ...]] = contextvars.ContextVar("step_places", default=())

@@ -38,8 +38,8 @@ from typing import Any, Protocol
 from fsspec import AbstractFileSystem
 from fsspec.asyn import sync
 
+from tootsie import storage
 from tootsie.errors import TootsieError
-from tootsie.executor import storage
 from tootsie.executor.lease import LEASE_FILE, FileLease, Lease, LeaseRecord, LeaseSettings, stale_reason
 
 CONDITIONAL_SCHEMES = ("s3", "s3a")

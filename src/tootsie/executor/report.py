@@ -8,7 +8,7 @@ failed step, its error and its log file.
 import dataclasses
 from typing import Any
 
-from tootsie.executor import storage
+from tootsie import storage
 from tootsie.executor.manifest import Manifest
 from tootsie.executor.status import Status
 from tootsie.executor.steplog import LOG_FILE

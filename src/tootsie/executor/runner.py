@@ -39,8 +39,8 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
+from tootsie import storage
 from tootsie.errors import TootsieError
-from tootsie.executor import storage
 from tootsie.executor.aside import move_aside
 from tootsie.executor.graph import Graph, Node, build_graph
 from tootsie.executor.hashing import hash_json

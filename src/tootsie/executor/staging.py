@@ -50,8 +50,8 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from tootsie import storage
 from tootsie.errors import Preempted, TootsieError
-from tootsie.executor import storage
 from tootsie.executor.graph import Graph, Node
 from tootsie.executor.lease import LEASE_FILE
 from tootsie.executor.manifest import EXECUTOR_FILES, Manifest, build_manifest, write_manifest

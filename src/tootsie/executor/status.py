@@ -21,8 +21,8 @@ import socket
 import time
 from typing import TYPE_CHECKING
 
+from tootsie import storage
 from tootsie.errors import TootsieError
-from tootsie.executor import storage
 from tootsie.executor.lease import LeaseRecord, LeaseSettings, read_lease, stale_reason
 
 if TYPE_CHECKING:  # manifest imports this module for STATUS_FILE

@@ -1,4 +1,4 @@
-"""Steps, references to their outputs, and the `unhashed` field marker.
+"""Steps and references to their outputs.
 
 A `Step` is a named function applied to a frozen-dataclass config. A config
 field may hold a `StepRef` (from `step.ref()`, `output_of(step)` or `ref / "x"`)
@@ -30,7 +30,6 @@ from typing import Any, Generic, TypeVar
 
 C = TypeVar("C")
 
-UNHASHED = "tootsie.executor.unhashed"
 VOLATILE_ATTRIBUTE = "__tootsie_volatile__"
 REQUIRES_ATTRIBUTE = "__tootsie_requires__"
 F = TypeVar("F", bound=Callable[..., Any])
@@ -179,11 +178,6 @@ def output_of(step: Step[Any], subpath: str = "") -> StepRef:
     return StepRef(step, subpath)
 
 
-def unhashed(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING) -> Any:
-    """A dataclass field left out of the step version: only for settings that cannot change the output."""
-    return dataclasses.field(default=default, default_factory=default_factory, metadata={UNHASHED: True})
-
-
 def volatile_outputs(*patterns: str) -> Callable[[F], F]:
     """Declare that a step function's outputs matching `patterns` (globs) may differ between reruns."""
 
@@ -202,11 +196,6 @@ def requires_extras(*extras: str) -> Callable[[F], F]:
         return fn
 
     return mark
-
-
-def is_unhashed(field: dataclasses.Field[Any]) -> bool:
-    """Whether `field` was declared with `unhashed()`."""
-    return bool(field.metadata.get(UNHASHED, False))
 
 
 def map_refs(value: Any, on_ref: Callable[[StepRef], Any]) -> Any:

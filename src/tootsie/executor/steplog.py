@@ -20,7 +20,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from tootsie.executor import storage
+from tootsie import storage
 
 LOG_FILE = ".executor.log"
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"

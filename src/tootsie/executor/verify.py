@@ -45,8 +45,8 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from tootsie import storage
 from tootsie.errors import TootsieError
-from tootsie.executor import storage
 from tootsie.executor.graph import Graph, Node, build_graph
 from tootsie.executor.manifest import Manifest, differing, read_manifest
 from tootsie.executor.metadata import INFO_FILE, recorded, usable_cpus

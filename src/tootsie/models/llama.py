@@ -22,8 +22,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
-from tootsie.configfile import names_literal
-from tootsie.executor.step import unhashed
+from tootsie.configfile import names_literal, unhashed
 from tootsie.models.activation_sharding import constrain
 from tootsie.models.attention import (
     ATTENTION_IMPLEMENTATIONS,

@@ -3,18 +3,18 @@
 A `Recipe` is a tree of `Phase`s over global steps: each phase is one training
 step (a `TrainConfig`) warm-started from its parent's last checkpoint, with its
 own mixture stages, batch sizes, schedule, optimizer and stability settings.
-Every number comes from the seed tables in `marin_8b_tables` and
-`marin_32b_tables` (each with its source); `build` turns a recipe into executor
+Every number comes from the seed tables in `marin.tables_8b` and
+`marin.tables_32b` (each with its source); `build` turns a recipe into executor
 steps at a `Scale` (FULL is the runs as they were), `plan` into the JSON plan
 that `tootsie run --dry-run --json` prints, and `components` maps mixture
 component names to the token caches the user supplies.
 
-Modules: `mix_table` (seed mixture tables), `recipe` (Phase, Recipe), `scale`,
-`components`, `build`, `plan`, and the two tables modules; `tiny`, `tiny_data`
-and `tiny_text` (the CPU-sized scale and its local data); `instruct`,
-`marin_8b_instruct_tables` and `tiny_chat` (the Marin 8B Instruct SFT on top
-of the 8B recipe, and its local conversations); `microanneal`,
-`microanneal_rank`, `microanneal_tasks` and `microanneal_scales` (short
-anneals per candidate source, ranked against a control); `case_*` (the
-retrospectives' case studies at toy scale).
+Layout: the recipe machinery sits at the top (`recipe`: Phase, Recipe;
+`scale`; `mix_table`: seed mixture tables; `components`; `build`; `plan`;
+`experiment_file`; `instruct`: an SFT phase on top of a released step), and
+the groups are subpackages: `marin` (every number of the 8B, 32B and 8B
+Instruct runs, each with its source), `tiny` (the CPU-sized scale and its
+local stand-in data), `microanneal` (short anneals per candidate source,
+ranked against a control) and `cases` (the retrospectives' case studies at
+toy scale).
 """

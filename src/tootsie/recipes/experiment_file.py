@@ -24,7 +24,7 @@ from tootsie.recipes.components import components_from_env
 from tootsie.recipes.plan import recipe_plan
 from tootsie.recipes.recipe import Recipe
 from tootsie.recipes.scale import FULL, Scale
-from tootsie.recipes.tiny import selected_scale, tiny_recipe_steps
+from tootsie.recipes.tiny.scale import selected_scale, tiny_recipe_steps
 from tootsie.train.config import TrainConfig
 
 

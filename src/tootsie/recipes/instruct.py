@@ -34,18 +34,18 @@ from tootsie.eval.assistant_loss import AssistantLoss, assistant_loss
 from tootsie.executor import Step, StepRef
 from tootsie.jsonfile import write_json_atomic
 from tootsie.models.llama import LlamaConfig
-from tootsie.monitor.run_summary import RunSummaryConfig, summarize_runs
 from tootsie.recipes.build import phase_config
 from tootsie.recipes.components import components_from_env, train_phase
 from tootsie.recipes.experiment_file import RecipeExperiment
 from tootsie.recipes.plan import recipe_plan
 from tootsie.recipes.recipe import Recipe
 from tootsie.recipes.scale import FULL, Scale
-from tootsie.recipes.tiny import selected_scale, tiny_recipe_steps
-from tootsie.recipes.tiny_chat import COMPONENTS_DIR, HELDOUT_DIR, TinyChatConfig, build_tiny_chat
-from tootsie.recipes.tiny_data import tiny_data_steps
+from tootsie.recipes.tiny.chat import COMPONENTS_DIR, HELDOUT_DIR, TinyChatConfig, build_tiny_chat
+from tootsie.recipes.tiny.data import tiny_data_steps
+from tootsie.recipes.tiny.scale import selected_scale, tiny_recipe_steps
+from tootsie.report.run_summary import RunSummaryConfig, summarize_runs
 from tootsie.train.config import InLoopEvalConfig, TrainConfig, WarmStartConfig
-from tootsie.train.trainer import load_model
+from tootsie.train.loading import load_model
 
 REPORT_FILE = "assistant_loss.json"
 

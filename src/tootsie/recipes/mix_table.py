@@ -13,7 +13,7 @@ second setting: the epochs a run reads of a dataset follow from its
 proportion, the tokens trained and the dataset's size (a component that runs
 out starts a new, reshuffled epoch), and the release manifest reports them
 (`epochs`). The seed's column is kept, as documentation, in
-`marin_8b_tables.STARLING_OVERSAMPLING`.
+`marin.tables_8b.STARLING_OVERSAMPLING`.
 
 Two mixes in the seeds are described as changes to a table rather than printed:
 Spoonbill adds Tulu v3 and FLAN to the Jellyfish mix, and Mantis adds StackV2

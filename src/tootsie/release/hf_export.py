@@ -33,7 +33,7 @@ from tootsie.release.hf_tokenizer import run_tokenizer, training_tokenizer, writ
 from tootsie.release.hf_weights import model_layout, to_hf_tensors, write_safetensors
 from tootsie.release.step_info import StepInfo, load_json, read_step
 from tootsie.train.checkpoint import STATE_FILE, model_config_of, read_tensors
-from tootsie.train.trainer import resolve_checkpoint
+from tootsie.train.loading import resolve_checkpoint
 
 DEFAULT_MAX_SHARD_BYTES = 5 * 10**9
 """transformers' own `save_pretrained` default shard size ("5GB")."""

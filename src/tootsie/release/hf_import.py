@@ -21,7 +21,7 @@ from tootsie.release.hf_config import llama_config_from_hf
 from tootsie.release.hf_export import EXPORT_RECORD
 from tootsie.release.hf_weights import from_hf_tensors, read_safetensors
 from tootsie.train.checkpoint import STATE_FILE, checkpoint_dir, save_checkpoint
-from tootsie.train.trainer import CHECKPOINTS
+from tootsie.train.loading import CHECKPOINTS
 
 
 def import_hf(directory: str | Path, out: str | Path) -> dict[str, object]:

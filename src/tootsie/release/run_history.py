@@ -30,7 +30,7 @@ from tootsie.monitor.metrics_log import METRICS_FILE, read_metrics
 from tootsie.release.hf_export import read_state, revision_name, training_step
 from tootsie.release.step_info import StepInfo, find_steps
 from tootsie.train.checkpoint import STATE_FILE, has_tree, list_checkpoints
-from tootsie.train.trainer import CHECKPOINTS, resolve_checkpoint
+from tootsie.train.loading import CHECKPOINTS, resolve_checkpoint
 
 
 @dataclasses.dataclass(frozen=True)

@@ -27,9 +27,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tootsie import __version__
+from tootsie import __version__, storage
 from tootsie.errors import TootsieError
-from tootsie.executor import storage
 from tootsie.executor.metadata import INFO_FILE
 from tootsie.executor.portable import resolve_recorded
 from tootsie.jsonfile import read_json, write_json_atomic

@@ -34,9 +34,9 @@ from tootsie.models.llama import LlamaConfig
 from tootsie.scaling.runs import RUN_FILE, RUNS_FILE
 from tootsie.scaling.sweep import PlannedRun, SweepPlan
 from tootsie.train.config import CheckpointConfig, TrainConfig
+from tootsie.train.loading import load_model
 from tootsie.train.optimizer import AdamWConfig
 from tootsie.train.schedule import WSDConfig
-from tootsie.train.trainer import load_model
 
 
 @dataclass(frozen=True)

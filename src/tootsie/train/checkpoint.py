@@ -43,9 +43,9 @@ import equinox as eqx
 import jax
 import numpy as np
 
+from tootsie import storage
 from tootsie.configfile import from_plain
 from tootsie.errors import TootsieError
-from tootsie.executor import storage
 from tootsie.models.llama import LlamaConfig
 from tootsie.train import tensor_store
 from tootsie.train.checkpoint_legacy import CONVERT_HINT, is_legacy, legacy_tensors, legacy_tree, legacy_trees

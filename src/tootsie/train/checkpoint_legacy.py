@@ -16,7 +16,7 @@ from safetensors import safe_open
 from safetensors.numpy import load_file
 
 from tootsie.errors import TootsieError
-from tootsie.executor.storage import is_remote
+from tootsie.storage import is_remote
 
 Tree = TypeVar("Tree")
 LEGACY_SUFFIX = ".safetensors"

@@ -22,8 +22,8 @@ checkpoint; on another it continues within float tolerance.
 
 from dataclasses import dataclass, field
 
+from tootsie.configfile import unhashed
 from tootsie.data.mixture import MixtureConfig
-from tootsie.executor.step import unhashed
 from tootsie.models.llama import LlamaConfig
 from tootsie.monitor.trackers import TrackerChoice
 from tootsie.train.ema import EMAConfig

@@ -43,18 +43,17 @@ from typing import Any
 
 import xxhash
 
-from tootsie.configfile import to_plain
+from tootsie import storage
+from tootsie.configfile import is_unhashed, to_plain
 from tootsie.datakit.token_cache import LEDGER_FILE, OFFSETS_FILE, TOKENS_FILE
 from tootsie.errors import TootsieError
-from tootsie.executor import storage
 from tootsie.executor.portable import portable, portable_tree
-from tootsie.executor.step import is_unhashed
 from tootsie.jsonfile import read_json, write_json_atomic
 from tootsie.monitor.metrics_log import CONFIG_FILE
 from tootsie.train.checkpoint import STATE_FILE, Location, latest_checkpoint, read_checkpoint_state
 from tootsie.train.config import TrainConfig
+from tootsie.train.loading import checkpoint_root, resolve_checkpoint
 from tootsie.train.sharding import is_main_process
-from tootsie.train.trainer import checkpoint_root, resolve_checkpoint
 
 HASHED_CONFIG_FILE = "config.hashed.json"
 CHANGES_FILE = "config_changes.jsonl"

@@ -234,7 +234,7 @@ class StabilityConfig:
     clipping to the 32B run's (rolling 128, 2σ), skipping to Levanter's
     SkipStepConfig (128, 6σ). The 32B run's own settings, which tightened the
     skip to 2σ and changed over its phases, are the constants of
-    `tootsie.recipes.marin_32b_tables`, used by experiments/marin_32b.py.
+    `tootsie.recipes.marin.tables_32b`, used by experiments/marin_32b.py.
     """
 
     clip_update_window: int | None = None

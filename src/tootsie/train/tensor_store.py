@@ -26,7 +26,7 @@ import numpy as np
 import tensorstore as ts
 
 from tootsie.errors import TootsieError
-from tootsie.executor.storage import is_remote, scheme_of
+from tootsie.storage import is_remote, scheme_of
 
 ENDPOINT_ENV = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "FSSPEC_S3_ENDPOINT_URL")
 """Environment variables naming an S3-compatible endpoint, in the order they are read (boto's, then fsspec's)."""

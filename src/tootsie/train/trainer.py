@@ -43,8 +43,6 @@ from jax.sharding import NamedSharding, PartitionSpec
 from tootsie.configfile import to_plain
 from tootsie.data.mixture import MixtureDataset
 from tootsie.errors import Preempted, TootsieError
-from tootsie.executor import storage
-from tootsie.executor.staging import final_output
 from tootsie.models.activation_sharding import activation_sharding
 from tootsie.models.llama import LlamaConfig, LlamaModel
 from tootsie.monitor.metrics_log import METRICS_FILE, read_metrics
@@ -54,7 +52,6 @@ from tootsie.train.checkpoint import (
     Location,
     checkpoint_dir,
     fill_matching,
-    is_checkpoint,
     is_tensor,
     latest_checkpoint,
     load_checkpoint,
@@ -66,6 +63,7 @@ from tootsie.train.checkpoint import (
     wait_for_checkpoints,
 )
 from tootsie.train.config import TrainConfig
+from tootsie.train.loading import checkpoint_root, init_model, resolve_checkpoint
 from tootsie.train.loss import cast_floats
 from tootsie.train.preemption import StopSignal
 from tootsie.train.rewind import (
@@ -93,7 +91,6 @@ from tootsie.train.stability import accumulate_gradients, adam_moment_norms, per
 from tootsie.train.warm_start import carry_optimizer_state, warm_start_model
 
 logger = logging.getLogger(__name__)
-CHECKPOINTS = "checkpoints"
 PROFILE_DIR = "profile"
 
 
@@ -107,46 +104,9 @@ class TrainState:
     step: int
 
 
-def init_model(config: TrainConfig) -> LlamaModel:
-    """The freshly initialized model for `config.seed`."""
-    return LlamaModel(config.model, key=jax.random.PRNGKey(config.seed))
-
-
 def _init_params(model: LlamaConfig, seed: int) -> LlamaModel:
     """`init_model`'s arrays; a module-level function so its jitted, sharded form is compiled once per process."""
     return eqx.filter(LlamaModel(model, key=jax.random.PRNGKey(seed)), eqx.is_array)
-
-
-def checkpoint_root(output: str | Path) -> Location:
-    """Where a run in `output` keeps its checkpoints: `<output>/checkpoints`, or the store's when `output` is staged.
-
-    A step staged for object storage writes its checkpoints straight to its
-    final URL (`executor.staging.final_output`), so a preempted host loses nothing.
-    """
-    final = final_output(str(output))
-    return storage.join(final, CHECKPOINTS) if storage.is_remote(final) else Path(output) / CHECKPOINTS
-
-
-def resolve_checkpoint(path: str) -> Location:
-    """A checkpoint directory from either a checkpoint or a training output directory (local or a URL)."""
-    candidate: Location = path if storage.is_remote(path) else Path(path)
-    if is_checkpoint(candidate):
-        return candidate
-    root = checkpoint_root(path)
-    latest = latest_checkpoint(root)
-    if latest is None:
-        raise TootsieError(f"no finished checkpoint in {candidate} or {root}; train that run first")
-    return latest
-
-
-def load_model(model_config: LlamaConfig, checkpoint: str, weights: str = "model") -> LlamaModel:
-    """A model with weights from a checkpoint (or a training output directory's newest one).
-
-    `weights="ema"` for the EMA.
-    """
-    params, static = eqx.partition(LlamaModel(model_config, key=jax.random.PRNGKey(0)), eqx.is_array)
-    trees, _ = load_checkpoint(resolve_checkpoint(checkpoint), {weights: params})
-    return eqx.combine(trees[weights], static)
 
 
 def build_optimizer(config: TrainConfig) -> optax.GradientTransformationExtraArgs:

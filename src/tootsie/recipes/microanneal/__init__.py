@@ -1,0 +1,1 @@
+"""Microannealing: short anneals per candidate data source, ranked against a control."""

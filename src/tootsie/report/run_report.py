@@ -1,0 +1,555 @@
+"""The run report: one self-contained `report.html` that reads a run the way the curve-reading guide does.
+
+Input is a directory holding `metrics.jsonl`: a training output directory (its
+config from the executor's `.executor_info.json` or `tootsie train`'s
+`config.json`), or a summary directory whose merged metrics label every record
+with its `run` (pretrain, cooldown) and whose `summary.json` names each run's
+directory and holds offline bits-per-byte. The page shows the guide's panels
+in its order — held-out BPB per domain, train loss raw and smoothed, gradient
+norm, update norm, learning rate with schedule phases, throughput and MFU,
+clip/skip events — then the spike table (`find_spikes`), the data mixture by
+phase, the configs, and what was skipped reading damaged metrics (unparseable
+lines, non-finite values, step gaps): a damaged file still gives a report.
+Plots are base64 PNG inside the HTML, so the file can be mailed or archived alone.
+"""
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from tootsie.data.mixture import MixtureConfig, MixtureStage
+from tootsie.errors import TootsieError
+from tootsie.executor.portable import portable
+from tootsie.monitor.metrics_log import METRICS_FILE, MetricsRead
+from tootsie.monitor.signals import series
+from tootsie.monitor.spikes import SpikeConfig, find_spikes
+from tootsie.report.data import (
+    X_AXES,
+    RunData,
+    RunDirectory,
+    directory_names,
+    get,
+    load_runs,
+    on_tokens,
+    step_to_tokens,
+    steps_to_tokens,
+)
+from tootsie.report.html import ReportContent, RunConfig, render_page
+from tootsie.report.panels import (
+    Records,
+    Span,
+    Table,
+    Timeline,
+    events_panel,
+    file_panel,
+    heldout_panel,
+    lr_panel,
+    mixture_panel,
+    norm_panel,
+    throughput_panel,
+    train_loss_panel,
+)
+from tootsie.report.signal_panels import adam_moments_panel, layer_heatmap_panel
+from tootsie.storage import write_bytes
+
+REPORT_FILE = "report.html"
+CHECKED_METRICS = ("loss", "grad_norm", "update_norm", "lr", "tokens_per_s")
+"""Series whose null or non-finite values count as damage (`mfu` is null by design on devices of unknown peak)."""
+MIXTURE_POINTS = 600
+
+
+def _phases(records: Records) -> tuple[Span, ...]:
+    """Contiguous stretches of the logged schedule `phase`."""
+    spans: list[Span] = []
+    for record in records:
+        phase, step = record.get("phase"), record.get("step")
+        if not isinstance(phase, str) or not isinstance(step, int):
+            continue
+        if spans and spans[-1].name == phase:
+            spans[-1] = Span(phase, spans[-1].first, step)
+        else:
+            spans.append(Span(phase, step, step))
+    return tuple(spans)
+
+
+def _mixture(run: RunData) -> MixtureConfig:
+    """The run's mixture stages as a MixtureConfig (caches by name only), so weights come from `weights_at`."""
+    stages = get(run.config, "data", "stages")
+    if not isinstance(stages, list) or not stages:
+        raise ValueError("no data.stages in the config")
+    built = tuple(
+        MixtureStage(
+            int(s["start_step"]), {str(k): float(v) for k, v in s["weights"].items()}, int(s.get("transition_steps", 0))
+        )
+        for s in stages
+    )
+    caches = get(run.config, "data", "caches")
+    names = set(caches) if isinstance(caches, dict) else {name for stage in built for name in stage.weights}
+    return MixtureConfig(caches={name: "" for name in names}, stages=built)
+
+
+def mixture_by_phase(
+    runs: tuple[RunData, ...],
+) -> tuple[list[dict[str, object]], dict[str, tuple[np.ndarray, dict[str, np.ndarray]]], list[str]]:
+    """Table rows (run, stage, steps, transition, weights), per-run weight curves over the logged steps, and notes.
+
+    The notes name runs without a mixture.
+    """
+    rows, curves, notes = [], {}, []
+    for run in runs:
+        span = run.span
+        try:
+            mixture = _mixture(run)
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            notes.append(f"{run.label}: mixture unknown ({error if run.config else 'no config found'})")
+            continue
+        first = span.first if span else 0
+        last = span.last if span else int(get(run.config, "num_steps") or 1) - 1
+        starts = [stage.start_step for stage in mixture.stages]
+        for index, stage in enumerate(mixture.stages):
+            stage_last = starts[index + 1] - 1 if index + 1 < len(starts) else last
+            if stage_last < first:
+                continue
+            weights = dict(
+                zip(
+                    mixture.component_names,
+                    mixture.weights_at(max(stage.start_step + stage.transition_steps - 1, stage.start_step)),
+                )
+            )
+            reached = stage.start_step <= last
+            steps = (
+                f"{max(stage.start_step, first)}–{min(stage_last, last)}"
+                if reached
+                else f"from {stage.start_step} (not reached)"
+            )
+            rows.append(
+                {
+                    "run": run.label,
+                    "stage": index,
+                    "steps": steps,
+                    "transition_steps": stage.transition_steps,
+                    "weights": weights,
+                }
+            )
+        grid = np.unique(
+            np.concatenate(
+                [np.linspace(first, last, MIXTURE_POINTS).round(), [s for s in starts if first <= s <= last]]
+            ).astype(np.int64)
+        )
+        table = np.array([mixture.weights_at(int(step)) for step in grid])
+        curves[run.label] = (grid, {name: table[:, i] for i, name in enumerate(mixture.component_names)})
+    return rows, curves, notes
+
+
+def clip_skip_events(runs: tuple[RunData, ...]) -> tuple[dict[str, list[int]], str]:
+    """Steps where each readable clip/skip signal fired, and the per-run settings that explain them."""
+    records = [r for run in runs for r in run.records]
+    events: dict[str, list[int]] = {}
+    limits = {run.label: get(run.config, "optimizer", "max_grad_norm") for run in runs}
+    if any(isinstance(v, (int, float)) for v in limits.values()):
+        events["grad norm > max_grad_norm"] = [
+            r["step"]
+            for run in runs
+            for r in run.records
+            if isinstance(limits[run.label], (int, float))
+            and isinstance(r.get("grad_norm"), (int, float))
+            and r["grad_norm"] > limits[run.label]
+        ]
+    for name, key in (("update clipped", "clip_update/clipped"), ("step skipped", "skip/skipped")):
+        if any(key in r for r in records):
+            events[name] = [r["step"] for r in records if isinstance(r.get(key), (int, float)) and r[key] > 0.5]
+    if any("loss" in r for r in records):
+        events["non-finite loss"] = [
+            r["step"]
+            for r in records
+            if "loss" in r and not (isinstance(r["loss"], (int, float)) and np.isfinite(r["loss"]))
+        ]
+    settings = []
+    for run in runs:
+        if run.config is None:
+            settings.append(f"{run.label}: config not found")
+            continue
+        window = get(run.config, "stability", "clip_update_window")
+        clip = (
+            f"update clip σ={get(run.config, 'stability', 'clip_update_sigma')} over {window}"
+            if window
+            else "update clipping off"
+        )
+        skip = "skip_bad_steps on" if get(run.config, "stability", "skip_bad_steps") else "skip_bad_steps off"
+        settings.append(f"{run.label}: max_grad_norm={limits[run.label]}, {clip}, {skip}")
+    return events, "; ".join(settings)
+
+
+def damage(data: RunDirectory) -> dict[str, object]:
+    """What reading the metrics skipped.
+
+    Unparseable lines, records without a step, non-finite values and missing steps per run.
+    """
+    per_run = {}
+    for run in data.runs:
+        nonfinite = {name: series(run.records, name)[2] for name in CHECKED_METRICS}
+        steps = sorted({r["step"] for r in run.records})
+        gaps = [(a + 1, b - 1) for a, b in zip(steps, steps[1:]) if b > a + 1]
+        per_run[run.label] = {
+            "non_finite": {k: v for k, v in nonfinite.items() if v},
+            "missing_steps": sum(b - a + 1 for a, b in gaps),
+            "gaps": gaps[:10],
+        }
+    return {
+        "unparseable_lines": data.skipped_lines,
+        "records_without_step": data.stepless,
+        "runs": per_run,
+        "summary_skipped_lines": data.summary.get("skipped_metric_lines"),
+    }
+
+
+def _grad_limits(runs: tuple[RunData, ...]) -> dict[str, float]:
+    """The gradient clip levels of the runs, labelled (with the runs' names when they differ)."""
+    values: dict[float, list[str]] = {}
+    for run in runs:
+        value = get(run.config, "optimizer", "max_grad_norm")
+        if isinstance(value, (int, float)):
+            values.setdefault(float(value), []).append(run.label)
+    return {
+        f"max_grad_norm={value:g}" + (f" ({', '.join(labels)})" if len(values) > 1 else ""): value
+        for value, labels in values.items()
+    }
+
+
+def damage_lines(skipped: dict[str, object]) -> tuple[str, ...]:
+    """The skipped-data findings as sentences for the page."""
+    lines = []
+    if skipped["unparseable_lines"]:
+        lines.append(
+            f"{skipped['unparseable_lines']} unparseable line(s) of {METRICS_FILE} skipped"
+            " (a truncated last line or damaged records)."
+        )
+    if skipped["records_without_step"]:
+        lines.append(f"{skipped['records_without_step']} record(s) without an integer step left out of every panel.")
+    if isinstance(skipped["summary_skipped_lines"], dict) and any(skipped["summary_skipped_lines"].values()):
+        lines.append(
+            "Unparseable lines skipped in the runs' own metrics when they were merged:"
+            f" {skipped['summary_skipped_lines']}."
+        )
+    for label, run in skipped["runs"].items():
+        if run["non_finite"]:
+            counts = ", ".join(f"{name} {count}" for name, count in run["non_finite"].items())
+            lines.append(f"{label}: null or non-finite values left out of the curves: {counts}.")
+        if run["missing_steps"]:
+            ranges = ", ".join(f"{a}–{b}" if a != b else str(a) for a, b in run["gaps"])
+            lines.append(
+                f"{label}: {run['missing_steps']} step(s) missing from the log (gaps at {ranges}); curves bridge them."
+            )
+    return tuple(lines) or ("Nothing: every line parsed, no step is missing, every plotted value is finite.",)
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, bool) or value is None:
+        return "—" if value is None else str(value).lower()
+    if isinstance(value, float):
+        return f"{int(value):,}" if value.is_integer() and abs(value) >= 1e4 else f"{value:.4g}"
+    return str(value)
+
+
+def _last_finite(records: Records, name: str) -> float | None:
+    values = series(records, name)[1]
+    return float(values[-1]) if len(values) else None
+
+
+def overview_table(data: RunDirectory) -> Table:
+    """Per run: steps, records, tokens, final loss, mean throughput (first step left out), step time, config source."""
+    rows = []
+    for run in data.runs:
+        span = run.span
+        throughput = series(run.records[1:], "tokens_per_s")[1]
+        seconds = series(run.records, "step_seconds")[1]
+        rows.append(
+            (
+                run.label,
+                f"{span.first}–{span.last}" if span else "—",
+                str(len(run.records)),
+                _fmt(_last_finite(run.records, "tokens")),
+                _fmt(_last_finite(run.records, "loss")),
+                _fmt(float(throughput.mean()) if len(throughput) else None),
+                _fmt(float(seconds.sum()) if len(seconds) else None),
+                run.config_source or "not found",
+            )
+        )
+    return Table(
+        ("run", "steps", "records", "tokens", "final loss", "mean tokens/s", "step seconds", "config"), tuple(rows)
+    )
+
+
+def bpb_table(summary: dict[str, object], labels: list[str]) -> Table | None:
+    """Offline bits-per-byte by checkpoint (init, the runs, final; EMA rows after raw ones) from the summary, if any."""
+    bpb = summary.get("bpb")
+    if not isinstance(bpb, dict) or not bpb:
+        return None
+
+    def order(name: str) -> tuple[int, bool]:
+        base = name.removesuffix("_ema")
+        rank = (
+            0
+            if base == "init"
+            else 1 + labels.index(base)
+            if base in labels
+            else len(labels) + (2 if base == "final" else 1)
+        )
+        return rank, name.endswith("_ema")
+
+    domains = sorted({d for v in bpb.values() if isinstance(v, dict) for d in v if not d.endswith("_avg")})
+    columns = (*domains, "macro_avg", "micro_avg")
+    rows = tuple(
+        (name, *(_fmt(bpb[name].get(c)) for c in columns))
+        for name in sorted(bpb, key=order)
+        if isinstance(bpb[name], dict)
+    )
+    return Table(("checkpoint", *columns), rows)
+
+
+def spike_table(report: dict[str, object]) -> tuple[Table, str]:
+    """The spike detector's findings as a table, and a sentence on how they were found (plus the last EMA gap)."""
+    spikes = report["spikes"]
+    compared = any("run" in s for s in spikes)
+    rows = tuple(
+        (
+            *((str(s["run"]),) if compared else ()),
+            str(s["step"]),
+            str(s["end_step"]),
+            _fmt(s["height"]),
+            _fmt(s["baseline"]),
+            s["kind"],
+            _fmt(s["norm_led"]),
+            _fmt(s["lead_steps"]),
+            _fmt(s.get("layer_led")),
+            _fmt(s.get("layer_lead_steps")),
+        )
+        for s in spikes
+    )
+    config = SpikeConfig()
+    kinds = [s["kind"] for s in spikes]
+    counts = ", ".join(f"{kinds.count(k)} {k}" for k in sorted(set(kinds)))
+    note = (
+        f"{len(spikes)} spike(s) in {report['points']} finite train-loss points{f' ({counts})' if counts else ''}."
+        " A spike is a run of points above "
+        f"median + {config.k_sigma:g} robust σ of the previous {config.window};"
+        f" recoverable = back in the band within {config.horizon} steps; "
+        "norm led = a grad/update-norm spike started first (lead steps earlier);"
+        " layer led = the layer whose update norm left its own band first (— when none did or none was logged)."
+    )
+    gaps = [g for g in report.get("ema_gap", []) if g["metric"] == "eval/bpb/macro_avg"]
+    if gaps:
+        note += f" EMA gap (raw − EMA macro BPB) at step {gaps[-1]['step']}: {gaps[-1]['gap']:+.4f}."
+    columns = ("step", "end step", "height", "baseline", "kind", "norm led", "lead steps", "layer led", "layer lead")
+    return Table((*(("run",) if compared else ()), *columns), rows), note
+
+
+def rewind_table(runs: tuple[RunData, ...]) -> Table:
+    """Every rewind of every run, in steps: the spike, where the run went back from and to, the data it skipped."""
+    return Table(
+        ("run", "spike step", "rewound from step", "to step", "skipped data steps"),
+        tuple(
+            (run.label, str(r.spike_step), str(r.from_step), str(r.to_step), "[{}, {})".format(*r.skipped_data_steps))
+            for run in runs
+            for r in run.rewinds
+        ),
+    )
+
+
+def find_run_spikes(data: RunDirectory) -> dict[str, object]:
+    """The spike report of every compared directory (spikes tagged with its `run`), or of the one directory."""
+    groups = sorted({run.group for run in data.runs})
+    names = directory_names(list(data.compared)) if data.compared else []
+    reports = {
+        group: find_spikes(
+            MetricsRead([r for run in data.runs if run.group == group for r in run.records], data.skipped_lines)
+        )
+        for group in groups
+    }
+    if not data.compared:
+        return reports[groups[0]] if groups else find_spikes(MetricsRead([], data.skipped_lines))
+    return {
+        "spikes": [{"run": names[g], **s} for g, report in reports.items() for s in report["spikes"]],
+        "points": sum(int(report["points"]) for report in reports.values()),
+        "ema_gap": [gap for report in reports.values() for gap in report.get("ema_gap", [])],
+    }
+
+
+def _colors(data: RunDirectory) -> dict[str, str]:
+    """A colour per run, or per directory when several are compared (the reference first, C0)."""
+    if data.compared:
+        return {run.label: f"C{run.group % 10}" for run in data.runs}
+    return {run.label: f"C{index % 10}" for index, run in enumerate(data.runs)}
+
+
+def spike_positions(logged: RunDirectory, spikes: list[dict[str, object]], x: str) -> tuple[int, ...]:
+    """Each spike's place on the x axis: its train step, or the tokens its own directory had trained on by then.
+
+    `logged` holds the runs with their steps as logged (not yet mapped to tokens); a directory's runs (its
+    phases) are read together, so a spike in a later phase maps through that phase's tokens.
+    """
+    if x != "tokens":
+        return tuple(int(s["step"]) for s in spikes)
+    names = directory_names(list(logged.compared)) if logged.compared else []
+    groups: dict[int, list[RunData]] = {}
+    for run in logged.runs:
+        groups.setdefault(run.group, []).append(run)
+    merged = {
+        group: replace(runs[0], records=sorted((r for run in runs for r in run.records), key=lambda r: r["step"]))
+        for group, runs in groups.items()
+    }
+    return tuple(step_to_tokens(merged[names.index(s["run"]) if "run" in s else 0], s["step"]) for s in spikes)
+
+
+def _timeline(data: RunDirectory, spike_x: tuple[int, ...], x: str) -> Timeline:
+    """The shared backdrop: the reference directory's runs and phases, every run's x range, spikes and rewinds."""
+    reference = [run for run in data.runs if run.group == 0]
+    records = sorted((r for run in reference for r in run.records), key=lambda r: r["step"])
+    spans = [s for s in (run.span for run in data.runs) if s]
+    return Timeline(
+        tuple(s for s in (run.span for run in reference) if s),
+        _phases(records),
+        spike_x,
+        colors=_colors(data),
+        rewinds=tuple((run.label, rewind) for run in data.runs for rewind in run.rewinds),
+        limits=(min(s.first for s in spans), max(s.last for s in spans)) if spans else None,
+        x_label="tokens" if x == "tokens" else "step",
+        compare=bool(data.compared),
+    )
+
+
+def build_content(
+    data: RunDirectory, spike_report: dict[str, object], skipped: dict[str, object], x: str = "step"
+) -> ReportContent:
+    """Every section of the page: overview, the guide's panels in its order, spikes, mixture, configs, skipped data.
+
+    `data` is drawn as given; with `x="tokens"` the mixture is read from its steps and mapped to tokens.
+    """
+    shown = on_tokens(data) if x == "tokens" else data
+    runs = {run.label: run.records for run in shown.runs}
+    spikes = spike_report["spikes"]
+    timeline = _timeline(shown, spike_positions(data, spikes, x), x)
+    marked = [{**s, "step": at} for s, at in zip(spikes, timeline.spike_steps)]
+    rows, curves, notes = mixture_by_phase(tuple(run for run in data.runs if run.group == 0))
+    if x == "tokens":
+        by_label = {run.label: run for run in data.runs}
+        curves = {
+            label: (steps_to_tokens(by_label[label], steps), weights) for label, (steps, weights) in curves.items()
+        }
+    events, settings = clip_skip_events(shown.runs)
+    heldout = heldout_panel(runs, timeline)
+    panels = (
+        replace(heldout, table=bpb_table(data.summary, list(runs))),
+        replace(train_loss_panel(runs, timeline, marked), table=rewind_table(data.runs)),
+        norm_panel(
+            runs,
+            timeline,
+            "grad_norm",
+            "Gradient norm (pre-clip)",
+            _grad_limits(data.runs),
+            "Leading indicator: grad norms often spike a step or more before the loss (faint red lines: loss spikes)."
+            " Dotted: the clip level.",
+        ),
+        norm_panel(
+            runs,
+            timeline,
+            "update_norm",
+            "Update norm (post-optimizer)",
+            {},
+            "The size of the step actually taken; often the better lever for 'was this a wild step?'."
+            " Dashed: update-clip threshold when on.",
+        ),
+        layer_heatmap_panel(runs, timeline),
+        adam_moments_panel(runs, timeline),
+        norm_panel(
+            runs,
+            timeline,
+            "lm_head_norm",
+            "lm_head norm",
+            {},
+            "Norm of the output projection (the embedding when tied): steady growth is normal,"
+            " a jump means the logits' scale moved.",
+        ),
+        lr_panel(runs, timeline),
+        throughput_panel(runs, timeline),
+        events_panel(events, timeline, settings),
+    )
+    mixture = mixture_panel(curves, timeline)
+    components = sorted({name for row in rows for name in row["weights"]})
+    mixture_rows = tuple(
+        (
+            row["run"],
+            str(row["stage"]),
+            row["steps"],
+            str(row["transition_steps"]),
+            *(f"{100 * row['weights'].get(c, 0.0):.1f}%" for c in components),
+        )
+        for row in rows
+    )
+    mixture = replace(
+        mixture,
+        note=" ".join([mixture.note, *notes, *(["(the reference run's mixture)"] if data.compared else [])]),
+        table=Table(("run", "stage", "steps", "transition steps", *components), mixture_rows),
+    )
+    spikes_table, spike_note = spike_table(spike_report)
+    names = [d.resolve().name for d in data.compared] or [data.directory.resolve().name]
+    return ReportContent(
+        title=f"Run report: {names[0]}" + (f" vs {', '.join(names[1:])}" if names[1:] else ""),
+        directory=", ".join(portable(str(d.resolve())) for d in data.compared or (data.directory,)),
+        overview=overview_table(data),
+        panels=panels,
+        spikes=spikes_table,
+        spike_note=spike_note,
+        mixture=mixture,
+        configs=tuple(RunConfig(r.label, r.config_source, r.config) for r in data.runs),
+        skipped=damage_lines(skipped),
+    )
+
+
+def write_report(
+    directory: str | Path | Sequence[str | Path],
+    output: str | Path | None = None,
+    figures: Mapping[str, str | Path] | None = None,
+    x: str = "step",
+) -> dict[str, object]:
+    """Write the HTML report of one run or summary directory, or of several overlaid; return what it holds.
+
+    The default output is `<first directory>/report.html`. Several directories are compared on the same panels,
+    the first as the reference. `x` is "step" or "tokens". `figures` (title → PNG file) are embedded after the
+    guide's panels: a case study's own figure, say.
+    """
+    if x not in X_AXES:
+        raise TootsieError(f"x axis {x!r} is not one of {X_AXES}; pass --x step or --x tokens")
+    started = time.perf_counter()
+    data = load_runs([directory] if isinstance(directory, (str, Path)) else list(directory))
+    spike_report = find_run_spikes(data)
+    skipped = damage(data)
+    content = build_content(data, spike_report, skipped, x)
+    content = replace(
+        content, panels=content.panels + tuple(file_panel(title, Path(path)) for title, path in (figures or {}).items())
+    )
+    target = Path(output) if output else data.directory / REPORT_FILE
+    write_bytes(str(target), render_page(content).encode("utf-8"))
+    spike_keys = ("run", "step", "height", "kind", "norm_led", "lead_steps", "layer_led", "layer_lead_steps")
+    return {
+        "report": str(target),
+        "bytes": target.stat().st_size,
+        "seconds": round(time.perf_counter() - started, 3),
+        "runs": {
+            run.label: {
+                "records": len(run.records),
+                "first_step": run.span.first if run.span else None,
+                "last_step": run.span.last if run.span else None,
+                "config": run.config_source,
+                "rewinds": [r.to_json() for r in run.rewinds],
+            }
+            for run in data.runs
+        },
+        "panels": {panel.title: panel.image is not None for panel in (*content.panels, content.mixture)},
+        "traces": {panel.title: list(panel.traces) for panel in (*content.panels, content.mixture) if panel.traces},
+        "spikes": [{k: s[k] for k in spike_keys if k in s} for s in spike_report["spikes"]],
+        "skipped": skipped,
+    }
