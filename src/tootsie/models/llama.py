@@ -144,6 +144,10 @@ class LlamaConfig:
         """The per-head width actually used."""
         return self.head_dim if self.head_dim is not None else self.hidden_dim // self.num_heads
 
+    def build(self, *, key: PRNGKeyArray) -> "LlamaModel":
+        """A freshly initialized model of this shape (the model registry's constructor)."""
+        return LlamaModel(self, key=key)
+
     def num_parameters(self, include_embeddings: bool = True) -> int:
         """Parameter count, computed from the shapes."""
         d, h = self.resolved_head_dim, self.hidden_dim
