@@ -10,7 +10,7 @@ import pytest
 from tootsie.datakit.consolidate import AttributeFilter, ConsolidateConfig, consolidate, merge_spans, remove_spans
 from tootsie.datakit.engine import EngineConfig
 from tootsie.datakit.ids import content_id
-from tootsie.datakit.quality import QualityConfig, quality
+from tootsie.datakit.quality import QualityConfig, quality, quality_filters
 from tootsie.datakit.stats import STATS_FILE
 from tootsie.errors import TootsieError
 
@@ -153,7 +153,8 @@ def test_quality_attributes_drive_consolidation(tmp_path) -> None:
         {"id": [content_id(t) for t in texts], "text": texts, "source_id": ["a", "b"]},
     )
     quality(QualityConfig(input=str(tmp_path / "docs"), engine=ENGINE), str(tmp_path / "q"))
-    filters = (
+    filters = quality_filters(str(tmp_path / "q"))
+    assert filters == (
         AttributeFilter("quality", str(tmp_path / "q"), "quality_pass", drop_value=False),
         AttributeFilter("c4_lines", str(tmp_path / "q"), "c4_removed_spans", remove_spans=True),
     )

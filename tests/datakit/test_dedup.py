@@ -9,7 +9,15 @@ import pyarrow.parquet as pq
 import pytest
 
 from tootsie.datakit import dedup as dedup_module
-from tootsie.datakit.dedup import ATTRIBUTE_SCHEMA, WORK_DIR, DedupConfig, dedup, first_occurrence, paragraph_spans
+from tootsie.datakit.dedup import (
+    ATTRIBUTE_SCHEMA,
+    WORK_DIR,
+    DedupConfig,
+    dedup,
+    dedup_filters,
+    first_occurrence,
+    paragraph_spans,
+)
 from tootsie.datakit.engine import EngineConfig
 from tootsie.datakit.ids import content_id
 from tootsie.datakit.stats import STATS_FILE
@@ -187,3 +195,10 @@ def test_a_failed_shard_within_budget_is_reported_and_the_rest_is_written(tmp_pa
 def test_threshold_outside_zero_one_is_rejected(threshold: float) -> None:
     with pytest.raises(ValueError, match="threshold"):
         DedupConfig(input="docs", threshold=threshold)
+
+
+def test_dedup_filters_name_the_columns_each_choice_applies() -> None:
+    assert [f.column for f in dedup_filters("d", fuzzy=False)] == ["exact_duplicate"]
+    assert [f.column for f in dedup_filters("d")] == ["exact_duplicate", "fuzzy_duplicate"]
+    spans = dedup_filters("d", fuzzy=False, remove_paragraphs=True)[-1]
+    assert spans.column == "duplicate_paragraph_spans" and spans.remove_spans and spans.attributes == "d"

@@ -8,9 +8,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tootsie.datakit.consolidate import AttributeFilter
 from tootsie.datakit.engine import EngineConfig
 from tootsie.datakit.ids import content_id
-from tootsie.datakit.quality import QualityConfig, QualityRules, attribute_schema, evaluate, quality
+from tootsie.datakit.quality import (
+    RULE_SETS,
+    QualityConfig,
+    QualityRules,
+    attribute_schema,
+    evaluate,
+    quality,
+    quality_filters,
+)
 from tootsie.datakit.quality_rules import (
     C4Config,
     CompressionConfig,
@@ -201,3 +210,10 @@ def test_stage_rerun_is_idempotent_and_empty_shards_keep_their_schema(tmp_path) 
     assert quality(config, str(tmp_path / "q")) == first
     assert [pq.read_table(p) for p in sorted((tmp_path / "q").glob("part-*.parquet"))] == tables
     assert tables[1].num_rows == 0 and tables[1].schema == attribute_schema(QualityRules.for_code())
+
+
+def test_quality_filters_cut_c4_lines_only_when_the_c4_family_ran() -> None:
+    verdict = AttributeFilter("quality", "q", "quality_pass", drop_value=False)
+    assert quality_filters("q") == quality_filters("q", rules=RULE_SETS["prose"]())
+    assert quality_filters("q")[0] == verdict and quality_filters("q")[1].column == "c4_removed_spans"
+    assert quality_filters("q", rules=RULE_SETS["code"]()) == (verdict,)

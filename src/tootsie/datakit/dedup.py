@@ -59,6 +59,7 @@ import pyarrow.parquet as pq
 import xxhash
 from jaxtyping import Bool, Int64
 
+from tootsie.datakit.consolidate import AttributeFilter
 from tootsie.datakit.engine import EngineConfig, ShardTask, map_shards, merge_counts
 from tootsie.datakit.minhash import MinHashConfig, is_empty, lsh_clusters
 from tootsie.datakit.parquet_io import parquet_files, write_npy_atomic, write_table_atomic
@@ -321,3 +322,18 @@ def dedup(config: DedupConfig, output_path: str) -> dict[str, Any]:
     if not results.failed:
         shutil.rmtree(work)  # finished; with failed shards the arrays stay so a rerun redoes only those
     return stats
+
+
+def dedup_filters(
+    attributes: str, *, fuzzy: bool = True, remove_paragraphs: bool = False
+) -> tuple[AttributeFilter, ...]:
+    """Consolidate filters applying a dedup stage's attributes: drop exact duplicates, with `fuzzy` near-duplicates
+    too, and with `remove_paragraphs` cut the paragraphs seen earlier in the corpus."""
+    filters = [AttributeFilter("exact_duplicate", attributes, "exact_duplicate", drop_value=True)]
+    if fuzzy:
+        filters.append(AttributeFilter("fuzzy_duplicate", attributes, "fuzzy_duplicate", drop_value=True))
+    if remove_paragraphs:
+        filters.append(
+            AttributeFilter("duplicate_paragraphs", attributes, "duplicate_paragraph_spans", remove_spans=True)
+        )
+    return tuple(filters)

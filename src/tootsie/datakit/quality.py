@@ -32,6 +32,7 @@ False and `quality_pass` False; stats.json has
 
 import shutil
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -40,6 +41,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tootsie.configfile import unhashed
+from tootsie.datakit.consolidate import AttributeFilter
 from tootsie.datakit.engine import EngineConfig, ShardTask, map_shards, merge_counts
 from tootsie.datakit.parquet_io import parquet_files, write_table_atomic
 from tootsie.datakit.quality_rules import (
@@ -120,6 +122,10 @@ class QualityRules:
         out |= C4_SIGNALS if self.c4 is not None else {}
         out |= {"compression_ratio": pa.float64()} if self.compression is not None else {}
         return out
+
+
+RULE_SETS: dict[str, Callable[[], QualityRules]] = {"prose": QualityRules, "code": QualityRules.for_code}
+"""Named rule sets: every family (prose), or word count and compression only (code)."""
 
 
 def evaluate(text: str, rules: QualityRules) -> DocQuality:
@@ -238,3 +244,13 @@ def quality(config: QualityConfig, output_path: str) -> dict[str, Any]:
     if not results.failed:
         shutil.rmtree(out / WORK_DIR)  # finished; with failed shards the markers stay so a rerun redoes only those
     return stats
+
+
+def quality_filters(attributes: str, *, rules: QualityRules | None = None) -> tuple[AttributeFilter, ...]:
+    """Consolidate filters applying a quality stage's verdicts: drop documents failing `quality_pass`, and cut the
+    C4-removed lines when `rules` (default `QualityRules()`, the stage's rules) ran the C4 family."""
+    rules = QualityRules() if rules is None else rules
+    verdict = AttributeFilter("quality", attributes, "quality_pass", drop_value=False)
+    if rules.c4 is None:
+        return (verdict,)
+    return verdict, AttributeFilter("c4_lines", attributes, "c4_removed_spans", remove_spans=True)
