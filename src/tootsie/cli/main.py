@@ -1,63 +1,75 @@
-"""Entry point of the `tootsie` console script.
+"""Entry point of the `tootsie` console script: a table of commands, each imported only when it runs.
 
-Each command module exposes `register(subparsers)`, which adds its parser and
-sets `handler` to a function `(args) -> int` returning the exit code.
+`COMMANDS` maps a command name to its module and one-line help. `tootsie
+--help` lists the table without importing any command module; `tootsie X ...`
+imports X's module alone and calls its `register(subparsers)`, which adds X's
+parser (and maybe its siblings in the same module) and sets `handler` to a
+function `(args) -> int` returning the exit code. So `tootsie datakit ...`
+never pays for JAX, and neither do datakit's worker processes, which the
+"spawn" start method begins by re-importing this module. docs/cli.md
+describes the command shape and how a new command derives its flags.
 """
 
 import argparse
+import importlib
 import sys
 
 from tootsie import __version__
-from tootsie.cli import (
-    checkpoint_cmd,
-    dashboard_cmd,
-    data_cmd,
-    datakit_cmd,
-    demo_cmd,
-    dpo_cmd,
-    eval_cmd,
-    executor_cmd,
-    generate_cmd,
-    monitor_cmd,
-    plan_cmd,
-    release_cmd,
-    report_cmd,
-    scaling_cmd,
-    sft_cmd,
-    train_cmd,
-    verify_cmd,
-)
 from tootsie.errors import PREEMPTED_EXIT_CODE, Preempted, TootsieError
 
-COMMAND_MODULES = (
-    executor_cmd,
-    verify_cmd,
-    demo_cmd,
-    datakit_cmd,
-    data_cmd,
-    train_cmd,
-    sft_cmd,
-    dpo_cmd,
-    checkpoint_cmd,
-    eval_cmd,
-    generate_cmd,
-    monitor_cmd,
-    report_cmd,
-    dashboard_cmd,
-    release_cmd,
-    scaling_cmd,
-    plan_cmd,
-)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("tootsie.cli.executor_cmd", "run an experiment file's steps, skipping finished ones"),
+    "status": ("tootsie.cli.executor_cmd", "show the status of an experiment file's steps"),
+    "verify": ("tootsie.cli.verify_cmd", "rerun finished steps into scratch and check they write the same bytes"),
+    "demo": ("tootsie.cli.demo_cmd", "run the end-to-end demo (no network, a few minutes on 2 CPU cores)"),
+    "datakit": (
+        "tootsie.cli.datakit_cmd",
+        "data pipeline stages: normalize, filter, dedup, decontaminate, tokenize",
+    ),
+    "data": (
+        "tootsie.cli.data_cmd",
+        "data-layer diagnostics: inspect caches and mixtures, shuffle quality, throughput",
+    ),
+    "train": ("tootsie.cli.train_cmd", "train a model from a config file (rerun to resume)"),
+    "sft": ("tootsie.cli.sft_cmd", "supervised fine-tuning on chat data: example config, evaluation"),
+    "dpo": ("tootsie.cli.dpo_cmd", "DPO on preference pairs: example config, evaluation"),
+    "checkpoint": ("tootsie.cli.checkpoint_cmd", "checkpoint maintenance: convert the old format"),
+    "eval": ("tootsie.cli.eval_cmd", "evaluate checkpoints: bits-per-byte per domain"),
+    "generate": ("tootsie.cli.generate_cmd", "continue a prompt or answer a chat message (KV-cache decoding)"),
+    "chat": ("tootsie.cli.generate_cmd", "talk to a checkpoint in the terminal (/exit to leave)"),
+    "monitor": ("tootsie.cli.monitor_cmd", "diagnose runs from their metrics: loss spikes"),
+    "report": ("tootsie.cli.report_cmd", "write a self-contained report.html of a run"),
+    "dashboard": ("tootsie.cli.dashboard_cmd", "serve a live local dashboard of training runs"),
+    "export": ("tootsie.cli.release_cmd", "export a checkpoint to another format"),
+    "import": ("tootsie.cli.release_cmd", "import a checkpoint from another format"),
+    "release": ("tootsie.cli.release_cmd", "HF folder + model card + mixture manifest + metrics history of a run"),
+    "scaling": ("tootsie.cli.scaling_cmd", "isoflop sweeps, scaling-law fits, predictions and preregistrations"),
+    "plan": ("tootsie.cli.plan_cmd", "plan a run before launching it (memory per device)"),
+}
+"""Command name → (module whose `register` adds it, one-line help for `tootsie --help`)."""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full argument parser with every command registered."""
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser with `command`'s module registered (None: every module) and every other command as a stub.
+
+    A stub carries the table's help, so `tootsie --help` and a misspelt name's
+    error list every command without importing any command module.
+    """
     parser = argparse.ArgumentParser(prog="tootsie", description="A fully-open LLM training lab.")
     parser.add_argument("--version", action="version", version=f"tootsie {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in COMMAND_MODULES:
-        module.register(subparsers)
+    modules = dict.fromkeys(module for name, (module, _) in COMMANDS.items() if command in (None, name))
+    for module in modules:
+        importlib.import_module(module).register(subparsers)
+    for name, (_, help_text) in COMMANDS.items():
+        if name not in subparsers.choices:
+            subparsers.add_parser(name, help=help_text)
     return parser
+
+
+def command_of(argv: list[str]) -> str:
+    """The command named in `argv` (its first word that is not an option), or "" when there is none."""
+    return next((word for word in argv if not word.startswith("-")), "")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,7 +77,9 @@ def main(argv: list[str] | None = None) -> int:
 
     Exit codes: 0 success, 1 a failed step, 2 a user error, 75 preempted (SIGTERM; rerun to resume), 130 Ctrl-C.
     """
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    command = command_of(argv)
+    args = build_parser(command if command in COMMANDS else "").parse_args(argv)
     try:
         return args.handler(args)
     except TootsieError as error:

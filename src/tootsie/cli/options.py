@@ -1,0 +1,247 @@
+"""Command-line flags derived from config dataclasses, so no default or help is restated by hand.
+
+`add_config_flags(parser, NormalizeConfig)` adds one `--field-name` flag per
+field: its type, choices and arity come from the type hint, its help from the
+field's docstring (the string literal under the field in the class body), and
+its default from the field, shown in the help but never passed on: a flag left
+out is left out of the config too, so the dataclass alone owns every default.
+`config_from_args(args, NormalizeConfig, engine=...)` builds the config from
+the flags that were given plus keyword overrides, and turns the dataclass's
+validation error into a one-line `TootsieError`.
+
+Type hints map to flags like this:
+
+    bool                  --x / --no-x
+    int, float, str, Path --x VALUE (typed)
+    Literal["a", "b"]     --x {a,b}
+    X | None              --x VALUE (None is the field's default, not a flag value)
+    tuple[X, ...]         --x VALUE [VALUE ...] (a tuple in the config)
+    str | tuple[str, ...] --x VALUE [VALUE ...] (one value stays a str)
+    a dataclass           its own fields, when the field is in `flatten`
+
+Any other type (a registry union, a dict) is an error at registration that
+names the field: exclude it, or pass it as an override.
+
+Example: `datakit extract` names its flag after the field and keeps the old
+spelling as an alias:
+
+    add_config_flags(parser, ExtractConfig, exclude=("engine",), positional=("inputs",),
+                     aliases={"extractor": ("--engine",)})
+    config = config_from_args(args, ExtractConfig, engine=engine_config(args))
+"""
+
+import argparse
+import ast
+import dataclasses
+import functools
+import inspect
+import textwrap
+import types
+import typing
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from tootsie.errors import TootsieError
+
+C = TypeVar("C")
+RECORD = "_config_flags"
+"""Namespace attribute holding, per config class, each registered field's dest and value converter."""
+SCALARS = (int, float, str, Path)
+
+Convert = Callable[[Any], Any]
+
+
+@functools.cache
+def field_docs(config_cls: type) -> dict[str, str]:
+    """Each field's docstring (the string literal right under it in the class body), base classes included."""
+    docs: dict[str, str] = {}
+    for cls in reversed(config_cls.__mro__):
+        if not dataclasses.is_dataclass(cls) or cls is object:
+            continue
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+        body = tree.body[0].body  # type: ignore[attr-defined]
+        for node, following in zip(body, body[1:], strict=False):
+            if (
+                isinstance(node, ast.AnnAssign)
+                and isinstance(node.target, ast.Name)
+                and isinstance(following, ast.Expr)
+                and isinstance(following.value, ast.Constant)
+                and isinstance(following.value.value, str)
+            ):
+                docs[node.target.id] = inspect.cleandoc(following.value.value)
+    return docs
+
+
+def _first_paragraph(doc: str) -> str:
+    """A docstring's first paragraph on one line, with `%` escaped for argparse."""
+    return " ".join(doc.split("\n\n")[0].split()).replace("%", "%%")
+
+
+def _flag_type(hint: Any, where: str) -> tuple[dict[str, Any], Convert]:
+    """The argparse keywords for a type hint, and the converter from the parsed value to the config's value."""
+    options = [arg for arg in typing.get_args(hint) if arg is not type(None)]
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        if len(options) == 1:
+            return _flag_type(options[0], where)
+        tuples = [arg for arg in options if typing.get_origin(arg) is tuple]
+        if len(options) == 2 and len(tuples) == 1 and typing.get_args(tuples[0])[0] in options:
+            keywords, _ = _flag_type(tuples[0], where)
+            return keywords, lambda value: value[0] if len(value) == 1 else tuple(value)
+    elif hint is bool:
+        return {"action": argparse.BooleanOptionalAction}, _same
+    elif hint in SCALARS:
+        return {"type": hint}, _same
+    elif origin is Literal:
+        return {"choices": options, "type": type(options[0])}, _same
+    elif origin is tuple and len(options) == 2 and options[1] is Ellipsis:
+        keywords, _ = _flag_type(options[0], where)
+        if "action" not in keywords and "nargs" not in keywords:
+            return {**keywords, "nargs": "+"}, tuple
+    raise TypeError(
+        f"{where} has type {hint!r}, which no flag expresses; exclude it from add_config_flags"
+        " and pass it to config_from_args as an override, or flatten it if it is a dataclass"
+    )
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _default_text(value: Any, flag: str) -> str:
+    """` (default: X)` for a plain default worth showing; "" for a factory's (MISSING), None and empty values."""
+    if value is dataclasses.MISSING or value is None or value == ():
+        return ""
+    if isinstance(value, bool):
+        return f" (default: {flag if value else '--no-' + flag[2:]})"
+    return f" (default: {value})".replace("%", "%%")
+
+
+def _fields(
+    config_cls: type, prefix: str, flatten: frozenset[str]
+) -> Iterator[tuple[str, dataclasses.Field[Any], Any, type]]:
+    """(dotted path, field, resolved type hint, owning class) of every init field, flattened where asked."""
+    hints = typing.get_type_hints(config_cls)
+    for field in dataclasses.fields(config_cls):
+        if not field.init:
+            continue
+        path = prefix + field.name
+        if path in flatten:
+            yield from _fields(hints[field.name], path + ".", flatten)
+        else:
+            yield path, field, hints[field.name], config_cls
+
+
+def _selected(path: str, only: frozenset[str] | None, exclude: frozenset[str]) -> bool:
+    """Whether `path` (or a dotted parent of it) is chosen by `only` and not dropped by `exclude`."""
+    parents = {".".join(path.split(".")[:i]) for i in range(1, path.count(".") + 2)}
+    return (only is None or bool(parents & only)) and not parents & exclude
+
+
+def add_config_flags(
+    parser: argparse.ArgumentParser,
+    config_cls: type,
+    *,
+    only: Iterable[str] | None = None,
+    exclude: Iterable[str] = (),
+    renames: Mapping[str, str] = {},
+    required: Iterable[str] = (),
+    positional: Iterable[str] = (),
+    aliases: Mapping[str, Iterable[str]] = {},
+    metavars: Mapping[str, str] = {},
+    defaults: Mapping[str, Any] = {},
+    flatten: Iterable[str] = (),
+) -> None:
+    """Add one flag per field of `config_cls` (fields named by dotted path, e.g. `engine.workers` when flattened).
+
+    `only`/`exclude` choose fields; `renames` gives a field another flag name
+    (`{"threshold": "overlap"}` → `--overlap`); `aliases` adds old spellings
+    (`{"extractor": ("--engine",)}`); `required` makes a field with a default
+    required; `positional` makes a field a positional argument; `metavars`
+    names values in the usage line; `defaults` sets a command-line default that
+    deliberately differs from the config's (say why at the call); `flatten`
+    turns a nested dataclass field into flags of its own fields.
+    """
+    only_set = None if only is None else frozenset(only)
+    exclude_set, required_set, positional_set = frozenset(exclude), frozenset(required), frozenset(positional)
+    record: dict[type, dict[str, tuple[str, Convert]]] = dict(parser.get_default(RECORD) or {})
+    entries = dict(record.get(config_cls, {}))
+    for path, field, hint, owner in _fields(config_cls, "", frozenset(flatten)):
+        if not _selected(path, only_set, exclude_set):
+            continue
+        where = f"{owner.__name__}.{field.name}"
+        doc = field_docs(owner).get(field.name)
+        if doc is None:
+            raise TypeError(f"{where} has no docstring; write one under the field, it is the flag's help")
+        name = renames.get(path, field.name).removeprefix("--").replace("_", "-")
+        dest = name.replace("-", "_")
+        keywords, convert = _flag_type(hint, where)
+        keywords["help"] = _first_paragraph(doc)
+        if path in positional_set:
+            keywords["metavar"] = metavars.get(path, dest.upper())
+            parser.add_argument(dest, default=argparse.SUPPRESS, **keywords)
+        else:
+            flag = f"--{name}"
+            keywords["help"] += _default_text(defaults.get(path, field.default), flag)
+            if path in metavars:
+                keywords["metavar"] = metavars[path]
+            missing = field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
+            parser.add_argument(
+                flag,
+                *aliases.get(path, ()),
+                dest=dest,
+                default=defaults.get(path, argparse.SUPPRESS),
+                required=(missing and path not in defaults) or path in required_set,
+                **keywords,
+            )
+        entries[path] = (dest, convert)
+    record[config_cls] = entries
+    parser.set_defaults(**{RECORD: record})
+
+
+def _build(config_cls: type[C], values: Mapping[str, Any], overrides: dict[str, Any]) -> C:
+    """`config_cls` from dotted-path values (nested ones built or `replace`d into an override) and overrides."""
+    nested: dict[str, dict[str, Any]] = {}
+    fields = dict(overrides)
+    for path, value in values.items():
+        head, _, rest = path.partition(".")
+        if rest:
+            nested.setdefault(head, {})[rest] = value
+        else:
+            fields[head] = value
+    hints = typing.get_type_hints(config_cls)
+    for name, inner in nested.items():
+        base = fields.get(name)
+        if base is None:
+            fields[name] = _build(hints[name], inner, {})
+        else:
+            fields[name] = _build(type(base), inner, {f.name: getattr(base, f.name) for f in dataclasses.fields(base)})
+    return config_cls(**fields)
+
+
+def config_from_args(args: argparse.Namespace, config_cls: type[C], **overrides: Any) -> C:
+    """The config built from the flags `add_config_flags` registered for `config_cls` and that were given, plus
+    `overrides`; a validation error becomes a one-line `TootsieError` naming the class."""
+    record = getattr(args, RECORD, {}).get(config_cls)
+    if record is None:
+        raise TypeError(f"no flags of {config_cls.__name__} on this command; call add_config_flags for it first")
+    values = {path: convert(getattr(args, dest)) for path, (dest, convert) in record.items() if hasattr(args, dest)}
+    try:
+        return _build(config_cls, values, overrides)
+    except ValueError as error:
+        raise TootsieError(f"{config_cls.__name__}: {error}") from None
+
+
+def add_output_flags(parser: argparse.ArgumentParser) -> None:
+    """Add `--json` (one JSON object as the last line of stdout) and `--quiet` (no progress or prose; errors and
+    the JSON only): every command gets both here, and prints through `cli.output`, which honours them."""
+    parser.add_argument("--json", action="store_true", help="print one JSON object as the last line of stdout")
+    parser.add_argument(
+        "--quiet", action="store_true", help="no progress or prose on stdout/stderr: only errors (and --json's object)"
+    )
+
+
+def config_dests(args: argparse.Namespace) -> dict[type, tuple[str, ...]]:
+    """Per config class, the dests of its registered flags (what `config_from_args` reads; tests use it)."""
+    return {cls: tuple(dest for dest, _ in entries.values()) for cls, entries in getattr(args, RECORD, {}).items()}
