@@ -1,7 +1,7 @@
 """A tootsie model as an lm-eval-harness language model (`pip install 'tootsie[lmeval]'`).
 
 `TootsieLM` implements lm-eval's three request types on a `LlamaModel` and the
-tokenizer it was trained with, with the scoring and decoding of `tootsie.eval.lm_scoring`:
+tokenizer it was trained with; `tootsie.eval.lm_scoring` scores, `tootsie.models.generate` decodes:
 
 - `loglikelihood(context, continuation)`: the pair is encoded as lm-eval's
   `TemplateLM` does (trailing context spaces move to the continuation; an empty

@@ -1,13 +1,19 @@
-"""Batched scoring and greedy decoding of token sequences with a tootsie model (no lm-eval needed).
+"""Batched scoring of token sequences with a tootsie model (no lm-eval needed).
 
-This is the model side of the lm-eval adapter, on token ids only:
-`continuation_logprobs` scores (context, continuation) pairs, and
-`greedy_generate` decodes by argmax. Requests are sorted by length and padded
-to a fixed batch size and a power-of-two length ("bucket"), so a task of any
-size compiles at most one program per bucket (log2(max_length) of them), not
-one per request. Right padding is harmless: attention is causal, so a position
-never sees the padding after it. A sequence longer than `max_length` keeps its
-last `max_length` tokens (left truncation), as lm-eval's own models do.
+This is the log-likelihood side of the lm-eval adapter, on token ids only:
+`Scorer.continuation_logprobs` scores (context, continuation) pairs for the
+adapter's `loglikelihood` and `loglikelihood_rolling`. Requests are sorted by
+length and padded to a fixed batch size and a power-of-two length ("bucket"),
+so a task of any size compiles at most one program per bucket (log2(max_length)
+of them), not one per request. Right padding is harmless: attention is causal,
+so a position never sees the padding after it. A sequence longer than
+`max_length` keeps its last `max_length` tokens (left truncation), as lm-eval's
+own models do.
+
+The adapter generates with the KV cache (`tootsie.models.generate`).
+`Scorer.greedy_generate`, which reruns the whole padded sequence for every new
+token, is kept as the reference that `benchmarks/bench_generate.py` times the
+cache against.
 
 Example: with `max_length=128`, a pair of 20 context and 3 continuation tokens
 runs as one row of a `[batch_size, 32]` batch; its log-probability is the sum of

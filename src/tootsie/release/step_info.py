@@ -79,15 +79,6 @@ def read_step(directory: Path) -> StepInfo | None:
     )
 
 
-def step_containing(path: Path) -> StepInfo | None:
-    """The step whose output directory holds `path` (e.g. a tokenizer.json inside a tokenizer step), or None."""
-    for candidate in (path, *path.parents):
-        step = read_step(candidate)
-        if step is not None:
-            return step
-    return None
-
-
 def find_steps(root: Path) -> list[StepInfo]:
     """Every executor step directory under `root`, in path order."""
     found = (read_step(info.parent) for info in sorted(root.rglob(INFO_FILE)))

@@ -29,7 +29,6 @@ from tootsie.monitor.metrics_log import CONFIG_FILE, METRICS_FILE, read_metrics
 from tootsie.monitor.signals import Rewind, read_rewinds
 from tootsie.report.panels import Records, Span
 
-SUMMARY_FILE = "summary.json"
 X_AXES = ("step", "tokens")
 
 
@@ -112,6 +111,8 @@ def load_run_directory(directory: str | Path) -> RunDirectory:
             f"no {METRICS_FILE} in {root};"
             " pass a training output directory (tootsie train --out) or the demo's summary directory"
         )
+    from tootsie.report.run_summary import SUMMARY_FILE  # the summary step writes its report through this module
+
     read = read_metrics(root / METRICS_FILE)
     summary = read_json(root / SUMMARY_FILE) or {}
     run_dirs = _summary_run_dirs(root, summary)

@@ -22,6 +22,9 @@ from tootsie.monitor.metrics_log import METRICS_FILE, read_metrics
 from tootsie.report.plots import plot_loss_curves
 from tootsie.report.run_report import REPORT_FILE, write_report
 
+SUMMARY_FILE = "summary.json"
+"""The summary this step writes; `report.data` and the dashboard read it (a directory holding it merges runs)."""
+
 
 @dataclass(frozen=True)
 class RunSummaryConfig:
@@ -56,6 +59,6 @@ def summarize_runs(config: RunSummaryConfig, output_path: str) -> dict[str, obje
         "skipped_metric_lines": skipped,
         "bpb": json.loads(Path(config.bpb).read_text(encoding="utf-8")) if config.bpb else None,
     }
-    write_json_atomic(out / "summary.json", summary)
+    write_json_atomic(out / SUMMARY_FILE, summary)
     write_report(out, figures=config.figures)
     return summary

@@ -32,9 +32,8 @@ from tootsie.executor.metadata import INFO_FILE
 from tootsie.executor.status import STATUS_FILE, Status, observe
 from tootsie.jsonfile import read_json
 from tootsie.monitor.metrics_log import CONFIG_FILE, METRICS_FILE
+from tootsie.report.run_summary import SUMMARY_FILE
 
-SUMMARY_FILE = "summary.json"
-"""A run summary's marker (`tootsie.report.run_summary`): its metrics.jsonl merges runs listed on their own."""
 SKIPPED_DIRECTORIES = frozenset({"checkpoints", "profile", "__pycache__", "node_modules"})
 """Directories never holding a run, not walked (a run's checkpoints alone can hold thousands of files)."""
 MAX_DEPTH = 8
@@ -109,7 +108,7 @@ def train_config(directory: Path) -> dict[str, object] | None:
 
 
 def _is_run(directory: Path, files: set[str]) -> bool:
-    if SUMMARY_FILE in files:
+    if SUMMARY_FILE in files:  # a summary's metrics.jsonl merges runs that are listed on their own
         return False
     if METRICS_FILE in files:
         return True
