@@ -6,7 +6,14 @@ from typing import Literal
 
 import pytest
 
-from tootsie.cli.options import add_config_flags, add_output_flags, config_dests, config_from_args, field_docs
+from tootsie.cli.options import (
+    add_config_flags,
+    add_output_flags,
+    config_dests,
+    config_from_args,
+    field_docs,
+    rewrite_mode_flags,
+)
 from tootsie.errors import TootsieError
 
 
@@ -117,3 +124,25 @@ def test_output_flags() -> None:
     parser = argparse.ArgumentParser()
     add_output_flags(parser)
     assert vars(parser.parse_args(["--json", "--quiet"])) == {"json": True, "quiet": True}
+
+
+def test_rewrite_mode_flags_keeps_old_shapes_as_aliases() -> None:
+    modes = {"--evaluate": ("sft", "evaluate"), "--format=chat": ("datakit", "tokenize-chat")}
+    assert rewrite_mode_flags(["sft", "--evaluate", "--config", "c"], ("sft",), modes) == [
+        "sft",
+        "evaluate",
+        "--config",
+        "c",
+    ]
+    tokenize = ("datakit", "tokenize")
+    assert rewrite_mode_flags(["datakit", "tokenize", "d", "--format", "chat"], tokenize, modes) == [
+        "datakit",
+        "tokenize-chat",
+        "d",
+    ]
+    assert rewrite_mode_flags(["datakit", "tokenize", "--format=chat", "d"], tokenize, modes)[:2] == [
+        "datakit",
+        "tokenize-chat",
+    ]
+    assert rewrite_mode_flags(["datakit", "tokenize", "d"], tokenize, modes) == ["datakit", "tokenize", "d"]
+    assert rewrite_mode_flags(["train", "--evaluate"], ("sft",), modes) == ["train", "--evaluate"]

@@ -4,7 +4,9 @@
 --help` lists the table without importing any command module; `tootsie X ...`
 imports X's module alone and calls its `register(subparsers)`, which adds X's
 parser (and maybe its siblings in the same module) and sets `handler` to a
-function `(args) -> int` returning the exit code. So `tootsie datakit ...`
+function `(args) -> int` returning the exit code; a module may also define
+`rewrite_aliases(argv)`, which turns an old command shape into today's
+(`options.rewrite_mode_flags`) before parsing. So `tootsie datakit ...`
 never pays for JAX, and neither do datakit's worker processes, which the
 "spawn" start method begins by re-importing this module. docs/cli.md
 describes the command shape and how a new command derives its flags.
@@ -58,8 +60,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tootsie", description="A fully-open LLM training lab.")
     parser.add_argument("--version", action="version", version=f"tootsie {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    modules = dict.fromkeys(module for name, (module, _) in COMMANDS.items() if command in (None, name))
-    for module in modules:
+    for module in dict.fromkeys(module for name, (module, _) in COMMANDS.items() if command in (None, name)):
         importlib.import_module(module).register(subparsers)
     for name, (_, help_text) in COMMANDS.items():
         if name not in subparsers.choices:
@@ -67,9 +68,14 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def command_of(argv: list[str]) -> str:
-    """The command named in `argv` (its first word that is not an option), or "" when there is none."""
-    return next((word for word in argv if not word.startswith("-")), "")
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """`argv` parsed, importing only the named command's module; an old shape is first rewritten by that module's
+    `rewrite_aliases(argv)` when it has one (e.g. `sft --evaluate` → `sft evaluate`)."""
+    command = next((word for word in argv if not word.startswith("-")), "")
+    if command not in COMMANDS:
+        return build_parser("").parse_args(argv)
+    rewrite = getattr(importlib.import_module(COMMANDS[command][0]), "rewrite_aliases", None)
+    return build_parser(command).parse_args(argv if rewrite is None else rewrite(argv))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,9 +83,7 @@ def main(argv: list[str] | None = None) -> int:
 
     Exit codes: 0 success, 1 a failed step, 2 a user error, 75 preempted (SIGTERM; rerun to resume), 130 Ctrl-C.
     """
-    argv = sys.argv[1:] if argv is None else argv
-    command = command_of(argv)
-    args = build_parser(command if command in COMMANDS else "").parse_args(argv)
+    args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         return args.handler(args)
     except TootsieError as error:

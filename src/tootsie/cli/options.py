@@ -38,7 +38,7 @@ import inspect
 import textwrap
 import types
 import typing
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -174,30 +174,43 @@ def add_config_flags(
         doc = field_docs(owner).get(field.name)
         if doc is None:
             raise TypeError(f"{where} has no docstring; write one under the field, it is the flag's help")
-        name = renames.get(path, field.name).removeprefix("--").replace("_", "-")
-        dest = name.replace("-", "_")
+        dest = renames.get(path, field.name).removeprefix("--").replace("-", "_")
         keywords, convert = _flag_type(hint, where)
         keywords["help"] = _first_paragraph(doc)
+        if path in metavars:
+            keywords["metavar"] = metavars[path]
         if path in positional_set:
-            keywords["metavar"] = metavars.get(path, dest.upper())
-            parser.add_argument(dest, default=argparse.SUPPRESS, **keywords)
+            parser.add_argument(dest, default=argparse.SUPPRESS, **{"metavar": dest.upper(), **keywords})
         else:
-            flag = f"--{name}"
-            keywords["help"] += _default_text(defaults.get(path, field.default), flag)
-            if path in metavars:
-                keywords["metavar"] = metavars[path]
-            missing = field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
-            parser.add_argument(
-                flag,
-                *aliases.get(path, ()),
-                dest=dest,
-                default=defaults.get(path, argparse.SUPPRESS),
-                required=(missing and path not in defaults) or path in required_set,
-                **keywords,
-            )
+            no_default = field.default is field.default_factory is dataclasses.MISSING and path not in defaults
+            keywords["required"] = no_default or path in required_set
+            keywords["help"] += _default_text(defaults.get(path, field.default), _flag(dest))
+            if path in defaults:
+                keywords["default"] = defaults[path]
+            _add_option(parser, dest, keywords, tuple(aliases.get(path, ())))
         entries[path] = (dest, convert)
     record[config_cls] = entries
     parser.set_defaults(**{RECORD: record})
+
+
+def _flag(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
+def _add_option(parser: argparse.ArgumentParser, dest: str, keywords: dict[str, Any], aliases: tuple[str, ...]) -> None:
+    """Add `--dest` and its aliases; without a `default` keyword, a flag not given stays out of the namespace.
+
+    A bool field's alias spelt `--no-...` (an old `--no-bos` for `add_bos`)
+    is a hidden flag that sets the field to False.
+    """
+    flag = _flag(dest)
+    negatives = tuple(alias for alias in aliases if keywords.get("action") and alias.startswith("--no-"))
+    keywords.setdefault("default", argparse.SUPPRESS)
+    parser.add_argument(flag, *(alias for alias in aliases if alias not in negatives), dest=dest, **keywords)
+    for negative in negatives:
+        parser.add_argument(
+            negative, dest=dest, action="store_false", default=argparse.SUPPRESS, help=argparse.SUPPRESS
+        )
 
 
 def _build(config_cls: type[C], values: Mapping[str, Any], overrides: dict[str, Any]) -> C:
@@ -240,6 +253,25 @@ def add_output_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--quiet", action="store_true", help="no progress or prose on stdout/stderr: only errors (and --json's object)"
     )
+
+
+def rewrite_mode_flags(argv: list[str], path: Sequence[str], modes: Mapping[str, Sequence[str]]) -> list[str]:
+    """`argv` with an old mode flag turned into today's command path, so the old shape stays an alias.
+
+    With `path=("sft",)` and `modes={"--evaluate": ("sft", "evaluate")}`,
+    `sft --evaluate --config c` becomes `sft evaluate --config c`; a key
+    `--flag=value` also matches `--flag value`. A command module calls it from
+    its `rewrite_aliases(argv)`, which `cli.main` applies before parsing.
+    """
+    if argv[: len(path)] != list(path):
+        return argv
+    rest = argv[len(path) :]
+    for mode, command in modes.items():
+        flag, _, value = mode.partition("=")
+        for i, word in enumerate(rest):
+            if word == mode or (value and word == flag and rest[i + 1 : i + 2] == [value]):
+                return [*command, *rest[:i], *rest[i + (1 if word == mode else 2) :]]
+    return argv
 
 
 def config_dests(args: argparse.Namespace) -> dict[type, tuple[str, ...]]:
