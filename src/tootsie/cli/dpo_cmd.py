@@ -18,9 +18,8 @@ from tootsie.configfile import dump_config, load_config
 from tootsie.demos.dpo_demo import DpoSettings, dpo_example
 from tootsie.demos.stdlib_demo import TINY, DemoSettings
 from tootsie.errors import TootsieError
-from tootsie.eval.preference_eval import evaluate_preferences
+from tootsie.eval.dpo_eval import evaluate_dpo
 from tootsie.train.config import TrainConfig
-from tootsie.train.objectives import DPOObjective
 
 DEFAULT_SFT = "runs/sft"
 """The SFT run docs/post-training.md trains (`tootsie train --config sft.yaml --out runs/sft`)."""
@@ -64,19 +63,7 @@ def dpo_command(args: argparse.Namespace) -> int:
     if not (args.evaluate and args.config and args.out):
         raise TootsieError("tootsie dpo needs --example-config, or --evaluate --config FILE --out DIR")
     config = load_config(args.config, TrainConfig, root="train")
-    if not isinstance(config.objective, DPOObjective) or config.warm_start is None or config.eval is None:
-        raise TootsieError(
-            f"{args.config}: evaluating DPO needs objective kind dpo, warm_start (the SFT model) and "
-            "eval.heldout (preference caches); use the config tootsie dpo --example-config printed"
-        )
-    results = evaluate_preferences(
-        config.model,
-        config.warm_start.checkpoint,
-        args.out,
-        config.eval.heldout,
-        config.data.seq_len,
-        config.objective.beta,
-    )
+    results = evaluate_dpo(config, args.out)
     if args.json:
         print(json.dumps(results))
     for name, metrics in [] if args.json else results.items():

@@ -16,9 +16,8 @@ from tootsie.configfile import dump_config, load_config
 from tootsie.demos.sft_demo import SftSettings, sft_example
 from tootsie.demos.stdlib_demo import TINY, DemoSettings
 from tootsie.errors import TootsieError
-from tootsie.eval.assistant_loss import AssistantLoss, assistant_loss
+from tootsie.eval.sft_eval import evaluate_sft
 from tootsie.train.config import TrainConfig
-from tootsie.train.loading import load_model
 
 
 def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -58,27 +57,3 @@ def sft_command(args: argparse.Namespace) -> int:
         else f"held-out assistant-token loss: base {result['base']:.4f} → SFT {result['sft']:.4f} nats/token"
     )
     return 0
-
-
-def evaluate_sft(config: TrainConfig, out: str) -> dict[str, object]:
-    """Assistant-token loss per held-out cache and over all of them, for the warm start and for `out`."""
-    if config.warm_start is None or config.eval is None:
-        raise TootsieError("evaluating SFT needs the config's warm_start (the base) and eval.heldout (chat caches)")
-    per_cache: dict[str, dict[str, float]] = {name: {} for name in config.eval.heldout}
-    totals: dict[str, AssistantLoss] = {}
-    for label, checkpoint in (("base", config.warm_start.checkpoint), ("sft", out)):
-        model = load_model(config.model, checkpoint)
-        losses = {
-            name: assistant_loss(model, cache, config.data.seq_len) for name, cache in config.eval.heldout.items()
-        }
-        for name, loss in losses.items():
-            per_cache[name][label] = loss.loss
-        totals[label] = AssistantLoss(
-            nats=sum(loss.nats for loss in losses.values()), tokens=sum(loss.tokens for loss in losses.values())
-        )
-    return {
-        "base": totals["base"].loss,
-        "sft": totals["sft"].loss,
-        "assistant_tokens": totals["sft"].tokens,
-        "heldout": per_cache,
-    }
