@@ -98,7 +98,7 @@ def _flag_type(hint: Any, where: str) -> tuple[dict[str, Any], Convert]:
     elif origin is tuple and len(options) == 2 and options[1] is Ellipsis:
         keywords, _ = _flag_type(options[0], where)
         if "action" not in keywords and "nargs" not in keywords:
-            return {**keywords, "nargs": "+"}, tuple
+            return {**keywords, "nargs": "+", "action": "extend"}, tuple  # repeatable: --x a --x b
     raise TypeError(
         f"{where} has type {hint!r}, which no flag expresses; exclude it from add_config_flags"
         " and pass it to config_from_args as an override, or flatten it if it is a dataclass"
