@@ -37,4 +37,4 @@ def load_config_text(text: str, tmp_path) -> TrainConfig:
 
 def test_sft_without_a_mode_says_what_it_needs(capsys) -> None:
     assert main(["sft"]) == 2
-    assert "--example-config" in capsys.readouterr().err
+    assert "sft example-config" in capsys.readouterr().err

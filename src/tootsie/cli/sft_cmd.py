@@ -1,59 +1,73 @@
 """`tootsie sft`: the supervised fine-tuning example and its before/after figure.
 
-`tootsie sft --example-config > sft.yaml` builds (through the executor, once)
-the demo's base model and a chat set from stdlib docstrings, and prints a
-TrainConfig that fine-tunes the base on it; `tootsie train --config sft.yaml
---out DIR` runs it. `tootsie sft --evaluate --config sft.yaml --out DIR`
-prints the held-out assistant-token loss of the warm-start checkpoint and of
-the fine-tuned run.
+    tootsie sft example-config [--prefix DIR] [--tiny] > sft.yaml     (old shape: sft --example-config)
+    tootsie sft --config sft.yaml --out DIR                            (the same as tootsie train)
+    tootsie sft evaluate --config sft.yaml --out DIR [--json]          (old shape: sft --evaluate)
+
+`example-config` builds (through the executor, once) the demo's base model
+and a chat set from stdlib docstrings, and prints a TrainConfig that
+fine-tunes the base on it (`demos.sft_demo`). `evaluate` prints the held-out
+assistant-token loss of the warm-start checkpoint and of the fine-tuned run
+(`eval.sft_eval`).
 """
 
 import argparse
-import json
 
-from tootsie.cli.demo_cmd import DEFAULT_OUT
-from tootsie.configfile import dump_config, load_config
-from tootsie.demos.sft_demo import SftSettings, sft_example
-from tootsie.demos.stdlib_demo import TINY, DemoSettings
-from tootsie.errors import TootsieError
-from tootsie.eval.sft_eval import evaluate_sft
-from tootsie.train.config import TrainConfig
+from tootsie.cli.options import add_output_flags
+from tootsie.cli.output import print_json, quiet_progress, say
+from tootsie.cli.train_cmd import (
+    EVALUATE,
+    EXAMPLE_CONFIG,
+    add_evaluate_verb,
+    add_prefix_flag,
+    add_training_command,
+    print_config,
+    rewrite_verbs,
+)
+from tootsie.configfile import load_config
 
 
 def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    """Add the `sft` command."""
-    parser = subparsers.add_parser("sft", help="supervised fine-tuning on chat data: example config, evaluation")
-    parser.add_argument(
-        "--example-config",
-        action="store_true",
+    """Add `tootsie sft` and its verbs."""
+    verbs = add_training_command(
+        subparsers, "sft", "supervised fine-tuning on chat data: example config, training, evaluation"
+    )
+    example = verbs.add_parser(
+        EXAMPLE_CONFIG,
         help="print a config that fine-tunes the demo's final checkpoint on a local chat set (built if missing)",
     )
-    parser.add_argument(
-        "--prefix", default=DEFAULT_OUT, metavar="DIR", help=f"where the demo lives or is built (default {DEFAULT_OUT})"
-    )
-    parser.add_argument("--tiny", action="store_true", help="with --example-config: use the demo's --tiny settings")
-    parser.add_argument(
-        "--evaluate", action="store_true", help="held-out assistant-token loss of the base and of --out"
-    )
-    parser.add_argument("--config", metavar="FILE", help="with --evaluate: the SFT config that was trained")
-    parser.add_argument("--out", metavar="DIR", help="with --evaluate: the SFT run's output directory")
-    parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
-    parser.set_defaults(handler=sft_command)
+    add_prefix_flag(example)
+    example.add_argument("--tiny", action="store_true", help="use the demo's --tiny settings")
+    add_output_flags(example)
+    example.set_defaults(handler=print_example_config)
+    evaluate = add_evaluate_verb(verbs, "held-out assistant-token loss of the base and of the SFT run")
+    evaluate.set_defaults(handler=evaluate_command)
 
 
-def sft_command(args: argparse.Namespace) -> int:
-    """Print the example config, or compare base and SFT held-out assistant-token loss."""
-    if args.example_config:
-        settings = TINY if args.tiny else DemoSettings()
-        print(dump_config(sft_example(args.prefix, settings, SftSettings())), end="")
-        return 0
-    if not (args.evaluate and args.config and args.out):
-        raise TootsieError("tootsie sft needs --example-config, or --evaluate --config FILE --out DIR")
-    config = load_config(args.config, TrainConfig, root="train")
-    result = evaluate_sft(config, args.out)
-    print(
-        json.dumps(result)
-        if args.json
-        else f"held-out assistant-token loss: base {result['base']:.4f} → SFT {result['sft']:.4f} nats/token"
-    )
+def rewrite_aliases(argv: list[str]) -> list[str]:
+    """`sft --example-config ...` and `sft --evaluate ...` → `sft example-config ...`, `sft evaluate ...`."""
+    return rewrite_verbs(argv, "sft", (EXAMPLE_CONFIG, EVALUATE))
+
+
+def print_example_config(args: argparse.Namespace) -> int:
+    """Print the SFT example config, building the base model and chat caches if needed."""
+    from tootsie.demos.sft_demo import SftSettings, sft_example
+    from tootsie.demos.stdlib_demo import TINY, DemoSettings
+
+    with quiet_progress(args):
+        config = sft_example(args.prefix, TINY if args.tiny else DemoSettings(), SftSettings())
+    print_config(config, args)
+    return 0
+
+
+def evaluate_command(args: argparse.Namespace) -> int:
+    """Print the held-out assistant-token loss of the base and of the SFT run."""
+    from tootsie.eval.sft_eval import evaluate_sft
+    from tootsie.train.config import TrainConfig
+
+    result = evaluate_sft(load_config(args.config, TrainConfig, root="train"), args.out)
+    if args.json:
+        print_json(result)
+    else:
+        say(args, f"held-out assistant-token loss: base {result['base']:.4f} → SFT {result['sft']:.4f} nats/token")
     return 0

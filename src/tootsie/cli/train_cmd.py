@@ -1,52 +1,66 @@
 """`tootsie train`: train from a YAML/JSON config; rerun on the same `--out` to resume.
 
+    tootsie train --config FILE --out DIR [--profile A:B] [--tracker NAME]... [--allow-config-change]
+    tootsie train example-config [--prefix DIR] > train.yaml      (old shape: train --example-config)
+
 `--profile A:B` traces steps [A, B) with the JAX profiler and `--tracker
 tensorboard` / `--tracker wandb` adds a tracker; neither changes the weights.
-Every tracker's extra is checked before training starts.
+Every tracker's extra is checked before training starts. `example-config`
+prints a complete config for a tiny model on the demo corpus
+(`demos.train_demo`), building the demo's token caches first if they are not
+there.
 
-`--example-config` prints a complete config for a tiny model on the demo
-corpus (a minute or two on 2 CPU cores, checkpoints every few steps), building
-the demo's token caches through the executor first if they are not there.
+`sft` and `dpo` (and later `rl`) have the same shape, built here: `NAME
+--config FILE --out DIR` trains exactly as `train` does, and each mode is a
+verb (`NAME example-config`, `NAME evaluate`) whose old flag spelling
+(`NAME --example-config`, `NAME --evaluate`) `rewrite_verbs` turns into the
+verb before parsing.
 """
 
 import argparse
-import json
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from tootsie.cli.demo_cmd import DEFAULT_OUT
-from tootsie.cli.output import add_quiet_argument, quiet_progress
-from tootsie.configfile import dump_config, load_config
-from tootsie.data.batch_schedule import BatchSchedule
-from tootsie.data.mixture import MixtureConfig, MixtureStage
-from tootsie.demos.stdlib_demo import SOURCES, DemoSettings, build_data_steps
+from tootsie.cli.options import add_output_flags, rewrite_mode_flags
+from tootsie.cli.output import print_json, quiet_progress, say
+from tootsie.configfile import dump_config, load_config, to_plain
 from tootsie.errors import TootsieError
-from tootsie.eval.training import run_training
-from tootsie.executor import failure_summary, run_experiment
-from tootsie.models.llama import LlamaConfig
-from tootsie.monitor.metrics_log import METRICS_FILE
+from tootsie.monitor.metrics_log import METRICS_FILE, read_metrics
 from tootsie.monitor.trackers import TRACKERS, require_trackers
-from tootsie.train.config import CheckpointConfig, TrainConfig
-from tootsie.train.schedule import WSDConfig
 
-EXAMPLE_STEPS = 60
+EXAMPLE_CONFIG = "example-config"
+EVALUATE = "evaluate"
 
 
 def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    """Add the `train` command."""
-    parser = subparsers.add_parser("train", help="train a model from a config file (rerun to resume)")
+    """Add `tootsie train` and its `example-config` verb."""
+    verbs = add_training_command(subparsers, "train", "train a model from a config file (rerun to resume)")
+    example = verbs.add_parser(EXAMPLE_CONFIG, help="print a complete config for a tiny model on the demo corpus")
+    add_prefix_flag(example)
+    add_output_flags(example)
+    example.set_defaults(handler=print_example_config)
+
+
+def rewrite_aliases(argv: list[str]) -> list[str]:
+    """`train --example-config ...` → `train example-config ...`."""
+    return rewrite_verbs(argv, "train", (EXAMPLE_CONFIG,))
+
+
+def rewrite_verbs(argv: list[str], command: str, verbs: Sequence[str]) -> list[str]:
+    """`argv` with `COMMAND --VERB ...` (the old mode-flag shape) rewritten as `COMMAND VERB ...`."""
+    return rewrite_mode_flags(argv, (command,), {f"--{verb}": (command, verb) for verb in verbs})
+
+
+def add_training_command(
+    subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]", name: str, help_text: str
+) -> "argparse._SubParsersAction[argparse.ArgumentParser]":
+    """Add `tootsie NAME`, which trains `--config` into `--out`; return its verbs, for the modes to add."""
+    parser = subparsers.add_parser(name, help=help_text)
     parser.add_argument("--config", metavar="FILE", help="a YAML or JSON TrainConfig")
     parser.add_argument(
         "--out", metavar="DIR", help="output directory (checkpoints/, metrics.jsonl); resumed if it has checkpoints"
-    )
-    parser.add_argument(
-        "--example-config", action="store_true", help="print a complete config for a tiny model on the demo corpus"
-    )
-    parser.add_argument(
-        "--prefix",
-        default=DEFAULT_OUT,
-        metavar="DIR",
-        help=f"with --example-config: where the demo corpus lives or is built (default {DEFAULT_OUT})",
     )
     parser.add_argument(
         "--profile",
@@ -66,11 +80,27 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         action="store_true",
         help="resume even though hashed config fields changed (the diff is recorded in OUT/config_changes.jsonl)",
     )
-    parser.add_argument(
-        "--json", action="store_true", help="print one JSON object (final step and loss) as the last line"
-    )
-    add_quiet_argument(parser)
+    add_output_flags(parser)
     parser.set_defaults(handler=train_command)
+    return parser.add_subparsers(dest="verb", metavar="VERB")
+
+
+def add_prefix_flag(parser: argparse.ArgumentParser) -> None:
+    """`--prefix`: the executor prefix where the demo's steps live or are built."""
+    parser.add_argument(
+        "--prefix", default=DEFAULT_OUT, metavar="DIR", help="where the demo's steps live or are built (%(default)s)"
+    )
+
+
+def add_evaluate_verb(
+    verbs: "argparse._SubParsersAction[argparse.ArgumentParser]", help_text: str
+) -> argparse.ArgumentParser:
+    """Add the `evaluate` verb: the run's `--config` and `--out`, compared with its warm start."""
+    evaluate = verbs.add_parser(EVALUATE, help=help_text)
+    evaluate.add_argument("--config", required=True, metavar="FILE", help="the config that was trained")
+    evaluate.add_argument("--out", required=True, metavar="DIR", help="the run's output directory")
+    add_output_flags(evaluate)
+    return evaluate
 
 
 def profile_window(text: str) -> tuple[int, int]:
@@ -86,14 +116,15 @@ def profile_window(text: str) -> tuple[int, int]:
 
 
 def train_command(args: argparse.Namespace) -> int:
-    """Print the example config, or train `--config` into `--out`."""
-    if args.example_config:
-        with quiet_progress(args):
-            config = example_config(args.prefix)
-        print(dump_config(config), end="")
-        return 0
+    """Train `--config` into `--out` (the config's trackers and profile window extended by the flags)."""
     if not args.config or not args.out:
-        raise TootsieError("tootsie train needs --config FILE and --out DIR (or --example-config to get a config)")
+        raise TootsieError(
+            f"tootsie {args.command} needs --config FILE and --out DIR to train"
+            f" (or `tootsie {args.command} {EXAMPLE_CONFIG}` to get a config)"
+        )
+    from tootsie.eval.training import run_training
+    from tootsie.train.config import TrainConfig
+
     config = load_config(args.config, TrainConfig, root="train")
     added = tuple(
         TRACKERS[kind]()
@@ -104,40 +135,28 @@ def train_command(args: argparse.Namespace) -> int:
     require_trackers(config.trackers)
     with quiet_progress(args):
         state = run_training(config, args.out, allow_config_change=args.allow_config_change)
-    lines = (Path(args.out) / METRICS_FILE).read_text(encoding="utf-8").splitlines()
-    final = json.loads(lines[-1]) if lines else {}
-    result = {"step": state.step, "loss": final.get("loss"), "out": str(Path(args.out).resolve())}
-    print(
-        json.dumps(result)
-        if args.json
-        else f"trained to step {state.step} (loss {final.get('loss')}); outputs in {args.out}"
-    )
+    records = read_metrics(Path(args.out) / METRICS_FILE).records
+    result = {"step": state.step, "loss": records[-1].get("loss") if records else None}
+    if args.json:
+        print_json(result | {"out": str(Path(args.out).resolve())})
+    else:
+        say(args, f"trained to step {state.step} (loss {result['loss']}); outputs in {args.out}")
     return 0
 
 
-def example_config(prefix: str) -> TrainConfig:
-    """A tiny Llama on the demo's train caches, which are built through the executor if missing."""
-    settings = DemoSettings()
-    _, cache_steps = build_data_steps(settings)
-    caches = {source: cache_steps[source, "train"] for source in SOURCES}
-    report = run_experiment(list(caches.values()), prefix)
-    if not report.ok:
-        raise TootsieError(f"building the demo corpus failed: {failure_summary(report)}")
-    paths = {step.name: step.output_path for step in report.steps}
-    model = LlamaConfig(
-        vocab_size=settings.vocab_size, hidden_dim=64, intermediate_dim=256, num_layers=2, num_heads=4, num_kv_heads=2
-    )
-    data = MixtureConfig(
-        caches={source: paths[step.name] for source, step in caches.items()},
-        stages=(MixtureStage(0, {"code": 0.5, "prose": 0.5}),),
-        seq_len=128,
-        batch_schedule=BatchSchedule.constant(8),
-    )
-    schedule = WSDConfig(peak_lr=3e-3, warmup_steps=6, decay_steps=12, total_steps=EXAMPLE_STEPS)
-    return TrainConfig(
-        model=model,
-        data=data,
-        num_steps=EXAMPLE_STEPS,
-        schedule=schedule,
-        checkpoints=CheckpointConfig(every_steps=10, every_minutes=None),
-    )
+def print_example_config(args: argparse.Namespace) -> int:
+    """Print the example config (YAML, or one JSON object with --json), building the demo corpus if needed."""
+    from tootsie.demos.train_demo import train_example
+
+    with quiet_progress(args):
+        config = train_example(args.prefix)
+    print_config(config, args)
+    return 0
+
+
+def print_config(config: object, args: argparse.Namespace) -> None:
+    """A config as YAML on stdout, or as one JSON object with --json (both load with `--config`)."""
+    if args.json:
+        print_json(to_plain(config))
+    else:
+        print(dump_config(config), end="")

@@ -1,0 +1,55 @@
+"""`tootsie train`, `sft` and `dpo` share one shape: NAME --config F --out D trains, modes are verbs, and the old
+mode flags (`--example-config`, `--evaluate`) still parse as those verbs."""
+
+import pytest
+
+from tootsie.cli import dpo_cmd, sft_cmd, train_cmd
+from tootsie.cli.main import main, parse_args
+
+SHAPES = [
+    (["train", "--config", "c.yaml", "--out", "run"], train_cmd.train_command),
+    (
+        ["train", "--config", "c.yaml", "--out", "run", "--tracker", "wandb", "--profile", "2:4"],
+        train_cmd.train_command,
+    ),
+    (["train", "example-config", "--prefix", "p"], train_cmd.print_example_config),
+    (["train", "--example-config", "--prefix", "p"], train_cmd.print_example_config),
+    (["sft", "--config", "c.yaml", "--out", "run"], train_cmd.train_command),
+    (["sft", "example-config", "--tiny"], sft_cmd.print_example_config),
+    (["sft", "--example-config", "--prefix", "p"], sft_cmd.print_example_config),
+    (["sft", "evaluate", "--config", "c.yaml", "--out", "run", "--json"], sft_cmd.evaluate_command),
+    (["sft", "--evaluate", "--config", "c.yaml", "--out", "run", "--json"], sft_cmd.evaluate_command),
+    (["dpo", "--config", "c.yaml", "--out", "run"], train_cmd.train_command),
+    (["dpo", "--example-config", "--sft", "runs/sft", "--prefix", "p"], dpo_cmd.print_example_config),
+    (["dpo", "example-config", "--sft", "runs/sft", "--quiet"], dpo_cmd.print_example_config),
+    (["dpo", "--evaluate", "--config", "c.yaml", "--out", "run"], dpo_cmd.evaluate_command),
+]
+
+
+@pytest.mark.parametrize(("argv", "handler"), SHAPES, ids=[" ".join(argv[:2]) for argv, _ in SHAPES])
+def test_each_shape_reaches_its_handler(argv: list[str], handler: object) -> None:
+    args = parse_args(argv)
+    assert args.handler is handler
+    assert args.command == argv[0]
+
+
+def test_old_and_new_shapes_parse_alike() -> None:
+    old = parse_args(["sft", "--evaluate", "--config", "c.yaml", "--out", "run", "--json"])
+    new = parse_args(["sft", "evaluate", "--config", "c.yaml", "--out", "run", "--json"])
+    assert vars(old) == vars(new)
+    assert (new.config, new.out, new.json, new.verb) == ("c.yaml", "run", True, "evaluate")
+
+
+def test_evaluate_needs_config_and_out() -> None:
+    with pytest.raises(SystemExit):
+        parse_args(["dpo", "evaluate", "--config", "c.yaml"])
+
+
+def test_training_without_a_config_names_the_verb(capsys) -> None:
+    assert main(["train", "--out", "run"]) == 2
+    assert "tootsie train needs --config FILE and --out DIR" in capsys.readouterr().err
+
+
+def test_dpo_example_config_needs_the_sft_run(tmp_path, capsys) -> None:
+    assert main(["dpo", "example-config", "--sft", str(tmp_path / "missing")]) == 2
+    assert "does not exist: train the SFT run first" in capsys.readouterr().err
