@@ -97,7 +97,7 @@ def test_datakit_extract_names_the_web_extra_per_engine(tmp_path: Path) -> None:
         tmp_path, ("trafilatura",), "datakit", "extract", str(page), "--out", str(out), "--engine", "trafilatura"
     )
     line = assert_one_line(err, 'pip install "tootsie[web]"')
-    assert code == 2 and line.startswith("tootsie: datakit extract --engine trafilatura needs trafilatura")
+    assert code == 2 and line.startswith("tootsie: datakit extract --extractor trafilatura needs trafilatura")
     assert not out.exists()
 
 

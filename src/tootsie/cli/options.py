@@ -151,6 +151,7 @@ def add_config_flags(
     aliases: Mapping[str, Iterable[str]] = {},
     metavars: Mapping[str, str] = {},
     defaults: Mapping[str, Any] = {},
+    choices: Mapping[str, Iterable[Any]] = {},
     flatten: Iterable[str] = (),
 ) -> None:
     """Add one flag per field of `config_cls` (fields named by dotted path, e.g. `engine.workers` when flattened).
@@ -160,7 +161,9 @@ def add_config_flags(
     (`{"extractor": ("--engine",)}`); `required` makes a field with a default
     required; `positional` makes a field a positional argument; `metavars`
     names values in the usage line; `defaults` sets a command-line default that
-    deliberately differs from the config's (say why at the call); `flatten`
+    deliberately differs from the config's (say why at the call); `choices`
+    gives the valid values of a field that is not a `Literal` but whose
+    `__post_init__` checks them against a constant (pass that constant); `flatten`
     turns a nested dataclass field into flags of its own fields.
     """
     only_set = None if only is None else frozenset(only)
@@ -179,6 +182,8 @@ def add_config_flags(
         keywords["help"] = _first_paragraph(doc)
         if path in metavars:
             keywords["metavar"] = metavars[path]
+        if path in choices:
+            keywords["choices"] = tuple(choices[path])
         if path in positional_set:
             parser.add_argument(dest, default=argparse.SUPPRESS, **{"metavar": dest.upper(), **keywords})
         else:
