@@ -82,7 +82,7 @@ def main() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from benchmarks.corpus import documents
     from tests.datakit.real_corpora import license_texts, stdlib_docstrings, write_documents
-    from tootsie.datakit.classifier_model import load_model
+    from tootsie.datakit.classifier_model import load_classifier
     from tootsie.datakit.classify import ClassifyConfig, classify
     from tootsie.datakit.engine import EngineConfig
     from tootsie.datakit.ids import content_id
@@ -100,7 +100,7 @@ def main() -> None:
     started = time.perf_counter()
     trained = train_classifier(config, str(work / "model"))
     tootsie_train = time.perf_counter() - started
-    model = load_model(work / "model")
+    model = load_classifier(work / "model")
     texts = list(documents(args.docs * 4000 / 1e6))[: args.docs]
     write_documents(texts, work / "classify", per_shard=BATCH * 2)
 

@@ -12,7 +12,7 @@ from safetensors import safe_open
 from safetensors.numpy import save_file
 
 from tests.datakit.real_corpora import license_texts, stdlib_docstrings, write_documents
-from tootsie.datakit.classifier_model import MODEL_FILE, HashedLinearModel, load_model, save_model
+from tootsie.datakit.classifier_model import MODEL_FILE, HashedLinearModel, load_classifier, save_classifier
 from tootsie.datakit.classify import SCORE_COLUMN, ClassifyConfig, classify
 from tootsie.datakit.engine import EngineConfig
 from tootsie.datakit.hashed_features import FeatureConfig, featurize
@@ -63,8 +63,8 @@ def test_usable_drops_repeats_and_texts_in_both_classes() -> None:
 def test_model_file_round_trips_and_foreign_files_are_refused(tmp_path) -> None:
     config = FeatureConfig(bucket_bits=10)
     model = HashedLinearModel(config, np.random.default_rng(0).normal(size=1024).astype(np.float32), -0.25)
-    save_model(model, tmp_path / MODEL_FILE)
-    loaded = load_model(tmp_path)  # the directory or the file
+    save_classifier(model, tmp_path / MODEL_FILE)
+    loaded = load_classifier(tmp_path)  # the directory or the file
     assert loaded.features == config and loaded.bias == -0.25
     np.testing.assert_array_equal(loaded.weights, model.weights)
     texts = ["some words here", "other words"]
@@ -73,18 +73,18 @@ def test_model_file_round_trips_and_foreign_files_are_refused(tmp_path) -> None:
     # The same model is the same bytes: safetensors orders a several-key header at random on every save.
     saved = set()
     for attempt in range(6):
-        save_model(model, tmp_path / f"again-{attempt}.safetensors", extra={"positive": "p", "negative": "n"})
+        save_classifier(model, tmp_path / f"again-{attempt}.safetensors", extra={"positive": "p", "negative": "n"})
         saved.add((tmp_path / f"again-{attempt}.safetensors").read_bytes())
     assert len(saved) == 1
 
     save_file({"weights": np.zeros(1024, np.float32)}, str(tmp_path / "other.safetensors"), metadata={"format": "x"})
     with pytest.raises(TootsieError, match="format 'x'"):
-        load_model(tmp_path / "other.safetensors")
+        load_classifier(tmp_path / "other.safetensors")
     (tmp_path / "junk.safetensors").write_bytes(b"\x80\x04not a safetensors file")
     with pytest.raises(TootsieError, match="not a safetensors file"):
-        load_model(tmp_path / "junk.safetensors")
+        load_classifier(tmp_path / "junk.safetensors")
     with pytest.raises(TootsieError, match="not found"):
-        load_model(tmp_path / "missing")
+        load_classifier(tmp_path / "missing")
 
 
 @pytest.mark.timeout(120)
@@ -104,7 +104,9 @@ def test_separates_stdlib_docstrings_from_license_texts_on_heldout_documents(tmp
 
     again = train_classifier(config, str(tmp_path / "again"))
     assert again["accuracy"] == stats["accuracy"]
-    np.testing.assert_array_equal(load_model(tmp_path / "again").weights, load_model(tmp_path / "model").weights)
+    np.testing.assert_array_equal(
+        load_classifier(tmp_path / "again").weights, load_classifier(tmp_path / "model").weights
+    )
     reseeded = train_classifier(
         TrainClassifierConfig(positive=config.positive, negative=config.negative, heldout_fraction=0.3, seed=1),
         str(tmp_path / "reseeded"),
@@ -117,7 +119,7 @@ def test_separates_stdlib_docstrings_from_license_texts_on_heldout_documents(tmp
     assert scored["docs"] == len(licenses) and scored["shards"] == 3 and scored["docs_per_second"] > 0
     assert json.loads((tmp_path / "attr" / "timings.json").read_text())["docs_per_second"] > 0
     assert scored["mean_score"] < 0.3
-    model = load_model(tmp_path / "model")
+    model = load_classifier(tmp_path / "model")
     for shard in sorted(negative.glob("part-*.parquet")):
         docs = pq.read_table(shard)
         attributes = pq.read_table(tmp_path / "attr" / shard.name)

@@ -67,7 +67,7 @@ class HashedLinearModel:
         return (1.0 / (1.0 + np.exp(-logits))).astype(np.float32)
 
 
-def save_model(model: HashedLinearModel, path: Path, extra: dict[str, str] | None = None) -> None:
+def save_classifier(model: HashedLinearModel, path: Path, extra: dict[str, str] | None = None) -> None:
     """Write the model to `path` atomically (temporary name, then rename); `extra` goes into the header."""
     header = {
         "format": FORMAT,
@@ -104,8 +104,8 @@ def model_path(path: str | Path) -> Path:
     return given / MODEL_FILE if given.is_dir() else given
 
 
-def load_model(path: str | Path) -> HashedLinearModel:
-    """Read a model written by `save_model` (a file, or the directory holding it), checking its header."""
+def load_classifier(path: str | Path) -> HashedLinearModel:
+    """Read a model written by `save_classifier` (a file, or the directory holding it), checking its header."""
     file = model_path(path)
     if not file.is_file():
         raise TootsieError(f"classifier model not found: {file}; train one with `tootsie datakit train-classifier`")

@@ -30,27 +30,23 @@ Example: a shard with "Das ist ein deutscher Satz." and "1234" gives rows
 `("de", 0.99...)` and `("unknown", 0.0)`; `languages` is `{"de": 1, "unknown": 1}`.
 """
 
-import shutil
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from tootsie.configfile import unhashed
+from tootsie.datakit.attribute_stage import documents, run_attribute_stage
 from tootsie.datakit.consolidate import AttributeFilter
-from tootsie.datakit.engine import EngineConfig, ShardTask, map_shards, merge_counts
-from tootsie.datakit.parquet_io import parquet_files, write_table_atomic
-from tootsie.datakit.stats import StageStats, finish_stage
-from tootsie.errors import TootsieError
+from tootsie.datakit.engine import EngineConfig
+from tootsie.datakit.stats import StageStats
 from tootsie.executor.step import requires_extras
 from tootsie.extras import import_extra, require_modules
 
 ATTRIBUTE_SCHEMA = pa.schema([("id", pa.string()), ("lang", pa.string()), ("lang_score", pa.float64())])
 UNKNOWN = "unknown"
-WORK_DIR = ".langid"
 PURPOSE = "language ID (datakit langid)"
 
 
@@ -88,31 +84,23 @@ class LanguageModel:
         return values[0].language.iso_code_639_1.name.lower(), float(values[0].value)
 
 
-def langid_shard(task: ShardTask, config: LangidConfig) -> dict[str, Any]:
-    """Map: label one document shard into its attribute shard; return its counts."""
-    source = pq.ParquetFile(task.inputs[0])
-    missing = {"id", "text"} - set(source.schema_arrow.names)
-    if missing:
-        raise TootsieError(
-            f"{task.inputs[0]} lacks columns {sorted(missing)}; langid reads a document directory (from normalize)"
-        )
+def annotate_languages(batches: Iterator[pa.RecordBatch], config: LangidConfig) -> tuple[pa.Table, dict[str, Any]]:
+    """Label one shard's documents: the attribute table and its counts (languages; "unknown" counts as dropped)."""
     model = LanguageModel()
     columns: dict[str, list[Any]] = {"id": [], "lang": [], "lang_score": []}
     languages: Counter[str] = Counter()
     stage = StageStats()
-    for batch in source.iter_batches(batch_size=config.batch_rows, columns=["id", "text"]):
-        for doc_id, text in zip(batch.column("id").to_pylist(), batch.column("text").to_pylist(), strict=True):
-            lang, score = model.identify((text or "")[: config.max_chars])
-            columns["id"].append(doc_id)
-            columns["lang"].append(lang)
-            columns["lang_score"].append(score)
-            languages[lang] += 1
-            if lang == UNKNOWN:
-                stage.drop("unknown_language")
-            else:
-                stage.keep()
-    write_table_atomic(pa.table(columns, schema=ATTRIBUTE_SCHEMA), Path(task.output_dir) / Path(task.inputs[0]).name)
-    return {"docs": len(columns["id"]), "languages": dict(languages), **stage.to_json()}
+    for doc_id, text in documents(batches):
+        lang, score = model.identify(text[: config.max_chars])
+        columns["id"].append(doc_id)
+        columns["lang"].append(lang)
+        columns["lang_score"].append(score)
+        languages[lang] += 1
+        if lang == UNKNOWN:
+            stage.drop("unknown_language")
+        else:
+            stage.keep()
+    return pa.table(columns, schema=ATTRIBUTE_SCHEMA), {"languages": dict(languages), **stage.to_json()}
 
 
 def require_model(*, purpose: str) -> None:
@@ -124,23 +112,12 @@ def require_model(*, purpose: str) -> None:
 def langid(config: LangidConfig, output_path: str) -> dict[str, Any]:
     """Write co-partitioned language attributes for `config.input` plus `stats.json`; return the stats."""
     require_model(purpose=PURPOSE)
-    out = Path(output_path)
-    tasks = [
-        ShardTask(name=path.stem, inputs=(str(path),), output_dir=str(out)) for path in parquet_files(config.input)
-    ]
-    results = map_shards(langid_shard, config, tasks, out / WORK_DIR / "done", config.engine, label="langid")
-    counts = merge_counts(list(results.stats.values()))
+    return run_attribute_stage(config, output_path, name="langid", annotate=annotate_languages, details=_details)
+
+
+def _details(counts: dict[str, Any]) -> dict[str, Any]:
     languages = counts.get("languages", {})
-    details = {
-        "docs": counts.get("docs", 0),
-        "languages": dict(sorted(languages.items(), key=lambda item: (-item[1], item[0]))),
-        "shards": len(results.stats),
-        "failed_shards": results.failed,
-    }
-    stats = finish_stage(out, StageStats.from_json(counts), details)
-    if not results.failed:
-        shutil.rmtree(out / WORK_DIR)  # finished; with failed shards the markers stay so a rerun redoes only those
-    return stats
+    return {"languages": dict(sorted(languages.items(), key=lambda item: (-item[1], item[0])))}
 
 
 def langid_filters(attributes: str, languages: tuple[str, ...], min_score: float = 0.0) -> tuple[AttributeFilter, ...]:

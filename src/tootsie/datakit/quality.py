@@ -30,20 +30,17 @@ False and `quality_pass` False; stats.json has
 `rejected["rep_dup_line_fraction"] == 1`.
 """
 
-import shutil
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from tootsie.configfile import unhashed
+from tootsie.datakit.attribute_stage import documents, run_attribute_stage
 from tootsie.datakit.consolidate import AttributeFilter
-from tootsie.datakit.engine import EngineConfig, ShardTask, map_shards, merge_counts
-from tootsie.datakit.parquet_io import parquet_files, write_table_atomic
+from tootsie.datakit.engine import EngineConfig
 from tootsie.datakit.quality_rules import (
     C4_SIGNALS,
     GOPHER_SIGNALS,
@@ -56,10 +53,7 @@ from tootsie.datakit.quality_rules import (
     gopher_quality,
     gopher_repetition,
 )
-from tootsie.datakit.stats import StageStats, finish_stage
-from tootsie.errors import TootsieError
-
-WORK_DIR = ".quality"
+from tootsie.datakit.stats import StageStats
 
 
 class DocQuality(NamedTuple):
@@ -178,72 +172,51 @@ def attribute_schema(rules: QualityRules) -> pa.Schema:
     return pa.schema([*fields, pa.field("quality_pass", pa.bool_())])
 
 
-def quality_shard(task: ShardTask, config: QualityConfig) -> dict[str, Any]:
-    """Map: score one document shard into its attribute shard; return its counts."""
-    source = pq.ParquetFile(task.inputs[0])
-    missing = {"id", "text"} - set(source.schema_arrow.names)
-    if missing:
-        raise TootsieError(
-            f"{task.inputs[0]} lacks columns {sorted(missing)};"
-            " quality reads a document directory (from normalize or consolidate)"
-        )
+def annotate_quality(batches: Iterator[pa.RecordBatch], config: QualityConfig) -> tuple[pa.Table, dict[str, Any]]:
+    """Score one shard's documents: the attribute table and its counts (rejections per rule, C4 lines removed)."""
     rules = config.rules
     schema = attribute_schema(rules)
     columns: dict[str, list[Any]] = {name: [] for name in schema.names}
     rejected = Counter(dict.fromkeys(rules.rules, 0))
     lines_removed: Counter[str] = Counter()
     stage = StageStats()
-    for batch in source.iter_batches(batch_size=config.batch_rows, columns=["id", "text"]):
-        for doc_id, text in zip(batch.column("id").to_pylist(), batch.column("text").to_pylist(), strict=True):
-            result = evaluate(text or "", rules)
-            columns["id"].append(doc_id)
-            for name, value in result.signals.items():
-                columns[name].append(value)
-            for rule, ok in result.passed.items():
-                columns[f"{rule}_pass"].append(ok)
-                rejected[rule] += not ok
-            columns["quality_pass"].append(all(result.passed.values()))
-            lines_removed.update(result.lines_removed)
-            first_failed = next((rule for rule in rules.rules if not result.passed[rule]), None)
-            if first_failed is None:
-                stage.keep()
-            else:
-                stage.drop(first_failed)
-    table = pa.table(columns, schema=schema)
-    write_table_atomic(table, Path(task.output_dir) / Path(task.inputs[0]).name)
-    chars = sum(columns["c4_chars_removed"]) if "c4_chars_removed" in columns else 0
-    return {
-        "docs": table.num_rows,
+    for doc_id, text in documents(batches):
+        result = evaluate(text, rules)
+        columns["id"].append(doc_id)
+        for name, value in result.signals.items():
+            columns[name].append(value)
+        for rule, ok in result.passed.items():
+            columns[f"{rule}_pass"].append(ok)
+            rejected[rule] += not ok
+        columns["quality_pass"].append(all(result.passed.values()))
+        lines_removed.update(result.lines_removed)
+        first_failed = next((rule for rule in rules.rules if not result.passed[rule]), None)
+        if first_failed is None:
+            stage.keep()
+        else:
+            stage.drop(first_failed)
+    counts = {
         "rejected": dict(rejected),
         "c4_lines_removed": dict(lines_removed),
-        "c4_chars_removed": chars,
+        "c4_chars_removed": sum(columns.get("c4_chars_removed", [])),
         **stage.to_json(),
     }
+    return pa.table(columns, schema=schema), counts
 
 
 def quality(config: QualityConfig, output_path: str) -> dict[str, Any]:
     """Write co-partitioned quality attributes for `config.input` plus `stats.json`; return the stats."""
-    out = Path(output_path)
-    tasks = [
-        ShardTask(name=path.stem, inputs=(str(path),), output_dir=str(out)) for path in parquet_files(config.input)
-    ]
-    results = map_shards(quality_shard, config, tasks, out / WORK_DIR / "done", config.engine, label="quality")
-    counts = merge_counts(list(results.stats.values()))
-    rejected = counts.get("rejected", {})
-    details = {
-        "docs": counts.get("docs", 0),
-        "kept": counts.get("kept", 0),
-        "rejected": {rule: rejected.get(rule, 0) for rule in config.rules.rules},
-        "c4_lines_removed": dict(sorted(counts.get("c4_lines_removed", {}).items())),
-        "c4_chars_removed": counts.get("c4_chars_removed", 0),
-        "rules": list(config.rules.rules),
-        "shards": len(results.stats),
-        "failed_shards": results.failed,
-    }
-    stats = finish_stage(out, StageStats.from_json(counts), details)
-    if not results.failed:
-        shutil.rmtree(out / WORK_DIR)  # finished; with failed shards the markers stay so a rerun redoes only those
-    return stats
+
+    def details(counts: dict[str, Any]) -> dict[str, Any]:
+        rejected = counts.get("rejected", {})
+        return {
+            "rejected": {rule: rejected.get(rule, 0) for rule in config.rules.rules},
+            "c4_lines_removed": dict(sorted(counts.get("c4_lines_removed", {}).items())),
+            "c4_chars_removed": counts.get("c4_chars_removed", 0),
+            "rules": list(config.rules.rules),
+        }
+
+    return run_attribute_stage(config, output_path, name="quality", annotate=annotate_quality, details=details)
 
 
 def quality_filters(attributes: str, *, rules: QualityRules | None = None) -> tuple[AttributeFilter, ...]:

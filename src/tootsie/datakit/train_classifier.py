@@ -39,17 +39,15 @@ import xxhash
 from jaxtyping import Array, Bool, Float, Float32, Int32
 
 from tootsie.configfile import unhashed
-from tootsie.datakit.classifier_model import MODEL_FILE, HashedLinearModel, save_model
+from tootsie.datakit.classifier_model import MODEL_FILE, HashedLinearModel, save_classifier
 from tootsie.datakit.hashed_features import FeatureConfig, Features, featurize
 from tootsie.datakit.parquet_io import iter_batches
 from tootsie.datakit.stats import StageStats, finish_stage
 from tootsie.errors import TootsieError
+from tootsie.executor.manifest import TIMINGS_FILE
 from tootsie.executor.portable import portable_tree
 from tootsie.executor.step import volatile_outputs
 from tootsie.jsonfile import write_json_atomic
-
-TIMINGS_FILE = "timings.json"
-"""Wall time of the step: declared volatile (listed in the manifest, never compared), unlike `stats.json`."""
 
 
 @dataclass(frozen=True)
@@ -225,7 +223,7 @@ def train_classifier(config: TrainClassifierConfig, output_path: str) -> dict[st
     train_seconds = time.perf_counter() - started
     all_scores = 1.0 / (1.0 + np.exp(-model.logits_of(Features(buckets, docs, counts))))
     inputs = {name: repr(tuple(portable_tree(list(getattr(config, name))))) for name in ("positive", "negative")}
-    save_model(model, out / MODEL_FILE, inputs)
+    save_classifier(model, out / MODEL_FILE, inputs)
     timings = {"train_seconds": round(train_seconds, 3)}
     write_json_atomic(out / TIMINGS_FILE, timings)
     details = {

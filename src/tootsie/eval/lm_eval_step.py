@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tootsie.configfile import unhashed
+from tootsie.executor.manifest import TIMINGS_FILE
 from tootsie.executor.portable import portable
 from tootsie.executor.step import requires_extras, volatile_outputs
 from tootsie.extras import require
@@ -26,8 +27,6 @@ from tootsie.train.checkpoint import read_checkpoint_state
 from tootsie.train.loading import resolve_checkpoint
 
 LM_EVAL_FILE = "lm_eval.json"
-TIMINGS_FILE = "timings.json"
-"""`{"seconds"}`: the step's wall time, declared volatile (never compared)."""
 WEIGHTS = ("model", "ema")
 
 

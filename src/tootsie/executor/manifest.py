@@ -108,6 +108,10 @@ class Manifest:
             ) from None
 
 
+TIMINGS_FILE = "timings.json"
+"""A step's wall time (seconds, rates): the usual volatile output, listed in the manifest but never compared."""
+
+
 def is_volatile(path: str, patterns: Iterable[str]) -> bool:
     """Whether the relative path `path` matches any of the glob `patterns` (or one matches its file name)."""
     name = path.rsplit("/", 1)[-1]
