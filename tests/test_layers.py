@@ -1,4 +1,4 @@
-"""Layers import downward only (STYLE rule 12): a lower layer never imports a higher one."""
+"""Layers import downward only (docs/style.md rule 12): a lower layer never imports a higher one."""
 
 import ast
 from pathlib import Path

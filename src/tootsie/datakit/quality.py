@@ -7,7 +7,7 @@ per active rule, and `quality_pass` (every active rule passed). Documents are
 never rewritten: consolidate drops on `quality_pass == False` (or on any single
 `<rule>_pass`, or on a signal threshold) and cuts `c4_removed_spans` out.
 
-`stats.json` counts what the rules would drop (STYLE rule 10):
+`stats.json` counts what the rules would drop (docs/style.md rule 10):
 `{"docs", "kept", "rejected": {rule: docs failing it}, "c4_lines_removed":
 {reason: lines}, "c4_chars_removed", "rules", "shards", "failed_shards"}`. A
 document failing two rules counts under both, so the `rejected` counts can sum

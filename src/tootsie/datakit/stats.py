@@ -1,6 +1,6 @@
 """Counts of what a stage kept and dropped, by reason, mergeable across shards, and the stats file they go to.
 
-Every datakit stage reports one shared shape (datatrove's habit, STYLE rule 10:
+Every datakit stage reports one shared shape (datatrove's habit, docs/style.md rule 10:
 a filter that does not count what it drops cannot be audited): `total`
 documents seen, `kept` documents, and `dropped` documents by reason, each
 dropped document under exactly one reason, so `total == kept +

@@ -1,6 +1,6 @@
 """Learning-rate schedules as pure functions of the step, with a phase name.
 
-Registry (STYLE rule 4): `SCHEDULES` maps a name to a frozen config class whose
+Registry (docs/style.md rule 4): `SCHEDULES` maps a name to a frozen config class whose
 `build()` returns a `Schedule`: `learning_rate(step)` (jit-friendly for optax's
 traced int32 count, also takes Python ints, returns float32; it carries the
 schedule's `peak_lr`, which AdamC divides by) and `phase(step)` ("warmup",
