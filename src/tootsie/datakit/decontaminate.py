@@ -98,20 +98,17 @@ BATCH_ROWS, BATCH_BYTES = 1024, 16_000_000
 
 @dataclass(frozen=True)
 class DecontaminateConfig:
-    """Which corpus to scan against which eval sets, and what counts as contaminated."""
+    """Which corpus to scan against which eval sets, and what counts as contaminated.
+
+    The eval text is the question alone by default: a few-word answer would match common phrases.
+    """
 
     input: str
     """Document directory (Parquet shards with columns `id` and `text`) to scan."""
     eval_files: tuple[str, ...]
-    """Eval sets: JSONL (.jsonl, .jsonl.gz, .jsonl.zst) or Parquet files, one record per eval item.
-
-    A directory stands for its files.
-    """
+    """Eval sets: JSONL (.jsonl, .jsonl.gz, .jsonl.zst) or Parquet files (a directory: its files), a record an item."""
     eval_field: str | tuple[str, ...] = "question"
-    """Field holding an item's text; several fields each add n-grams.
-
-    The question: a few-word answer would match common phrases.
-    """
+    """Field holding an item's text (the question, not a few-word answer); several fields each add n-grams."""
     eval_id_field: str = "id"
     """Field holding an item's id; records without it get `<file stem>:<line number>`."""
     ngram: int = 13

@@ -34,17 +34,15 @@ Example: a WARC with a request record, two copies of one 200 HTML page and a
 """
 
 import shutil
-import unicodedata
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
-from tootsie.datakit.engine import EngineConfig, ShardTask, map_shards, merge_counts
+from tootsie.datakit.engine import ShardTask, map_shards
 from tootsie.datakit.html_extract import ENGINE_MODULES, ENGINES, FORMATS, extract_main
-from tootsie.datakit.ids import content_id
-from tootsie.datakit.normalize import DOCUMENT_SCHEMA, ChunkWriter, chunk_files, rejection_reason, write_deduplicated
+from tootsie.datakit.normalize import DOCUMENT_SCHEMA, ChunkWriter, DocumentGuards, add_document, reduce_chunks
 from tootsie.datakit.stats import StageStats, finish_stage
 from tootsie.datakit.web_source import expand_web_inputs, read_web_pages
 from tootsie.executor.step import requires_extras
@@ -57,8 +55,8 @@ WORK_DIR = ".extract"
 
 
 @dataclass(frozen=True)
-class ExtractConfig:
-    """Web inputs, the extractor and its output format, and the guards."""
+class ExtractConfig(DocumentGuards):
+    """Web inputs, the extractor and its output format, and the guards (normalize's, plus `max_html_bytes`)."""
 
     inputs: tuple[str, ...]
     """WARC files (.warc, .warc.gz), .html files, directories or globs of them, local or fsspec URLs."""
@@ -68,14 +66,6 @@ class ExtractConfig:
     """"text" or "markdown" (headings, lists, code blocks and tables kept)."""
     max_html_bytes: int = 5_000_000
     """Pages whose payload is larger than this are rejected as `too_large` before parsing."""
-    max_doc_bytes: int = 10_000_000
-    """Extracted texts larger than this (UTF-8 bytes) are rejected as `too_large` (normalize's guard)."""
-    max_whitespace_run: int = 10_000
-    """A run of more whitespace characters than this rejects the text as `whitespace_run` (normalize's guard)."""
-    shard_bytes: int = 64_000_000
-    """Target bytes of text per output shard."""
-    engine: EngineConfig = field(default_factory=EngineConfig)
-    """Parallelism, retries and failure budget (not hashed)."""
 
     def __post_init__(self) -> None:
         if not self.inputs:
@@ -84,9 +74,9 @@ class ExtractConfig:
             raise ValueError(f"extractor must be one of {ENGINES}, got {self.extractor!r}")
         if self.format not in FORMATS:
             raise ValueError(f"format must be one of {FORMATS}, got {self.format!r}")
-        for name in ("max_html_bytes", "max_doc_bytes", "max_whitespace_run", "shard_bytes"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.max_html_bytes <= 0:
+            raise ValueError(f"max_html_bytes must be positive, got {self.max_html_bytes}")
+        super().__post_init__()
 
 
 def extractor_modules(extractor: str) -> tuple[str, ...]:
@@ -112,22 +102,8 @@ def extract_file(task: ShardTask, config: ExtractConfig) -> dict[str, Any]:
         except Exception:  # noqa: BLE001 - a page the extractor cannot handle is a count, never a failed shard
             stats.drop("extract_error")
             continue
-        text = unicodedata.normalize("NFC", extracted.text)
-        reason = rejection_reason(text, config.max_doc_bytes, config.max_whitespace_run)
-        if reason is not None:
-            stats.drop(reason)
-            continue
-        writer.add(
-            {
-                "id": content_id(text),
-                "text": text,
-                "source_id": page.record_id,
-                "url": page.url,
-                "title": extracted.title,
-                "date": page.date,
-            }
-        )
-        stats.keep()
+        fields = {"source_id": page.record_id, "url": page.url, "title": extracted.title, "date": page.date}
+        add_document(writer, stats, config, extracted.text, **fields)
     return {**stats.to_json(), "chunks": writer.close()}
 
 
@@ -142,16 +118,12 @@ def extract(config: ExtractConfig, output_path: str) -> dict[str, Any]:
         for i, (path, name) in enumerate(expand_web_inputs(config.inputs))
     ]
     results = map_shards(extract_file, config, tasks, work / "done", config.engine, label="extract")
-    chunks = chunk_files([t for t in tasks if t.name in results.stats])
-    duplicates = write_deduplicated(chunks, out)
-    counts = StageStats.from_json(merge_counts(list(results.stats.values())))
-    counts.kept -= duplicates
-    counts.dropped["exact_duplicate"] += duplicates
+    counts, shards = reduce_chunks(tasks, results, out)
     details = {
         "input_records": counts.total,
         "output_docs": counts.kept,
         "rejected": dict(sorted((reason, n) for reason, n in counts.dropped.items() if n)),
-        "shards": len(chunks),
+        "shards": shards,
         "failed_inputs": results.failed,
         "extractor": config.extractor,
         "format": config.format,

@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tootsie.datakit.engine import EngineConfig, ShardTask, map_shards, merge_counts
+from tootsie.datakit.engine import EngineConfig, ShardResults, ShardTask, map_shards, merge_counts
 from tootsie.datakit.ids import content_id
 from tootsie.datakit.parquet_io import write_table_atomic
 from tootsie.datakit.readers import expand_inputs, read_records
@@ -39,16 +39,10 @@ DOCUMENT_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string()), ("sourc
 WORK_DIR = ".normalize"
 
 
-@dataclass(frozen=True)
-class NormalizeConfig:
-    """Inputs and guards of the normalize stage."""
+@dataclass(frozen=True, kw_only=True)
+class DocumentGuards:
+    """The guards and shard size of a stage that makes new documents (normalize, extract): their shared fields."""
 
-    inputs: tuple[str, ...]
-    """Files, directories or globs of .jsonl[.gz|.zst], .parquet, .txt/.md."""
-    text_field: str = "text"
-    """Name of the text field in JSONL records and Parquet columns."""
-    id_field: str = "id"
-    """Name of the original-id field, kept as `source_id`."""
     max_doc_bytes: int = 10_000_000
     """Documents larger than this (UTF-8 bytes) are rejected as `too_large`."""
     max_whitespace_run: int = 10_000
@@ -59,11 +53,26 @@ class NormalizeConfig:
     """Parallelism, retries and failure budget (not hashed)."""
 
     def __post_init__(self) -> None:
-        if not self.inputs:
-            raise ValueError("inputs is empty: give at least one file, directory or glob")
         for name in ("max_doc_bytes", "max_whitespace_run", "shard_bytes"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+
+
+@dataclass(frozen=True)
+class NormalizeConfig(DocumentGuards):
+    """Inputs and guards of the normalize stage."""
+
+    inputs: tuple[str, ...]
+    """Files, directories or globs of .jsonl[.gz|.zst], .parquet, .txt/.md."""
+    text_field: str = "text"
+    """Name of the text field in JSONL records and Parquet columns."""
+    id_field: str = "id"
+    """Name of the original-id field, kept as `source_id`."""
+
+    def __post_init__(self) -> None:
+        if not self.inputs:
+            raise ValueError("inputs is empty: give at least one file, directory or glob")
+        super().__post_init__()
 
 
 def rejection_reason(text: str, max_doc_bytes: int, max_whitespace_run: int) -> str | None:
@@ -105,6 +114,17 @@ class ChunkWriter:
         self.rows, self.text_bytes, self.chunks = [], 0, self.chunks + 1
 
 
+def add_document(writer: ChunkWriter, stats: StageStats, guards: DocumentGuards, text: str, **columns: object) -> None:
+    """NFC-normalize `text`; count it dropped by the guards, or kept and added (id, text, `columns`) to `writer`."""
+    text = unicodedata.normalize("NFC", text)
+    reason = rejection_reason(text, guards.max_doc_bytes, guards.max_whitespace_run)
+    if reason is not None:
+        stats.drop(reason)
+        return
+    writer.add({"id": content_id(text), "text": text, **columns})
+    stats.keep()
+
+
 def normalize_file(task: ShardTask, config: NormalizeConfig) -> dict[str, object]:
     """Map: normalize one input file into chunk files under `task.output_dir`; return its counts."""
     stats = StageStats()
@@ -112,14 +132,8 @@ def normalize_file(task: ShardTask, config: NormalizeConfig) -> dict[str, object
     for source_id, raw_text in read_records(task.inputs[0], config.text_field, config.id_field, stats.drop):
         if raw_text is None:
             stats.drop("missing_text")
-            continue
-        text = unicodedata.normalize("NFC", raw_text)
-        reason = rejection_reason(text, config.max_doc_bytes, config.max_whitespace_run)
-        if reason is not None:
-            stats.drop(reason)
-            continue
-        writer.add({"id": content_id(text), "text": text, "source_id": source_id})
-        stats.keep()
+        else:
+            add_document(writer, stats, config, raw_text, source_id=source_id)
     return {**stats.to_json(), "chunks": writer.close()}
 
 
@@ -146,23 +160,30 @@ def normalize(config: NormalizeConfig, output_path: str) -> dict[str, object]:
         for i, path in enumerate(files)
     ]
     results = map_shards(normalize_file, config, tasks, work / "done", config.engine, label="normalize")
-    chunks = chunk_files([t for t in tasks if t.name in results.stats])
-    duplicates = write_deduplicated(chunks, out)
-    counts = StageStats.from_json(merge_counts(list(results.stats.values())))
-    rejected = dict(sorted(counts.dropped.items()))
-    counts.kept -= duplicates
-    counts.dropped["exact_duplicate"] += duplicates
+    counts, shards = reduce_chunks(tasks, results, out)
     details = {
         "input_docs": counts.total,
         "output_docs": counts.kept,
-        "exact_duplicates": duplicates,
-        "rejected": rejected,
-        "shards": len(chunks),
+        "exact_duplicates": counts.dropped["exact_duplicate"],
+        "rejected": {reason: n for reason, n in sorted(counts.dropped.items()) if reason != "exact_duplicate"},
+        "shards": shards,
         "failed_inputs": results.failed,
     }
     stats = finish_stage(out, counts, details)
     shutil.rmtree(work)  # finished: the chunks are now parts; an interrupted run keeps them to resume
     return stats
+
+
+def reduce_chunks(tasks: list[ShardTask], results: ShardResults, out: Path) -> tuple[StageStats, int]:
+    """The reduce of normalize and extract: the finished tasks' chunks as deduplicated `part-NNNNN.parquet` shards.
+
+    Returns the merged counts, with the exact duplicates moved from kept to dropped, and the number of shards."""
+    chunks = chunk_files([t for t in tasks if t.name in results.stats])
+    duplicates = write_deduplicated(chunks, out)
+    counts = StageStats.from_json(merge_counts(list(results.stats.values())))
+    counts.kept -= duplicates
+    counts.dropped["exact_duplicate"] += duplicates
+    return counts, len(chunks)
 
 
 def write_deduplicated(chunks: list[Path], out: Path) -> int:

@@ -339,7 +339,11 @@ def gopher_repetition(text: str, config: GopherRepetitionConfig) -> tuple[dict[s
 
 @dataclass(frozen=True)
 class C4Config:
-    """C4's line and page rules (Raffel et al. 2020, section 2.2; tfds c4_utils.clean_page, as in datatrove)."""
+    """C4's line and page rules (Raffel et al. 2020, section 2.2; tfds c4_utils.clean_page, as in datatrove).
+
+    Sentences are counted by their end marks (`.`, `!`, `?` before a space or
+    the line end), not with nltk's punkt as C4 did: "Mr. Smith left." counts 2.
+    """
 
     min_words_per_line: int | None = 3
     """Remove lines with fewer words (C4: 3); None keeps short lines."""
@@ -358,11 +362,7 @@ class C4Config:
     drop_curly_bracket: bool = True
     """Fail documents with a kept line holding "{" (rule `c4_curly_bracket`); it fails nearly all code."""
     min_sentences: int | None = 5
-    """Fewest sentences in the kept lines (C4: 5; some pipelines use 3); rule `c4_min_sentences`.
-
-    Sentences are counted by their end marks (`.`, `!`, `?` before a space or
-    the line end), not with nltk's punkt as C4 did: "Mr. Smith left." counts 2.
-    """
+    """Fewest sentences (end marks, not punkt) in the kept lines (C4: 5; some use 3); rule `c4_min_sentences`."""
 
     def __post_init__(self) -> None:
         for name in ("min_words_per_line", "max_word_length", "min_sentences"):
@@ -458,11 +458,9 @@ class CompressionConfig:
     """"zlib" (stdlib) or "zstd"."""
     level: int = 6
     """Compression level (zlib's default 6; zstd takes 1..22)."""
+    # Stdlib corpus, zlib-6, docs >= 500 B: code 0.18-0.66, prose 0.22-0.61; 50 copies of a paragraph: 0.02.
     min_ratio: float | None = 0.1
-    """Lowest ratio kept.
-
-    Stdlib corpus, zlib-6, docs >= 500 B: code 0.18-0.66, prose 0.22-0.61; 50 copies of a paragraph: 0.02.
-    """
+    """Lowest ratio kept (code and prose sit at 0.18 or more; a paragraph copied 50 times at 0.02)."""
     max_ratio: float | None = 0.72
     """Highest ratio kept (base64 of random bytes: 0.76 with zlib-6; random lowercase letters: 0.63)."""
     min_bytes: int = 500
