@@ -52,6 +52,7 @@ from typing import Any
 
 from tootsie.corpora.stdlib_source import INSTALL_DIRS, PythonIdentity, python_identity, run_stdlib_only
 from tootsie.corpora.warc_write import WarcRecord, http_response, write_warc
+from tootsie.datakit.stats import STATS_FILE
 from tootsie.jsonfile import write_json_atomic
 
 SKIPPED_MODULES = frozenset({"antigravity", "this", "idlelib", "tkinter", "turtle", "turtledemo", "sys"})
@@ -195,5 +196,5 @@ def build_pydoc_warc(config: PydocWarcConfig, output_path: str) -> dict[str, Any
 
     warc = write_warc(Path(output_path) / WARC_NAME, records())
     stats = {"pages": len(modules), "html_bytes": html_bytes, "warc_bytes": warc.stat().st_size, "modules": modules}
-    write_json_atomic(Path(output_path) / "stats.json", stats)
+    write_json_atomic(Path(output_path) / STATS_FILE, stats)
     return stats

@@ -25,6 +25,7 @@ from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.data.sequences import DocumentConfig
 from tootsie.datakit.preference_data import PreferenceTokenizeConfig, tokenize_preferences
+from tootsie.datakit.tokenizer import TOKENIZER_FILE
 from tootsie.demos.sft_demo import CHAT_SETS, CHAT_TEMPLATE, SPLIT_FILES
 from tootsie.demos.stdlib_demo import DemoSettings, build_data_steps
 from tootsie.errors import TootsieError
@@ -73,7 +74,7 @@ def build_preference_steps(settings: DemoSettings, dpo: DpoSettings) -> tuple[St
             tokenize_preferences,
             PreferenceTokenizeConfig(
                 input=pairs.ref(file),
-                tokenizer=tokenizer.ref("tokenizer.json"),
+                tokenizer=tokenizer.ref(TOKENIZER_FILE),
                 chat_template=CHAT_TEMPLATE,
                 max_tokens=dpo.seq_len,
             ),
@@ -120,7 +121,7 @@ def dpo_example(prefix: str, sft_run: str, settings: DemoSettings, dpo: DpoSetti
     paths = {step.name: step.output_path for step in report.steps}
     evaluation = InLoopEvalConfig(
         heldout={PREFERENCES: paths[caches["heldout"].name]},
-        tokenizer=f"{paths[tokenizer.name]}/tokenizer.json",
+        tokenizer=f"{paths[tokenizer.name]}/{TOKENIZER_FILE}",
         every_steps=dpo.steps,
         max_sequences=8,
     )

@@ -22,6 +22,7 @@ from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.data.sequences import WholeDocumentsConfig
 from tootsie.datakit.tokenize import ChatTokenizeConfig, tokenize_chat
+from tootsie.datakit.tokenizer import TOKENIZER_FILE
 from tootsie.demos.stdlib_demo import DemoSettings, build_data_steps, build_steps
 from tootsie.errors import TootsieError
 from tootsie.executor import Step, failure_summary, run_experiment
@@ -72,7 +73,7 @@ def build_sft_steps(settings: DemoSettings) -> tuple[Step, Step, dict[tuple[str,
                 f"demo/chat-tokenized/{name}/{split}",
                 tokenize_chat,
                 ChatTokenizeConfig(
-                    input=chat.ref(file), tokenizer=tokenizer.ref("tokenizer.json"), chat_template=CHAT_TEMPLATE
+                    input=chat.ref(file), tokenizer=tokenizer.ref(TOKENIZER_FILE), chat_template=CHAT_TEMPLATE
                 ),
             )
     return base, tokenizer, caches
@@ -120,6 +121,6 @@ def sft_example(prefix: str, settings: DemoSettings, sft: SftSettings) -> TrainC
     train = {name: paths[caches[name, "train"].name] for name in CHAT_SETS}
     heldout = {name: paths[caches[name, "heldout"].name] for name in CHAT_SETS}
     evaluation = InLoopEvalConfig(
-        heldout=heldout, tokenizer=f"{paths[tokenizer.name]}/tokenizer.json", every_steps=sft.steps, max_sequences=16
+        heldout=heldout, tokenizer=f"{paths[tokenizer.name]}/{TOKENIZER_FILE}", every_steps=sft.steps, max_sequences=16
     )
     return sft_config(base.config.model, paths[base.name], train, sft, evaluation)

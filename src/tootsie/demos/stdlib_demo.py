@@ -49,8 +49,8 @@ from tootsie.datakit.normalize import NormalizeConfig, normalize
 from tootsie.datakit.quality import QualityConfig, QualityRules, quality
 from tootsie.datakit.split import SplitConfig, split_documents
 from tootsie.datakit.tokenize import TokenizeConfig, tokenize_documents
-from tootsie.datakit.tokenizer import TokenizerTrainConfig, train_tokenizer
-from tootsie.eval.bpb_step import EvalBPBConfig, evaluate_bpb
+from tootsie.datakit.tokenizer import TOKENIZER_FILE, TokenizerTrainConfig, train_tokenizer
+from tootsie.eval.bpb_step import BPB_FILE, EvalBPBConfig, evaluate_bpb
 from tootsie.eval.training import run_training
 from tootsie.executor import Step
 from tootsie.models.llama import LlamaConfig
@@ -188,7 +188,7 @@ def build_data_steps(settings: DemoSettings) -> tuple[Step, dict[tuple[str, str]
             tokenize_documents,
             TokenizeConfig(
                 input=train_docs[source].ref() if split == "train" else splits[source].ref(split),
-                tokenizer=tokenizer.ref("tokenizer.json"),
+                tokenizer=tokenizer.ref(TOKENIZER_FILE),
                 engine=INLINE,
             ),
         )
@@ -248,7 +248,7 @@ def build_steps(settings: DemoSettings) -> list[Step]:
             model=model,
             checkpoints={"init": None, "pretrain": pretrain.ref(), "final": cooldown.ref()},
             heldout={source: caches[source, "heldout"].ref() for source in SOURCES},
-            tokenizer=tokenizer.ref("tokenizer.json"),
+            tokenizer=tokenizer.ref(TOKENIZER_FILE),
             seq_len=settings.seq_len,
             max_sequences=settings.eval_sequences,
         ),
@@ -256,6 +256,6 @@ def build_steps(settings: DemoSettings) -> list[Step]:
     summary = Step(
         "demo/summary",
         summarize_runs,
-        RunSummaryConfig(runs={"pretrain": pretrain.ref(), "cooldown": cooldown.ref()}, bpb=bpb.ref("bpb.json")),
+        RunSummaryConfig(runs={"pretrain": pretrain.ref(), "cooldown": cooldown.ref()}, bpb=bpb.ref(BPB_FILE)),
     )
     return [summary]

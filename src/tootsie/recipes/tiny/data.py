@@ -39,7 +39,7 @@ from tootsie.datakit.split import SplitConfig, split_documents
 from tootsie.datakit.stats import STATS_FILE
 from tootsie.datakit.token_cache import TokenCacheWriter, open_token_cache
 from tootsie.datakit.tokenize import TokenizeConfig, tokenize_documents
-from tootsie.datakit.tokenizer import TokenizerTrainConfig, train_tokenizer
+from tootsie.datakit.tokenizer import TOKENIZER_FILE, TokenizerTrainConfig, train_tokenizer
 from tootsie.errors import TootsieError
 from tootsie.executor import Step, StepRef
 from tootsie.jsonfile import write_json_atomic
@@ -293,7 +293,7 @@ def tiny_data_steps(corpus: TinyCorpusConfig = TinyCorpusConfig()) -> TinyData:
         train_tokenizer,
         TokenizerTrainConfig(inputs=tuple(splits[k].ref("train") for k in KINDS), vocab_size=TINY_VOCAB),
     )
-    tokenizer_file = tokenizer.ref("tokenizer.json")
+    tokenizer_file = tokenizer.ref(TOKENIZER_FILE)
     caches = {
         (kind, split): Step(
             f"tiny/tokenized/{kind}/{split}",
