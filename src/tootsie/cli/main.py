@@ -68,14 +68,26 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    """`argv` parsed, importing only the named command's module; an old shape is first rewritten by that module's
-    `rewrite_aliases(argv)` when it has one (e.g. `sft --evaluate` → `sft evaluate`)."""
-    command = next((word for word in argv if not word.startswith("-")), "")
+def command_of(argv: list[str]) -> str:
+    """The command `argv` names: its first word that is not an option ("" when there is none)."""
+    return next((word for word in argv if not word.startswith("-")), "")
+
+
+def with_aliases(argv: list[str]) -> list[str]:
+    """`argv` after its command module's `rewrite_aliases(argv)`, which turns an old shape into today's
+    (`sft --evaluate` → `sft evaluate`); unchanged when the module has none."""
+    command = command_of(argv)
     if command not in COMMANDS:
-        return build_parser("").parse_args(argv)
+        return argv
     rewrite = getattr(importlib.import_module(COMMANDS[command][0]), "rewrite_aliases", None)
-    return build_parser(command).parse_args(argv if rewrite is None else rewrite(argv))
+    return argv if rewrite is None else rewrite(argv)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """`argv` parsed (old shapes included), importing only the named command's module."""
+    argv = with_aliases(argv)
+    command = command_of(argv)
+    return build_parser(command if command in COMMANDS else "").parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
