@@ -55,11 +55,3 @@ class BatchSchedule:
         stage = np.searchsorted(starts, steps, side="right") - 1
         result = base[stage] + (steps - starts[stage]) * sizes[stage]
         return int(result) if np.ndim(step) == 0 else result
-
-    def step_of(self, sequence: int | np.ndarray) -> int | np.ndarray:
-        """The step whose batch holds global sequence `sequence` (vectorized inverse of `offset`)."""
-        starts, sizes, base = self._arrays()
-        sequences = np.asarray(sequence, dtype=np.int64)
-        stage = np.searchsorted(base, sequences, side="right") - 1
-        result = starts[stage] + (sequences - base[stage]) // sizes[stage]
-        return int(result) if np.ndim(sequence) == 0 else result

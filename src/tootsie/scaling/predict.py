@@ -19,7 +19,6 @@ from tootsie.jsonfile import read_json
 from tootsie.scaling.fit import FIT_FORMAT, interval
 
 LAWS = ("fixed", "free")
-PREDICTION_FIELDS = ("compute", "loss", "low", "high", "params_opt", "tokens_opt")
 
 
 def load_fit(path: str | Path) -> dict[str, object]:
