@@ -36,24 +36,32 @@ REJECT_REASONS = ("bad_json", "not_a_conversation", "unknown_role", "bad_content
 is not a string, an empty (or whitespace-only) content, and no assistant message to learn from."""
 
 
+def check_messages(value: object, *, empty: str = "empty_content") -> list[Message] | str:
+    """`value` as messages (role and content only), or why it is not: "not_messages" (not a non-empty list of
+    objects), "unknown_role", "bad_content" (not a string) or `empty` (a whitespace-only content)."""
+    if not isinstance(value, list) or not value or not all(isinstance(m, dict) for m in value):
+        return "not_messages"
+    if any(m.get("role") not in ROLES for m in value):
+        return "unknown_role"
+    if any(not isinstance(m.get("content"), str) for m in value):
+        return "bad_content"
+    if any(not m["content"].strip() for m in value):
+        return empty
+    return [{"role": m["role"], "content": m["content"]} for m in value]
+
+
 def check_conversation(line: str) -> list[Message] | str:
     """The messages of one JSONL line, or the reason (one of REJECT_REASONS) it is rejected."""
     try:
         record = json.loads(line)
     except json.JSONDecodeError:
         return "bad_json"
-    messages = record.get("messages") if isinstance(record, dict) else None
-    if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+    messages = check_messages(record.get("messages") if isinstance(record, dict) else None)
+    if messages == "not_messages":
         return "not_a_conversation"
-    if any(m.get("role") not in ROLES for m in messages):
-        return "unknown_role"
-    if any(not isinstance(m.get("content"), str) for m in messages):
-        return "bad_content"
-    if any(not m["content"].strip() for m in messages):
-        return "empty_content"
-    if not any(m["role"] == "assistant" for m in messages):
+    if isinstance(messages, list) and not any(m["role"] == "assistant" for m in messages):
         return "no_assistant_turn"
-    return [{"role": m["role"], "content": m["content"]} for m in messages]
+    return messages
 
 
 def chat_files(path: str | Path) -> list[Path]:
@@ -99,14 +107,19 @@ class ChatEncoder:
     """A tokenizer and a chat template that turn messages into token ids and a loss mask."""
 
     tokenizer: Tokenizer
+    """Encodes the rendered text once, with character offsets."""
     template: str
+    """The Jinja chat template's source."""
     bos_token: str = ""
+    """What the template's `bos_token` renders as ("" for none)."""
     eos_token: str = ""
+    """What the template's `eos_token` renders as ("" for none)."""
 
-    def encode(self, messages: list[Message]) -> tuple[np.ndarray, np.ndarray]:
-        """Token ids (int64) and the uint8 mask that is 1 on assistant replies and their end of turn."""
+    def encode(self, messages: list[Message], *, masked_from: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """Token ids (int64) and the uint8 mask that is 1 on the assistant replies (from the `masked_from`-th one
+        on: 0 is the first) and their end of turn."""
         text, spans = assistant_spans(self.template, messages, bos_token=self.bos_token, eos_token=self.eos_token)
-        return encode_spans(self.tokenizer, text, spans)
+        return encode_spans(self.tokenizer, text, spans[masked_from:])
 
 
 def chat_cache_ledger(

@@ -111,8 +111,11 @@ class ShardResults:
     """Stats of finished shards (in task order) and errors of failed ones."""
 
     stats: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Shard name → the stats dict its function returned (or its done marker held)."""
     failed: dict[str, str] = field(default_factory=dict)
+    """Shard name → its last error, for shards that failed after their retries."""
     skipped: int = 0
+    """Shards already finished by an earlier run (their done markers were read, not rerun)."""
 
 
 def _run_one(fn: ShardFn, task: ShardTask, config: Any) -> dict[str, Any]:

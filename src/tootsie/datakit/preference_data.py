@@ -34,10 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from tokenizers import Tokenizer
 
-from tootsie.datakit.chat_data import ROLES, chat_cache_ledger, encode_spans, iter_checked
-from tootsie.datakit.chat_templates import Message, assistant_spans, load_chat_template
+from tootsie.datakit.chat_data import ChatEncoder, chat_cache_ledger, check_messages, iter_checked
+from tootsie.datakit.chat_templates import Message, load_chat_template
 from tootsie.datakit.parquet_io import write_npy_atomic
 from tootsie.datakit.special_tokens import load_with_special_tokens
 from tootsie.datakit.token_cache import TokenCacheWriter
@@ -67,21 +66,23 @@ class PreferencePair:
     """A prompt and two continuations of it, the first preferred."""
 
     prompt: list[Message]
+    """The turns before the replies (a prompt string is one user turn)."""
     chosen: list[Message]
+    """The preferred reply's turns."""
     rejected: list[Message]
+    """The other reply's turns."""
 
-
-def _messages(value: object) -> list[Message] | str:
-    """A message list checked as chat_data checks conversations, or the reason it is rejected."""
-    if not isinstance(value, list) or not value or not all(isinstance(m, dict) for m in value):
-        return "not_messages"
-    if any(m.get("role") not in ROLES for m in value):
-        return "unknown_role"
-    if any(not isinstance(m.get("content"), str) for m in value):
-        return "bad_content"
-    if any(not m["content"].strip() for m in value):
-        return "empty"
-    return [{"role": m["role"], "content": m["content"]} for m in value]
+    def encode(self, encoder: ChatEncoder) -> tuple[np.ndarray, np.ndarray, int]:
+        """One document: chosen conversation then rejected conversation; its mask (on the replies' assistant
+        turns only, never the prompt's); the chosen part's length."""
+        prompt_replies = sum(m["role"] == "assistant" for m in self.prompt)
+        chosen_ids, chosen_mask = encoder.encode(self.prompt + self.chosen, masked_from=prompt_replies)
+        rejected_ids, rejected_mask = encoder.encode(self.prompt + self.rejected, masked_from=prompt_replies)
+        return (
+            np.concatenate([chosen_ids, rejected_ids]),
+            np.concatenate([chosen_mask, rejected_mask]),
+            len(chosen_ids),
+        )
 
 
 def _prompt(record: dict) -> list[Message] | str:
@@ -92,14 +93,14 @@ def _prompt(record: dict) -> list[Message] | str:
         if not isinstance(text, str):
             return "bad_prompt"
         return [{"role": "user", "content": text}] if text.strip() else "empty"
-    checked = _messages(record["messages"])
+    checked = check_messages(record["messages"], empty="empty")
     return "bad_prompt" if checked == "not_messages" else checked
 
 
 def _reply(value: object) -> list[Message] | str:
     if isinstance(value, str):
         return [{"role": "assistant", "content": value}] if value.strip() else "empty"
-    checked = _messages(value)
+    checked = check_messages(value, empty="empty")
     if checked == "not_messages" or (isinstance(checked, list) and not any(m["role"] == "assistant" for m in checked)):
         return "bad_reply"
     return checked
@@ -132,32 +133,6 @@ def iter_pairs(path: str | Path, rejected: Counter[str]) -> Iterator[PreferenceP
 
 
 @dataclass(frozen=True)
-class ReplyEncoder:
-    """Token ids of prompt + reply rendered with a chat template, and a mask on the reply's assistant tokens."""
-
-    tokenizer: Tokenizer
-    template: str
-    bos_token: str = ""
-    eos_token: str = ""
-
-    def encode(self, prompt: list[Message], reply: list[Message]) -> tuple[np.ndarray, np.ndarray]:
-        """Ids (int64) of the whole conversation, tokenized once, and the uint8 mask of the reply's turns."""
-        messages = prompt + reply
-        text, spans = assistant_spans(self.template, messages, bos_token=self.bos_token, eos_token=self.eos_token)
-        return encode_spans(self.tokenizer, text, spans[sum(m["role"] == "assistant" for m in prompt) :])
-
-    def encode_pair(self, pair: PreferencePair) -> tuple[np.ndarray, np.ndarray, int]:
-        """One document: chosen conversation then rejected conversation; its mask; the chosen part's length."""
-        chosen_ids, chosen_mask = self.encode(pair.prompt, pair.chosen)
-        rejected_ids, rejected_mask = self.encode(pair.prompt, pair.rejected)
-        return (
-            np.concatenate([chosen_ids, rejected_ids]),
-            np.concatenate([chosen_mask, rejected_mask]),
-            len(chosen_ids),
-        )
-
-
-@dataclass(frozen=True)
 class PreferenceTokenizeConfig:
     """Which preference pairs to tokenize, with which tokenizer and chat template, and the longest pair kept."""
 
@@ -180,7 +155,7 @@ def tokenize_preferences(config: PreferenceTokenizeConfig, output_path: str) -> 
     tokenizer_file = resolve_tokenizer_file(config.tokenizer)
     tokenizer, special = load_with_special_tokens(tokenizer_file)
     template = load_chat_template(config.chat_template)
-    encoder = ReplyEncoder(tokenizer, template, bos_token=special.bos or "", eos_token=special.eos or "")
+    encoder = ChatEncoder(tokenizer, template, bos_token=special.bos or "", eos_token=special.eos or "")
     rejected: Counter[str] = Counter()
     ledger_extra = {
         **chat_cache_ledger(tokenizer_file, special, str(config.input), config.chat_template, template),
@@ -191,7 +166,7 @@ def tokenize_preferences(config: PreferenceTokenizeConfig, output_path: str) -> 
     )
     chosen_tokens, loss_tokens, longest = [], 0, 0
     for pair in iter_pairs(config.input, rejected):
-        ids, mask, chosen = encoder.encode_pair(pair)
+        ids, mask, chosen = pair.encode(encoder)
         if len(ids) > config.max_tokens:
             rejected["too_long"] += 1
             continue

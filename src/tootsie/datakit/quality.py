@@ -127,22 +127,18 @@ def evaluate(text: str, rules: QualityRules) -> DocQuality:
     signals: dict[str, Any] = {}
     passed: dict[str, bool] = {}
     lines_removed: Counter[str] = Counter()
-    if rules.gopher is not None:
-        s, p = gopher_quality(text, rules.gopher)
-        signals |= s
-        passed |= p
-    if rules.repetition is not None:
-        s, p = gopher_repetition(text, rules.repetition)
-        signals |= s
-        passed |= p
-    if rules.c4 is not None:
-        s, p, lines_removed = c4_lines(text, rules.c4)
-        signals |= s
-        passed |= p
-    if rules.compression is not None:
-        s, p = compression_ratio(text, rules.compression)
-        signals |= s
-        passed |= p
+    families = (
+        (rules.gopher, gopher_quality),
+        (rules.repetition, gopher_repetition),
+        (rules.c4, c4_lines),
+        (rules.compression, compression_ratio),
+    )
+    for family, run in families:
+        if family is not None:
+            family_signals, family_passed, *removed = run(text, family)  # c4_lines also gives the removed lines
+            signals |= family_signals
+            passed |= family_passed
+            lines_removed.update(*removed)
     return DocQuality(signals, passed, lines_removed)
 
 

@@ -110,9 +110,13 @@ class TokenCache:
     """A finished, validated token cache opened with memory maps."""
 
     directory: Path | str
+    """The cache directory, local or a URL."""
     ledger: dict[str, object]
+    """`ledger.json`: counts, dtype, tokenizer and source."""
     tokens: "np.ndarray | RangeReadTokens"
+    """Every document's tokens, concatenated (memory-mapped, or read by range from a URL)."""
     offsets: np.ndarray
+    """Document d's tokens are `tokens[offsets[d]:offsets[d + 1]]`."""
     loss_mask: "np.ndarray | RangeReadTokens | None" = None
     """uint8 per token for chat caches (1 = trained on), None for plain text caches."""
 
