@@ -3,7 +3,7 @@
 import json
 from pathlib import Path
 
-from tests.monitor.test_report import PANEL_TITLES, SPIKE_STEP, write_synthetic_run
+from tests.report.test_report import PANEL_TITLES, SPIKE_STEP, write_synthetic_run
 from tootsie.cli.main import main
 
 
