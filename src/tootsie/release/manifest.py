@@ -32,6 +32,8 @@ from tootsie.errors import TootsieError
 from tootsie.release.run_history import Phase, RunHistory
 from tootsie.release.step_info import STEP_KEY, StepInfo, load_json, plain, read_step, step_refs, summary
 
+MANIFEST_FILE = "mixture_manifest.json"
+"""The manifest's name in a release folder (`release.release` writes it there; the model card links it)."""
 MANIFEST_FORMAT = "tootsie-mixture-manifest/1"
 TREATMENT_OF_ATTRIBUTE = {"QualityConfig": "filters", "DedupConfig": "dedup", "DecontaminateConfig": "decontamination"}
 """Config type of the step that scored an attribute → the manifest list a drop on it belongs to."""

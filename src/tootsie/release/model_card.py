@@ -18,9 +18,9 @@ from tootsie.executor.hashing import STEP_KEY, TYPE_KEY
 from tootsie.models.llama import LlamaConfig
 from tootsie.monitor.metrics_log import METRICS_FILE
 from tootsie.release.hf_chat import FROM_RUN
+from tootsie.release.manifest import MANIFEST_FILE
 from tootsie.release.run_history import Phase, RunHistory
 
-MANIFEST_FILE = "mixture_manifest.json"
 AVERAGES = ("macro_avg", "micro_avg")
 TRAINING_ROWS = (
     ("optimizer", "Optimizer"),

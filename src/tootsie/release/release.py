@@ -16,8 +16,8 @@ from tootsie.monitor.metrics_log import METRICS_FILE
 from tootsie.release.evaluations import bpb_step_results, in_loop_results
 from tootsie.release.hf_chat import chat_export
 from tootsie.release.hf_export import DEFAULT_MAX_SHARD_BYTES, find_tokenizer, staged_directory, write_hf_folder
-from tootsie.release.manifest import mixture_manifest
-from tootsie.release.model_card import MANIFEST_FILE, model_card
+from tootsie.release.manifest import MANIFEST_FILE, mixture_manifest
+from tootsie.release.model_card import model_card
 from tootsie.release.run_history import RunHistory, run_history
 from tootsie.train.checkpoint import model_config_of
 
