@@ -89,13 +89,16 @@ def test_positional_aliases_renames_required_and_cli_defaults() -> None:
         positional=("inputs",),
         renames={"rate": "keep"},
         aliases={"mode": ("--how",)},
+        false_flags={"fuzzy": ("--exact-only",)},
         required=("limit",),
         defaults={"fuzzy": False},
         only=("inputs", "rate", "mode", "limit", "fuzzy"),
     )
     args = parser.parse_args(["a", "--keep", "0.1", "--how", "exact", "--limit", "2"])
     assert config_from_args(args, Example) == Example(inputs=("a",), rate=0.1, mode="exact", limit=2, fuzzy=False)
-    assert "(default: --no-fuzzy)" in parser.format_help()
+    assert "(default: --no-fuzzy)" in parser.format_help() and "--exact-only" not in parser.format_help()
+    args = parser.parse_args(["a", "--fuzzy", "--exact-only", "--limit", "2"])
+    assert config_from_args(args, Example).fuzzy is False
     with pytest.raises(SystemExit):
         parser.parse_args(["a"])  # --limit is required
 
@@ -146,3 +149,22 @@ def test_rewrite_mode_flags_keeps_old_shapes_as_aliases() -> None:
     ]
     assert rewrite_mode_flags(["datakit", "tokenize", "d"], tokenize, modes) == ["datakit", "tokenize", "d"]
     assert rewrite_mode_flags(["train", "--evaluate"], ("sft",), modes) == ["train", "--evaluate"]
+
+
+@dataclass(frozen=True)
+class Numbers:
+    """Tuples of numbers."""
+
+    budgets: tuple[float, ...] = (1.0,)
+    """Budgets."""
+    widths: tuple[int, ...] = (8,)
+    """Widths."""
+
+
+def test_number_tuples_take_commas_or_spaces() -> None:
+    parser = argparse.ArgumentParser()
+    add_config_flags(parser, Numbers)
+    args = parser.parse_args(["--budgets", "1e12,2e12", "4e12", "--widths", "16,32"])
+    assert config_from_args(args, Numbers) == Numbers(budgets=(1e12, 2e12, 4e12), widths=(16, 32))
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--widths", "16,x"])

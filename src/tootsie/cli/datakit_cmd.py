@@ -111,7 +111,7 @@ def _tokenize(parser: Parser) -> None:
         exclude=("engine",),
         positional=("input",),
         metavars={"input": "DIR", "tokenizer": "PATH"},
-        aliases={"add_bos": ("--no-bos",), "add_eos": ("--no-eos",)},
+        false_flags={"add_bos": ("--no-bos",), "add_eos": ("--no-eos",)},
     )
 
 

@@ -15,7 +15,8 @@ Type hints map to flags like this:
     int, float, str, Path --x VALUE (typed)
     Literal["a", "b"]     --x {a,b}
     X | None              --x VALUE (None is the field's default, not a flag value)
-    tuple[X, ...]         --x VALUE [VALUE ...] (a tuple in the config)
+    tuple[X, ...]         --x VALUE [VALUE ...], repeatable (a tuple in the config)
+    tuple[int|float, ...] the same, and a value may list several: --x 1e12,2e12
     str | tuple[str, ...] --x VALUE [VALUE ...] (one value stays a str)
     a dataclass           its own fields, when the field is in `flatten`
 
@@ -97,6 +98,8 @@ def _flag_type(hint: Any, where: str) -> tuple[dict[str, Any], Convert]:
         return {"choices": options, "type": type(options[0])}, _same
     elif origin is tuple and len(options) == 2 and options[1] is Ellipsis:
         keywords, _ = _flag_type(options[0], where)
+        if options[0] in (int, float):  # numbers may also come comma-separated: --budgets 1e12,2e12
+            return {"type": _comma_separated(options[0]), "nargs": "+", "action": "extend"}, _flattened
         if "action" not in keywords and "nargs" not in keywords:
             return {**keywords, "nargs": "+", "action": "extend"}, tuple  # repeatable: --x a --x b
     raise TypeError(
@@ -107,6 +110,23 @@ def _flag_type(hint: Any, where: str) -> tuple[dict[str, Any], Convert]:
 
 def _same(value: Any) -> Any:
     return value
+
+
+def _comma_separated(kind: type) -> Callable[[str], list[Any]]:
+    """An argparse type reading `1e12,2e12` (or one number) as a list of `kind`."""
+
+    def parse(text: str) -> list[Any]:
+        try:
+            return [kind(item) for item in text.split(",") if item.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {kind.__name__} values like 1,2,3, got {text!r}") from None
+
+    parse.__name__ = f"{kind.__name__} list"
+    return parse
+
+
+def _flattened(values: list[list[Any]]) -> tuple[Any, ...]:
+    return tuple(value for group in values for value in group)
 
 
 def _default_text(value: Any, flag: str) -> str:
@@ -149,6 +169,7 @@ def add_config_flags(
     required: Iterable[str] = (),
     positional: Iterable[str] = (),
     aliases: Mapping[str, Iterable[str]] = {},
+    false_flags: Mapping[str, Iterable[str]] = {},
     metavars: Mapping[str, str] = {},
     defaults: Mapping[str, Any] = {},
     choices: Mapping[str, Iterable[Any]] = {},
@@ -158,13 +179,15 @@ def add_config_flags(
 
     `only`/`exclude` choose fields; `renames` gives a field another flag name
     (`{"threshold": "overlap"}` → `--overlap`); `aliases` adds old spellings
-    (`{"extractor": ("--engine",)}`); `required` makes a field with a default
-    required; `positional` makes a field a positional argument; `metavars`
-    names values in the usage line; `defaults` sets a command-line default that
-    deliberately differs from the config's (say why at the call); `choices`
-    gives the valid values of a field that is not a `Literal` but whose
-    `__post_init__` checks them against a constant (pass that constant); `flatten`
-    turns a nested dataclass field into flags of its own fields.
+    (`{"extractor": ("--engine",)}`); `false_flags` adds old hidden flags that
+    set a bool field to False (`{"add_bos": ("--no-bos",)}`); `required` makes
+    a field with a default required; `positional` makes a field a positional
+    argument; `metavars` names values in the usage line; `defaults` sets a
+    command-line default that deliberately differs from the config's (say why
+    at the call); `choices` gives the valid values of a field that is not a
+    `Literal` but whose `__post_init__` checks them against a constant (pass
+    that constant); `flatten` turns a nested dataclass field into flags of its
+    own fields.
     """
     only_set = None if only is None else frozenset(only)
     exclude_set, required_set, positional_set = frozenset(exclude), frozenset(required), frozenset(positional)
@@ -192,7 +215,7 @@ def add_config_flags(
             keywords["help"] += _default_text(defaults.get(path, field.default), _flag(dest))
             if path in defaults:
                 keywords["default"] = defaults[path]
-            _add_option(parser, dest, keywords, tuple(aliases.get(path, ())))
+            _add_option(parser, dest, keywords, tuple(aliases.get(path, ())), tuple(false_flags.get(path, ())))
         entries[path] = (dest, convert)
     record[config_cls] = entries
     parser.set_defaults(**{RECORD: record})
@@ -202,20 +225,19 @@ def _flag(dest: str) -> str:
     return "--" + dest.replace("_", "-")
 
 
-def _add_option(parser: argparse.ArgumentParser, dest: str, keywords: dict[str, Any], aliases: tuple[str, ...]) -> None:
-    """Add `--dest` and its aliases; without a `default` keyword, a flag not given stays out of the namespace.
-
-    A bool field's alias spelt `--no-...` (an old `--no-bos` for `add_bos`)
-    is a hidden flag that sets the field to False.
-    """
-    flag = _flag(dest)
-    negatives = tuple(alias for alias in aliases if keywords.get("action") and alias.startswith("--no-"))
+def _add_option(
+    parser: argparse.ArgumentParser,
+    dest: str,
+    keywords: dict[str, Any],
+    aliases: tuple[str, ...],
+    false_flags: tuple[str, ...],
+) -> None:
+    """Add `--dest`, its aliases and its hidden false flags; without a `default` keyword, a flag not given stays out
+    of the namespace."""
     keywords.setdefault("default", argparse.SUPPRESS)
-    parser.add_argument(flag, *(alias for alias in aliases if alias not in negatives), dest=dest, **keywords)
-    for negative in negatives:
-        parser.add_argument(
-            negative, dest=dest, action="store_false", default=argparse.SUPPRESS, help=argparse.SUPPRESS
-        )
+    parser.add_argument(_flag(dest), *aliases, dest=dest, **keywords)
+    for flag in false_flags:
+        parser.add_argument(flag, dest=dest, action="store_false", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 
 
 def _build(config_cls: type[C], values: Mapping[str, Any], overrides: dict[str, Any]) -> C:
