@@ -6,9 +6,11 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "tootsie"
-# Lowest first; a module may import its own layer and any layer before it. `monitor` sits
-# below `train` because the trainer logs through its trackers; it reads runs only as files.
-# `demos` (experiments shipped in the package, e.g. the README's demo) strings the layers below together.
+# Lowest first; a module may import its own layer and any layer before it (docs/architecture.md
+# describes each). `monitor` is the run-log library the trainer logs through, so it sits below
+# `train`; `report` (the HTML report and the dashboard) reads runs back as files, far above.
+# `corpora` (demo inputs) sits above `data` so the pipeline never depends on it; `demos`
+# (experiments shipped in the package, e.g. the README's demo) strings the layers below together.
 LAYERS = [
     "errors",
     "extras",
