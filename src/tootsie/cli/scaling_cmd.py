@@ -8,21 +8,23 @@ r"""`tootsie scaling ...`: plan isoflop sweeps, fit scaling laws, predict, prere
     tootsie scaling score prereg.json --runs runs.jsonl          (or --actual LOSS)
     tootsie scaling batch-size RUNS... [--tolerance 0.01] [--compute 1e23]
 
-Warnings (a fallback minimum, an exponent at its search bound) go to stderr
-and, with `--json`, into the JSON object.
+The settings of `sweep`, `fit` and `batch-size` are flags derived from
+`SweepConfig`, `FitConfig` and `BatchSizeConfig` (`cli.options`; old
+spellings kept: `--flops` for `--flops-rule`, `--exclude-embeddings` for
+`--no-include-embeddings`, `--fixed-asymptote` for `--fixed-e`). Warnings (a
+fallback minimum, an exponent at its search bound) go to stderr (not with
+`--quiet`) and, with `--json`, into the JSON object.
 """
 
 import argparse
-import json
-import sys
 from pathlib import Path
 
-from tootsie.cli.output import build, emit
+from tootsie.cli.options import add_config_flags, add_output_flags, config_from_args
+from tootsie.cli.output import emit, print_json, say, warn
 from tootsie.errors import TootsieError
 from tootsie.jsonfile import write_json_atomic
 from tootsie.scaling.batch_size import BatchSizeConfig, batch_at, fit_batch_sizes
 from tootsie.scaling.fit import FitConfig, fit_runs
-from tootsie.scaling.plots import plot_isoflops, plot_laws
 from tootsie.scaling.predict import LAWS, load_fit, predict
 from tootsie.scaling.preregister import load_record, outcome_from_runs, preregister, score
 from tootsie.scaling.runs import BATCH_FIELDS, load_runs
@@ -30,40 +32,31 @@ from tootsie.scaling.shapes import WidthRule
 from tootsie.scaling.sweep import FLOPS_RULES, SweepConfig, plan_sweep, plan_to_json
 
 RULES = {"marin": WidthRule, "tiny": WidthRule.tiny}
+"""`--rule` names: Marin's width rule, or its CPU-sized copy."""
+
+Commands = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
-def _floats(text: str) -> tuple[float, ...]:
-    try:
-        return tuple(float(item) for item in text.split(",") if item.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers like 1e15,3e15, got {text!r}") from None
-
-
-def _ints(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(item) for item in text.split(",") if item.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers like 256,512,768, got {text!r}") from None
-
-
-def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def register(subparsers: Commands) -> None:
     """Add `tootsie scaling` and its subcommands."""
     scaling = subparsers.add_parser(
         "scaling", help="isoflop sweeps, scaling-law fits, predictions and preregistrations"
     )
     commands = scaling.add_subparsers(dest="scaling_command", required=True, metavar="COMMAND")
+    registers = (_register_sweep, _register_fit, _register_predict, _register_preregister, _register_score)
+    for add in (*registers, _register_batch_size):
+        add_output_flags(add(commands))
 
+
+def _register_sweep(commands: Commands) -> argparse.ArgumentParser:
     sweep = commands.add_parser("sweep", help="plan an isoflop sweep: shapes, tokens and steps per budget")
-    sweep.add_argument("--budgets", type=_floats, required=True, help="compute budgets in FLOPs, comma-separated")
-    sweep.add_argument("--widths", type=_ints, required=True, help="hidden widths, comma-separated")
-    sweep.add_argument(
-        "--window",
-        type=int,
-        default=None,
-        help="per budget, only this many consecutive widths around --tokens-per-param",
-    )
-    sweep.add_argument(
-        "--tokens-per-param", type=float, default=SweepConfig.tokens_per_param, help="centre of --window (default 20)"
+    add_config_flags(
+        sweep,
+        SweepConfig,
+        exclude=("rule",),
+        aliases={"flops_rule": ("--flops",)},
+        false_flags={"include_embeddings": ("--exclude-embeddings",)},
+        choices={"flops_rule": FLOPS_RULES},
     )
     sweep.add_argument(
         "--rule",
@@ -71,37 +64,16 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         default="marin",
         help="width rule: Marin's recipe, or 'tiny' for CPU-sized models",
     )
-    sweep.add_argument("--vocab-size", type=int, default=SweepConfig.vocab_size)
-    sweep.add_argument("--seq-len", type=int, default=SweepConfig.seq_len)
-    sweep.add_argument("--batch-size", type=int, default=SweepConfig.batch_size, help="sequences per step")
-    sweep.add_argument(
-        "--flops",
-        choices=FLOPS_RULES,
-        default="exact",
-        help="size tokens by the exact FLOPs count (attention, LM head) or by 6·N·D",
-    )
-    sweep.add_argument(
-        "--exclude-embeddings",
-        action="store_true",
-        help="count parameters without embeddings (Kaplan) instead of with (Chinchilla)",
-    )
-    sweep.add_argument(
-        "--min-steps", type=int, default=SweepConfig.min_steps, help="skip (and list) runs shorter than this"
-    )
-    sweep.add_argument(
-        "--seeds",
-        type=_ints,
-        default=(0,),
-        help="train every run once per seed, e.g. 1,2 for repeats that measure the loss noise (default 0)",
-    )
     sweep.add_argument(
         "--out",
         metavar="PLAN.json",
         help="write the plan here (TOOTSIE_SCALING_PLAN=PLAN.json tootsie run experiments/isoflop_tiny.py runs it)",
     )
-    sweep.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     sweep.set_defaults(handler=run_sweep)
+    return sweep
 
+
+def _register_fit(commands: Commands) -> argparse.ArgumentParser:
     fit = commands.add_parser(
         "fit", help="fit isoflop minima, L(C) (free and fixed E), N_opt(C), D_opt(C), with intervals"
     )
@@ -112,59 +84,54 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         help="run directories (run.json or runs.jsonl) or JSONL files with compute, params, tokens, loss",
     )
     fit.add_argument("--out", required=True, metavar="FIT.json", help="the fit file (plots go next to it)")
-    fit.add_argument(
-        "--fixed-asymptote",
-        type=float,
-        default=None,
-        metavar="E",
-        help="also fit L(C) with the irreducible loss fixed at E",
+    add_config_flags(
+        fit,
+        FitConfig,
+        aliases={"fixed_e": ("--fixed-asymptote",)},
+        metavars={"fixed_e": "E", "max_budget": "C", "loss_noise": "SIGMA"},
     )
-    fit.add_argument(
-        "--max-budget", type=float, default=None, metavar="C", help="leave out runs above this budget (to predict them)"
-    )
-    fit.add_argument(
-        "--loss-noise",
-        type=float,
-        default=None,
-        metavar="SIGMA",
-        help="std of one run's loss from repeats (default: estimated)",
-    )
-    fit.add_argument("--bootstrap", type=int, default=FitConfig.bootstrap, help="bootstrap replicates (default 1000)")
-    fit.add_argument("--level", type=float, default=FitConfig.level, help="interval probability (default 0.9)")
-    fit.add_argument("--seed", type=int, default=0)
-    fit.add_argument(
+    _add_drop_nonfinite(fit)
+    fit.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
+    fit.set_defaults(handler=run_fit)
+    return fit
+
+
+def _add_drop_nonfinite(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
         "--drop-nonfinite",
         action="store_true",
-        help="leave out runs with a NaN/inf loss (listed in the fit) instead of failing",
+        help="leave out runs with a NaN/inf loss (listed in the output) instead of failing",
     )
-    fit.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
-    fit.add_argument("--json", action="store_true", help="print one JSON object as the last line")
-    fit.set_defaults(handler=run_fit)
 
-    predict_parser = commands.add_parser(
-        "predict", help="predicted loss with an interval, and N_opt, D_opt, at a budget"
-    )
-    predict_parser.add_argument("--fit", required=True, metavar="FILE")
-    predict_parser.add_argument("--compute", type=float, required=True, metavar="C")
-    predict_parser.add_argument(
-        "--law", choices=LAWS, default=None, help="default: fixed E when the fit has it, else free"
-    )
-    predict_parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
-    predict_parser.set_defaults(handler=run_predict)
 
-    prereg = commands.add_parser("preregister", help="write a timestamped, hashed prediction record before a run")
-    prereg.add_argument("--fit", required=True, metavar="FILE")
-    prereg.add_argument("--compute", type=float, required=True, metavar="C")
-    prereg.add_argument("--name", required=True, help="the run the prediction is for")
-    prereg.add_argument("--out", required=True, metavar="RECORD.json", help="never overwritten")
-    prereg.add_argument("--law", choices=LAWS, default=None)
-    prereg.add_argument("--note", default="", help="free text kept in the record")
-    prereg.add_argument("--json", action="store_true", help="print one JSON object as the last line")
-    prereg.set_defaults(handler=run_preregister)
+def _add_prediction(parser: argparse.ArgumentParser) -> None:
+    """--fit, --compute and --law: which prediction."""
+    parser.add_argument("--fit", required=True, metavar="FILE", help="a `tootsie scaling fit` output")
+    parser.add_argument("--compute", type=float, required=True, metavar="C", help="the budget in FLOPs")
+    parser.add_argument("--law", choices=LAWS, default=None, help="default: fixed E when the fit has it, else free")
 
-    score_parser = commands.add_parser("score", help="compare a preregistered prediction with the outcome")
-    score_parser.add_argument("record", metavar="RECORD.json")
-    outcome = score_parser.add_mutually_exclusive_group(required=True)
+
+def _register_predict(commands: Commands) -> argparse.ArgumentParser:
+    parser = commands.add_parser("predict", help="predicted loss with an interval, and N_opt, D_opt, at a budget")
+    _add_prediction(parser)
+    parser.set_defaults(handler=run_predict)
+    return parser
+
+
+def _register_preregister(commands: Commands) -> argparse.ArgumentParser:
+    parser = commands.add_parser("preregister", help="write a timestamped, hashed prediction record before a run")
+    _add_prediction(parser)
+    parser.add_argument("--name", required=True, help="the run the prediction is for")
+    parser.add_argument("--out", required=True, metavar="RECORD.json", help="never overwritten")
+    parser.add_argument("--note", default="", help="free text kept in the record")
+    parser.set_defaults(handler=run_preregister)
+    return parser
+
+
+def _register_score(commands: Commands) -> argparse.ArgumentParser:
+    parser = commands.add_parser("score", help="compare a preregistered prediction with the outcome")
+    parser.add_argument("record", metavar="RECORD.json")
+    outcome = parser.add_mutually_exclusive_group(required=True)
     outcome.add_argument("--actual", type=float, metavar="LOSS", help="the measured loss")
     outcome.add_argument(
         "--runs",
@@ -172,35 +139,25 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         metavar="RUNS",
         help="runs at the record's budget: one run, or 3+ sizes (their isoflop minimum)",
     )
-    score_parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
-    score_parser.set_defaults(handler=run_score)
+    parser.set_defaults(handler=run_score)
+    return parser
 
-    batch = commands.add_parser(
+
+def _register_batch_size(commands: Commands) -> argparse.ArgumentParser:
+    parser = commands.add_parser(
         "batch-size", help="optimal and critical batch sizes from batch sweeps at fixed budgets, as power laws in C"
     )
-    batch.add_argument(
+    parser.add_argument(
         "runs", nargs="+", metavar="RUNS", help="JSONL files or run directories with compute, batch_size, loss"
     )
-    batch.add_argument(
-        "--tolerance",
-        type=float,
-        default=BatchSizeConfig.tolerance,
-        help="relative excess loss that still counts as near-optimal (default 0.01)",
-    )
-    batch.add_argument(
+    add_config_flags(parser, BatchSizeConfig)
+    parser.add_argument(
         "--compute", type=float, default=None, metavar="C", help="also project both batch sizes to this budget"
     )
-    batch.add_argument(
-        "--drop-nonfinite", action="store_true", help="leave out runs with a NaN/inf loss instead of failing"
-    )
-    batch.add_argument("--out", metavar="FILE", help="write the result as JSON")
-    batch.add_argument("--json", action="store_true", help="print one JSON object as the last line")
-    batch.set_defaults(handler=run_batch_size)
-
-
-def _warn(warnings: list[str]) -> None:
-    for warning in warnings:
-        print(f"tootsie: warning: {warning}", file=sys.stderr)
+    _add_drop_nonfinite(parser)
+    parser.add_argument("--out", metavar="FILE", help="write the result as JSON")
+    parser.set_defaults(handler=run_batch_size)
+    return parser
 
 
 def run_sweep(args: argparse.Namespace) -> int:
@@ -209,43 +166,30 @@ def run_sweep(args: argparse.Namespace) -> int:
         rule = RULES[args.rule]()
     except ValueError as error:
         raise TootsieError(str(error)) from None
-    config = build(
-        SweepConfig,
-        budgets=args.budgets,
-        widths=args.widths,
-        window=args.window,
-        tokens_per_param=args.tokens_per_param,
-        vocab_size=args.vocab_size,
-        seq_len=args.seq_len,
-        batch_size=args.batch_size,
-        rule=rule,
-        flops_rule=args.flops,
-        include_embeddings=not args.exclude_embeddings,
-        min_steps=args.min_steps,
-        seeds=args.seeds,
-    )
+    config = config_from_args(args, SweepConfig, rule=rule)
     plan = plan_sweep(config)
     payload = plan_to_json(plan)
     if args.out:
         write_json_atomic(args.out, payload)
     if args.json:
-        print(json.dumps(payload))
+        print_json(payload)
         return 0
-    print(
+    say(
+        args,
         f"{len(plan.runs)} runs over {len(config.budgets)} budgets ({len(plan.skipped)} skipped)"
-        f"{f'; plan written to {args.out}' if args.out else ''}"
-    )
-    print(
+        f"{f'; plan written to {args.out}' if args.out else ''}",
         f"  {'run':>14} {'layers':>6} {'heads':>5} {'params':>10} {'tokens':>10} {'steps':>6}"
-        f" {'flops':>9} {'6ND':>9} {'lr':>7}"
+        f" {'flops':>9} {'6ND':>9} {'lr':>7}",
     )
-    for run in plan.runs:
-        print(
+    say(
+        args,
+        *(
             f"  {run.name:>14} {run.model.num_layers:>6} {run.model.num_heads:>5} {run.params:>10,}"
             f" {run.tokens:>10,} {run.steps:>6} {run.flops:>9.3g} {run.flops_6nd:>9.3g} {run.learning_rate:>7.2g}"
-        )
-    for skipped in plan.skipped:
-        print(f"  skipped {skipped.budget:.3g} width {skipped.width}: {skipped.reason}")
+            for run in plan.runs
+        ),
+        *(f"  skipped {skipped.budget:.3g} width {skipped.width}: {skipped.reason}" for skipped in plan.skipped),
+    )
     return 0
 
 
@@ -273,59 +217,58 @@ def _fit_summary(fit: dict[str, object], out: Path, plots: list[str]) -> dict[st
 
 
 def run_fit(args: argparse.Namespace) -> int:
-    """`tootsie scaling fit`."""
-    config = build(
-        FitConfig,
-        fixed_e=args.fixed_asymptote,
-        bootstrap=args.bootstrap,
-        level=args.level,
-        seed=args.seed,
-        loss_noise=args.loss_noise,
-        max_budget=args.max_budget,
-    )
-    fit = fit_runs(load_runs(args.runs, drop_nonfinite=args.drop_nonfinite), config)
+    """`tootsie scaling fit`: the fit file, its plots, and a summary."""
+    fit = fit_runs(load_runs(args.runs, drop_nonfinite=args.drop_nonfinite), config_from_args(args, FitConfig))
     out = Path(args.out)
     write_json_atomic(out, fit)
-    plots = (
-        []
-        if args.no_plots
-        else [
-            str(plot_isoflops(fit, out.with_name(f"{out.stem}-isoflops.png"))),
-            str(plot_laws(fit, out.with_name(f"{out.stem}-laws.png"))),
-        ]
-    )
-    _warn([f"dropped {r['source']}: loss {r['loss']}" for r in fit["dropped"]] + fit["warnings"])
+    plots = [] if args.no_plots else _plots(fit, out)
+    warn(args, *(f"dropped {r['source']}: loss {r['loss']}" for r in fit["dropped"]), *fit["warnings"])
     if args.json:
-        print(json.dumps(_fit_summary(fit, out, plots)))
-        return 0
+        print_json(_fit_summary(fit, out, plots))
+    else:
+        say(args, *_fit_lines(fit, out, plots))
+    return 0
+
+
+def _plots(fit: dict[str, object], out: Path) -> list[str]:
+    """The isoflop and law figures next to the fit file (matplotlib is imported only here)."""
+    from tootsie.scaling.plots import plot_isoflops, plot_laws
+
+    return [
+        str(plot_isoflops(fit, out.with_name(f"{out.stem}-isoflops.png"))),
+        str(plot_laws(fit, out.with_name(f"{out.stem}-laws.png"))),
+    ]
+
+
+def _fit_lines(fit: dict[str, object], out: Path, plots: list[str]) -> list[str]:
+    """The fit as readable lines: minima per budget, laws with intervals, leave-future-out checks, plots."""
     left_out = f"; {len(fit['excluded'])} runs above --max-budget left out" if fit["excluded"] else ""
-    print(
+    lines = [
         f"fit of {sum(len(b['runs']) for b in fit['budgets'])} runs over {len(fit['budgets'])} budgets → {out}"
         f" (σ={fit['noise']['sigma']:.3g} from {fit['noise']['source']}{left_out})"
-    )
-    for budget in fit["budgets"]:
-        print(
-            f"  C={budget['compute']:.3g}: N_opt={budget['params_opt']:.4g} D_opt={budget['tokens_opt']:.4g}"
-            f" L_opt={budget['loss_opt']:.4f} ({budget['method']})"
-        )
+    ]
+    lines += [
+        f"  C={budget['compute']:.3g}: N_opt={budget['params_opt']:.4g} D_opt={budget['tokens_opt']:.4g}"
+        f" L_opt={budget['loss_opt']:.4f} ({budget['method']})"
+        for budget in fit["budgets"]
+    ]
     for kind, law in fit["laws"].items():
         bounds = ", ".join(f"{name} [{low:.4g}, {high:.4g}]" for name, (low, high) in law["intervals"].items())
-        print(f"  {kind}-E law: L = {law['E']:.4g} + {law['A']:.4g}·C^-{law['alpha']:.4g}  ({bounds})")
-    for key in ("params_opt", "tokens_opt"):
-        print(f"  {key} = {fit[key]['coefficient']:.4g}·C^{fit[key]['exponent']:.4g}")
+        lines.append(f"  {kind}-E law: L = {law['E']:.4g} + {law['A']:.4g}·C^-{law['alpha']:.4g}  ({bounds})")
+    lines += [
+        f"  {key} = {fit[key]['coefficient']:.4g}·C^{fit[key]['exponent']:.4g}" for key in ("params_opt", "tokens_opt")
+    ]
     for check in fit["cross_validation"]:
         parts = [
             f"{kind} {check[kind]['predicted']:.4f} [{check[kind]['low']:.4f}, {check[kind]['high']:.4f}]"
             for kind in LAWS
             if kind in check
         ]
-        print(
+        lines.append(
             f"  leave-future-out at C={check['compute']:.3g}: actual {check['actual']:.4f};"
             f" predicted {'; '.join(parts)}"
         )
-    for plot in plots:
-        print(f"  plot: {plot}")
-    return 0
+    return lines + [f"  plot: {plot}" for plot in plots]
 
 
 def run_predict(args: argparse.Namespace) -> int:
@@ -380,7 +323,7 @@ def run_score(args: argparse.Namespace) -> int:
 def run_batch_size(args: argparse.Namespace) -> int:
     """`tootsie scaling batch-size`."""
     loaded = load_runs(args.runs, fields=BATCH_FIELDS, drop_nonfinite=args.drop_nonfinite)
-    result = fit_batch_sizes(loaded.runs, build(BatchSizeConfig, tolerance=args.tolerance))
+    result = fit_batch_sizes(loaded.runs, config_from_args(args, BatchSizeConfig))
     result["dropped"] = [{"source": r.source, "loss": r["loss"]} for r in loaded.dropped]
     if args.compute is not None:
         result["projection"] = {
@@ -390,7 +333,7 @@ def run_batch_size(args: argparse.Namespace) -> int:
         }
     if args.out:
         write_json_atomic(args.out, result)
-    _warn(result["warnings"])
+    warn(args, *result["warnings"])
     critical = result["critical"]
     return emit(
         result,
