@@ -113,3 +113,13 @@ def test_keep_values_needs_a_string_column(tmp_path) -> None:
             ),
             str(tmp_path / "out"),
         )
+
+
+def test_attribute_shards_are_the_same_bytes_on_every_run(tmp_path) -> None:
+    """lingua's confidences vary in their last bit from call to call; the rounded scores do not."""
+    _write_docs(tmp_path / "docs", [text for _, text in multilingual_set()])
+    config = LangidConfig(input=str(tmp_path / "docs"), engine=INLINE)
+    for run in ("first", "second"):
+        langid(config, str(tmp_path / run))
+    for shard in ("part-00000.parquet", "part-00001.parquet"):
+        assert (tmp_path / "first" / shard).read_bytes() == (tmp_path / "second" / shard).read_bytes()

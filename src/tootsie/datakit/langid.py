@@ -3,9 +3,9 @@
 For each document shard `part-NNNNN.parquet` of `config.input`, the stage
 writes `<output>/part-NNNNN.parquet` with the same rows in the same order:
 `id`, `lang` (a two-letter code, or "unknown" for text with no letters) and
-`lang_score` (the model's confidence in that language, 0..1; 0 for
-"unknown"). Consolidate keeps given languages above a score with
-`langid_filters`.
+`lang_score` (the model's confidence in that language, 0..1, rounded to
+`SCORE_DECIMALS` places; 0 for "unknown"). Consolidate keeps given languages
+above a score with `langid_filters`.
 
 The model is lingua (`lingua-language-detector`, Apache-2.0, maintained, 75
 languages): its n-gram models are compiled into the wheel, so nothing is
@@ -18,6 +18,12 @@ threshold. It runs in low-accuracy mode (trigrams only; about 2.5 ms for a
 than a probability, on 252 (it reads Hindi as Nepali, Marathi or Sanskrit).
 `langid.py` and `py3langid` ship their models as pickles; fastText's lid.176
 must be downloaded.
+
+lingua's confidences differ in their last bits from one call to the next on
+the same text (by up to 3.3e-16 over 80 license texts and docstrings here),
+so `lang_score` is rounded to 6 decimals and the attribute shards are the same
+bytes on every run (a value would have to sit within about 1e-16 of a
+rounding edge to flip).
 
 lingua comes with the `web` extra; langid checks it before it starts, and as
 a step declares `web`, so a missing one fails in one line before anything runs.
@@ -47,6 +53,8 @@ from tootsie.extras import import_extra, require_modules
 
 ATTRIBUTE_SCHEMA = pa.schema([("id", pa.string()), ("lang", pa.string()), ("lang_score", pa.float64())])
 UNKNOWN = "unknown"
+SCORE_DECIMALS = 6
+"""Decimals kept of lingua's confidence: its last bits vary from call to call, these never do in practice."""
 PURPOSE = "language ID (datakit langid)"
 
 
@@ -77,11 +85,12 @@ class LanguageModel:
         self._detector = lingua.LanguageDetectorBuilder.from_all_languages().with_low_accuracy_mode().build()
 
     def identify(self, text: str) -> tuple[str, float]:
-        """The likeliest language's ISO 639-1 code and its confidence; ("unknown", 0.0) for text with no letters."""
+        """The likeliest language's ISO 639-1 code and its (rounded) confidence; ("unknown", 0.0) for text with no
+        letters."""
         values = self._detector.compute_language_confidence_values(text)
         if not values or values[0].value <= 0.0:
             return UNKNOWN, 0.0
-        return values[0].language.iso_code_639_1.name.lower(), float(values[0].value)
+        return values[0].language.iso_code_639_1.name.lower(), round(float(values[0].value), SCORE_DECIMALS)
 
 
 def annotate_languages(batches: Iterator[pa.RecordBatch], config: LangidConfig) -> tuple[pa.Table, dict[str, Any]]:
