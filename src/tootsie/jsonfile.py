@@ -49,3 +49,16 @@ def read_json(path: str | os.PathLike[str]) -> dict[str, Any] | None:
             f"{path} holds a {type(payload).__name__}, not a JSON object; delete it to let the executor rewrite it"
         )
     return payload
+
+
+def read_json_format(path: str | os.PathLike[str], expected: str, what: str, fix: str) -> dict[str, Any]:
+    """The JSON object in `path`, which must exist and carry `"format": expected` (a file tootsie wrote).
+
+    `what` names the kind of file and `fix` says how to make one, for the errors.
+    """
+    payload = read_json(path)
+    if payload is None:
+        raise TootsieError(f"{what} not found: {path}; {fix}")
+    if payload.get("format") != expected:
+        raise TootsieError(f"{path} is not a {what} (format {payload.get('format')!r}, expected {expected!r}); {fix}")
+    return payload

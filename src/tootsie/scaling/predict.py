@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from tootsie.errors import TootsieError
-from tootsie.jsonfile import read_json
+from tootsie.jsonfile import read_json_format
 from tootsie.scaling.fit import FIT_FORMAT, interval
 
 LAWS = ("fixed", "free")
@@ -23,15 +23,9 @@ LAWS = ("fixed", "free")
 
 def load_fit(path: str | Path) -> dict[str, object]:
     """A fit file written by `tootsie scaling fit`, checked for its format."""
-    payload = read_json(path)
-    if payload is None:
-        raise TootsieError(f"fit file not found: {path}; write one with `tootsie scaling fit RUNS... --out {path}`")
-    if payload.get("format") != FIT_FORMAT:
-        raise TootsieError(
-            f"{path} is not a tootsie scaling fit (format {payload.get('format')!r}, "
-            f"expected {FIT_FORMAT!r}); write it with `tootsie scaling fit`"
-        )
-    return payload
+    return read_json_format(
+        path, FIT_FORMAT, "tootsie scaling fit", f"write one with `tootsie scaling fit RUNS... --out {path}`"
+    )
 
 
 def default_law(fit: dict[str, object]) -> str:

@@ -31,7 +31,7 @@ from tootsie import __version__, storage
 from tootsie.errors import TootsieError
 from tootsie.executor.metadata import INFO_FILE
 from tootsie.executor.portable import resolve_recorded
-from tootsie.jsonfile import read_json, write_json_atomic
+from tootsie.jsonfile import read_json, read_json_format, write_json_atomic
 from tootsie.scaling.isoflop import budget_key, group_runs, vertices
 from tootsie.scaling.predict import default_law, load_fit, predict
 from tootsie.scaling.runs import RunRecord, load_runs
@@ -83,14 +83,9 @@ def preregister(
 
 def load_record(path: str | Path) -> dict[str, object]:
     """A preregistration record, with its hash verified."""
-    record = read_json(path)
-    if record is None:
-        raise TootsieError(f"preregistration record not found: {path}")
-    if record.get("format") != RECORD_FORMAT:
-        raise TootsieError(
-            f"{path} is not a preregistration record (format {record.get('format')!r}); "
-            "write one with `tootsie scaling preregister`"
-        )
+    record = read_json_format(
+        path, RECORD_FORMAT, "preregistration record", "write one with `tootsie scaling preregister`"
+    )
     if record.get("sha256") != canonical_hash(record):
         raise TootsieError(
             f"{path} was modified after it was written: its content no longer matches its "
