@@ -1,9 +1,10 @@
 """`tootsie data ...`: diagnostics of the data layer, one function pair per subcommand.
 
 Each subcommand has a `_register_<name>(commands)` that adds its parser and a
-`run_<name>(args)` handler. With `--json` the last line of stdout is one JSON
-object (the contract tooling reads); without it, a headline and indented
-fields.
+`run_<name>(args)` handler. `shuffle-report`'s flags come from
+`ShuffleReportConfig` and the permutation configs (`cli.options`). With
+`--json` the last line of stdout is one JSON object (the contract tooling
+reads); without it, a headline and indented fields (nothing with `--quiet`).
 
     tootsie data inspect out/demo/tokenized/prose/train-<hash> --tokenizer tokenizer.json
     tootsie data inspect mixture.yaml --steps 0:1000 --json
@@ -14,10 +15,12 @@ fields.
 import argparse
 from pathlib import Path
 
+from tootsie.cli.options import add_config_flags, add_output_flags, config_from_args, given_fields
 from tootsie.cli.output import emit
 from tootsie.configfile import load_config
 from tootsie.data.inspect import batch_throughput, inspect_cache, inspect_mixture
 from tootsie.data.mixture import MixtureConfig
+from tootsie.data.permutation import PERMUTATIONS, BlockConfig, EraConfig, FeistelConfig, LinearPermutationConfig
 from tootsie.data.shuffle_report import ShuffleReportConfig, shuffle_report
 from tootsie.datakit.token_cache import open_token_cache
 from tootsie.datakit.tokenizer import load_tokenizer
@@ -51,7 +54,7 @@ def _register_inspect(commands: "argparse._SubParsersAction[argparse.ArgumentPar
         metavar="A:B",
         help="mixture: step range for realized vs target weights (default 0:100)",
     )
-    parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    add_output_flags(parser)
     parser.set_defaults(handler=run_inspect)
 
 
@@ -76,7 +79,7 @@ def _register_throughput(commands: "argparse._SubParsersAction[argparse.Argument
     parser = commands.add_parser("throughput", help=help_text, description=help_text)
     parser.add_argument("config", metavar="CONFIG", help="a YAML/JSON MixtureConfig file")
     parser.add_argument("--steps", type=int, default=20, help="steps to time (default 20)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    add_output_flags(parser)
     parser.set_defaults(handler=run_throughput)
 
 
@@ -96,41 +99,31 @@ def _register_shuffle_report(commands: "argparse._SubParsersAction[argparse.Argu
         " on a simulated ordered corpus"
     )
     parser = commands.add_parser("shuffle-report", help=help_text, description=help_text)
-    parser.add_argument("--perm", required=True, metavar="KIND", help="permutation kind: linear, feistel, era or block")
-    parser.add_argument("--length", type=int, required=True, metavar="N", help="items in the corpus")
-    parser.add_argument("--batch-size", type=int, required=True, metavar="B", help="items per training step")
-    parser.add_argument("--seed", type=int, default=0, help="permutation and reference seed (default: 0)")
-    parser.add_argument(
-        "--multiplier", type=int, metavar="A", help="linear only: force the LCG stride a (to diagnose a known run)"
+    add_config_flags(
+        parser,
+        ShuffleReportConfig,
+        exclude=("options",),
+        choices={"perm": PERMUTATIONS},
+        metavars={"perm": "KIND", "length": "N", "batch_size": "B"},
     )
-    parser.add_argument("--era-length", type=int, metavar="L", help="era only: items per shuffle window")
-    parser.add_argument("--block-size", type=int, metavar="S", help="block only: items per block")
-    parser.add_argument("--window-blocks", type=int, metavar="W", help="block only: blocks per shuffle window")
-    parser.add_argument("--max-steps", type=int, default=2000, help="simulate at most this many steps (default: 2000)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    # The permutation's options: each flag is a field of one kind's config (rounds: feistel, era and block).
+    add_config_flags(parser, LinearPermutationConfig, metavars={"multiplier": "A"})
+    add_config_flags(parser, FeistelConfig)
+    add_config_flags(parser, EraConfig, only=("era_length",), metavars={"era_length": "L"})
+    add_config_flags(parser, BlockConfig, exclude=("rounds",), metavars={"block_size": "S", "window_blocks": "W"})
+    add_output_flags(parser)
     parser.set_defaults(handler=run_shuffle_report)
 
 
 def run_shuffle_report(args: argparse.Namespace) -> int:
-    """`tootsie data shuffle-report`."""
-    flags = {
-        "multiplier": args.multiplier,
-        "era_length": args.era_length,
-        "block_size": args.block_size,
-        "window_blocks": args.window_blocks,
-    }
-    options = {name: value for name, value in flags.items() if value is not None}
-    try:
-        config = ShuffleReportConfig(
-            perm=args.perm,
-            length=args.length,
-            batch_size=args.batch_size,
-            seed=args.seed,
-            options=options,
-            max_steps=args.max_steps,
-        )
-    except ValueError as error:
-        raise TootsieError(f"shuffle-report: {error}") from None
+    """`tootsie data shuffle-report`: the options given go to the chosen permutation (others are an error)."""
+    options = (
+        given_fields(args, LinearPermutationConfig)
+        | given_fields(args, FeistelConfig)
+        | given_fields(args, EraConfig)
+        | given_fields(args, BlockConfig)
+    )
+    config = config_from_args(args, ShuffleReportConfig, options=options)
     result = shuffle_report(config)
     lags = ", ".join(f"{name} {value:+.3f}" for name, value in result["autocorrelation"].items() if value is not None)
-    return emit(result, args, f"{result['verdict']}: {args.perm} over {config.steps} steps ({lags})")
+    return emit(result, args, f"{result['verdict']}: {config.perm} over {config.steps} steps ({lags})")

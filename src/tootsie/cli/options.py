@@ -260,15 +260,23 @@ def _build(config_cls: type[C], values: Mapping[str, Any], overrides: dict[str, 
     return config_cls(**fields)
 
 
-def config_from_args(args: argparse.Namespace, config_cls: type[C], **overrides: Any) -> C:
-    """The config built from the flags `add_config_flags` registered for `config_cls` and that were given, plus
-    `overrides`; a validation error becomes a one-line `TootsieError` naming the class."""
+def given_fields(args: argparse.Namespace, config_cls: type) -> dict[str, Any]:
+    """The fields of `config_cls` whose flags were given, by dotted path (what `config_from_args` passes on).
+
+    For a command that passes fields on as a mapping rather than a config
+    (e.g. a permutation's options).
+    """
     record = getattr(args, RECORD, {}).get(config_cls)
     if record is None:
         raise TypeError(f"no flags of {config_cls.__name__} on this command; call add_config_flags for it first")
-    values = {path: convert(getattr(args, dest)) for path, (dest, convert) in record.items() if hasattr(args, dest)}
+    return {path: convert(getattr(args, dest)) for path, (dest, convert) in record.items() if hasattr(args, dest)}
+
+
+def config_from_args(args: argparse.Namespace, config_cls: type[C], **overrides: Any) -> C:
+    """The config built from the flags `add_config_flags` registered for `config_cls` and that were given, plus
+    `overrides`; a validation error becomes a one-line `TootsieError` naming the class."""
     try:
-        return _build(config_cls, values, overrides)
+        return _build(config_cls, given_fields(args, config_cls), overrides)
     except ValueError as error:
         raise TootsieError(f"{config_cls.__name__}: {error}") from None
 
