@@ -17,7 +17,7 @@ train --config dpo.yaml --out DIR` runs it; `tootsie dpo --evaluate` compares
 held-out preference accuracy of the SFT and DPO models.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tootsie.corpora.stdlib_chat import StdlibChatConfig, build_stdlib_chat
 from tootsie.corpora.stdlib_preferences import StdlibPreferenceConfig, build_stdlib_preferences
@@ -26,18 +26,16 @@ from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.data.sequences import DocumentConfig
 from tootsie.datakit.preference_data import PreferenceTokenizeConfig, tokenize_preferences
 from tootsie.datakit.tokenizer import TOKENIZER_FILE
-from tootsie.demos.sft_demo import CHAT_SETS, CHAT_TEMPLATE, SPLIT_FILES
+from tootsie.demos.sft_demo import CHAT_SETS, CHAT_TEMPLATE, SPLIT_FILES, finetune_config
 from tootsie.demos.stdlib_demo import DemoSettings, build_data_steps
 from tootsie.errors import TootsieError
 from tootsie.eval.reference_logprobs import reference_logprobs_step
 from tootsie.executor import Step, failure_summary, run_experiment
 from tootsie.models.llama import LlamaConfig
 from tootsie.train.checkpoint import model_config_of
-from tootsie.train.config import CheckpointConfig, InLoopEvalConfig, TrainConfig, WarmStartConfig
+from tootsie.train.config import InLoopEvalConfig, TrainConfig
 from tootsie.train.loading import resolve_checkpoint
 from tootsie.train.objectives import DPOObjective
-from tootsie.train.optimizer import AdamWConfig
-from tootsie.train.schedule import WSDConfig
 
 PREFERENCES = "preferences"
 """The one mixture component (and held-out cache) name of the DPO config."""
@@ -95,18 +93,9 @@ def dpo_config(
         batch_schedule=BatchSchedule.constant(dpo.batch_size),
         packing=DocumentConfig(),
     )
-    return TrainConfig(
-        model=model,
-        data=data,
-        num_steps=dpo.steps,
-        optimizer=AdamWConfig(weight_decay=0.0),
-        schedule=WSDConfig(
-            peak_lr=dpo.peak_lr, warmup_steps=dpo.warmup_steps, decay_steps=dpo.steps // 3, total_steps=dpo.steps
-        ),
+    return replace(
+        finetune_config(model, data, sft_run, dpo, evaluation),
         objective=DPOObjective(reference=reference, beta=dpo.beta),
-        warm_start=WarmStartConfig(sft_run, load_optimizer=False, reset_step=True),
-        checkpoints=CheckpointConfig(every_steps=dpo.steps, every_minutes=None),
-        eval=evaluation,
     )
 
 

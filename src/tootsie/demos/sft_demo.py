@@ -16,6 +16,7 @@ and after.
 """
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from tootsie.corpora.stdlib_chat import DEFAULT_MODULES, HELDOUT_FILE, TRAIN_FILE, StdlibChatConfig, build_stdlib_chat
 from tootsie.data.batch_schedule import BatchSchedule
@@ -97,16 +98,41 @@ def sft_config(
         batch_schedule=BatchSchedule.constant(sft.batch_size),
         packing=WholeDocumentsConfig(),
     )
+    return finetune_config(model, data, base, sft, evaluation)
+
+
+class FinetuneStage(Protocol):
+    """The settings a post-training stage shares (`SftSettings`, `dpo_demo.DpoSettings`)."""
+
+    steps: int
+    peak_lr: float
+    warmup_steps: int
+
+
+def finetune_config(
+    model: LlamaConfig,
+    data: MixtureConfig,
+    base: str,
+    stage: FinetuneStage,
+    evaluation: InLoopEvalConfig | None,
+) -> TrainConfig:
+    """A post-training stage of the demos (SFT, DPO) on `data`, warm-started from `base` with a fresh step count.
+
+    AdamW without weight decay, WSD to `stage.peak_lr` decaying over the last third, one checkpoint at the end.
+    """
     return TrainConfig(
         model=model,
         data=data,
-        num_steps=sft.steps,
+        num_steps=stage.steps,
         optimizer=AdamWConfig(weight_decay=0.0),
         schedule=WSDConfig(
-            peak_lr=sft.peak_lr, warmup_steps=sft.warmup_steps, decay_steps=sft.steps // 3, total_steps=sft.steps
+            peak_lr=stage.peak_lr,
+            warmup_steps=stage.warmup_steps,
+            decay_steps=stage.steps // 3,
+            total_steps=stage.steps,
         ),
         warm_start=WarmStartConfig(base, load_optimizer=False, reset_step=True),
-        checkpoints=CheckpointConfig(every_steps=sft.steps, every_minutes=None),
+        checkpoints=CheckpointConfig(every_steps=stage.steps, every_minutes=None),
         eval=evaluation,
     )
 
