@@ -5,13 +5,16 @@ import json
 import pyarrow as pa
 import pytest
 
-from tootsie.cli.main import main
+from tootsie.cli.main import main, parse_args
+from tootsie.cli.options import config_from_args
 from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.datakit.engine import EngineConfig
 from tootsie.datakit.parquet_io import write_table_atomic
 from tootsie.datakit.tokenize import TokenizeConfig, tokenize_documents
 from tootsie.datakit.tokenizer import TokenizerTrainConfig, train_tokenizer
+from tootsie.eval.checkpoint_eval import CheckpointBPBConfig, SuiteEvalConfig
+from tootsie.eval.lm_eval_step import LMEvalConfig
 from tootsie.eval.training import run_training
 from tootsie.models.llama import LlamaConfig
 from tootsie.train.config import TrainConfig
@@ -70,3 +73,26 @@ def test_eval_bpb_of_a_trained_checkpoint(tmp_path, capsys) -> None:
         and raw["bpb"]["code"] != ema["bpb"]["code"]
         and raw["bpb"]["macro_avg"] == raw["bpb"]["code"]
     )
+
+
+def test_eval_flags_build_each_verbs_config() -> None:
+    args = parse_args(["eval", "bpb", "--checkpoint", "run", "--data", "code=C1", "P/prose", "--tokenizer", "t.json"])
+    config = config_from_args(args, CheckpointBPBConfig)
+    assert config.domains == {"code": "C1", "prose": "P/prose"}
+    assert (config.seq_len, config.max_sequences, config.weights) == (128, None, "model")
+    argv = ["eval", "lm-eval", "--checkpoint", "run", "--tokenizer", "t.json", "--tasks", "a,b", "c", "--ema"]
+    args = parse_args([*argv, "--include-path", "x", "--include-path", "y", "--batch-size", "2"])
+    config = config_from_args(args, LMEvalConfig, tasks=("a", "b", "c"))
+    assert (config.include_paths, config.weights, config.batch_size, config.max_length) == (("x", "y"), "ema", 2, 128)
+    assert args.tasks == ["a,b", "c"]
+    argv = ["eval", "suite", "--checkpoint", "run", "--suite", "core", "--data-dir", "d", "--ema"]
+    config = config_from_args(parse_args([*argv, "--prompt-format", "both"]), SuiteEvalConfig)
+    assert (config.weights, config.prompt_format, config.limit, config.show_prompts) == ("ema", "both", None, 0)
+
+
+def test_bad_eval_flags_are_one_line_errors(capsys) -> None:
+    argv = ["eval", "bpb", "--checkpoint", "run", "--tokenizer", "t.json", "--data", "a/cache", "b/cache"]
+    assert main(argv) == 2
+    assert "two caches in data are both named 'cache'" in capsys.readouterr().err
+    assert main(["eval", "suite", "--checkpoint", "run", "--suite", "nope", "--data-dir", "d"]) == 2
+    assert "unknown suite or benchmarks" in capsys.readouterr().err

@@ -49,5 +49,10 @@ def test_generate_json_and_chat(tmp_path, capsys, monkeypatch) -> None:
     monkeypatch.setattr("sys.stdin", stdin)
     assert main(["chat", *common]) == 0
     assert stdin.read() == "never read\n" and "/exit" in capsys.readouterr().err
+    monkeypatch.setattr("sys.stdin", io.StringIO("hello\n/exit\n"))
+    assert main(["chat", *common, "--json", "--quiet"]) == 0
+    printed = capsys.readouterr()
+    transcript = json.loads(printed.out.strip().splitlines()[-1])
+    assert [m["role"] for m in transcript["messages"]] == ["user", "assistant"] and "/exit" not in printed.err
     assert main(["generate", *common, "--prompt", "x", "--top-p", "0"]) == 2
     assert "top_p" in capsys.readouterr().err

@@ -6,13 +6,13 @@ step under `--prefix`, built once and reused (see `tootsie.eval.bpb_suite`).
 
 import argparse
 
+from tootsie.cli.options import add_output_flags
 from tootsie.cli.output import emit
-from tootsie.eval.bpb_suite import run_bpb_suite
 
 
-def register(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def register(verbs: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     """Add `bpb-suite` to the `tootsie eval` subcommands."""
-    suite = commands.add_parser(
+    suite = verbs.add_parser(
         "bpb-suite",
         help="Paloma-style BPB: a checkpoint on every domain of a held-out directory (micro and macro averages)",
     )
@@ -45,12 +45,14 @@ def register(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") ->
     )
     suite.add_argument("--max-sequences", type=int, default=None, help="sequences per domain (default: all)")
     suite.add_argument("--ema", action="store_true", help="evaluate the checkpoint's EMA weights")
-    suite.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    add_output_flags(suite)
     suite.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """`tootsie eval bpb-suite`."""
+    from tootsie.eval.bpb_suite import run_bpb_suite
+
     result = run_bpb_suite(
         args.checkpoint,
         args.suite,

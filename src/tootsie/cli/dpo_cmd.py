@@ -15,15 +15,15 @@ accuracy (`eval.dpo_eval`).
 import argparse
 from pathlib import Path
 
-from tootsie.cli.options import add_output_flags
-from tootsie.cli.output import print_json, quiet_progress, say
+from tootsie.cli.output import print_json, say
 from tootsie.cli.train_cmd import (
     EVALUATE,
     EXAMPLE_CONFIG,
     add_evaluate_verb,
-    add_prefix_flag,
+    add_example_verb,
     add_training_command,
-    print_config,
+    demo_settings,
+    print_built_config,
     rewrite_verbs,
 )
 from tootsie.configfile import load_config
@@ -36,19 +36,12 @@ DEFAULT_SFT = "runs/sft"
 def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     """Add `tootsie dpo` and its verbs."""
     verbs = add_training_command(subparsers, "dpo", "DPO on preference pairs: example config, training, evaluation")
-    example = verbs.add_parser(
-        EXAMPLE_CONFIG,
-        help="print a config that DPO-tunes the demo SFT run on a local preference set (built if missing)",
-    )
+    example_help = "print a config that DPO-tunes the demo SFT run on a local preference set (built if missing)"
+    example = add_example_verb(verbs, example_help, print_example_config, tiny=True)
     example.add_argument(
         "--sft", default=DEFAULT_SFT, metavar="DIR", help="the SFT run (or checkpoint) to tune (%(default)s)"
     )
-    add_prefix_flag(example)
-    example.add_argument("--tiny", action="store_true", help="use the demo's --tiny settings")
-    add_output_flags(example)
-    example.set_defaults(handler=print_example_config)
-    evaluate = add_evaluate_verb(verbs, "held-out preference accuracy of the SFT model and of the DPO run")
-    evaluate.set_defaults(handler=evaluate_command)
+    add_evaluate_verb(verbs, "held-out preference accuracy of the SFT model and of the DPO run", evaluate_command)
 
 
 def rewrite_aliases(argv: list[str]) -> list[str]:
@@ -64,12 +57,8 @@ def print_example_config(args: argparse.Namespace) -> int:
             f"tootsie train --config sft.yaml --out {args.sft}), or pass --sft DIR"
         )
     from tootsie.demos.dpo_demo import DpoSettings, dpo_example
-    from tootsie.demos.stdlib_demo import TINY, DemoSettings
 
-    with quiet_progress(args):
-        config = dpo_example(args.prefix, args.sft, TINY if args.tiny else DemoSettings(), DpoSettings())
-    print_config(config, args)
-    return 0
+    return print_built_config(args, lambda: dpo_example(args.prefix, args.sft, demo_settings(args.tiny), DpoSettings()))
 
 
 def evaluate_command(args: argparse.Namespace) -> int:

@@ -11,16 +11,12 @@ llama3.
 """
 
 import argparse
-import json
 import sys
 
-from tootsie.cli.output import build
+from tootsie.cli.options import add_config_flags, add_output_flags, config_from_args
+from tootsie.cli.output import print_json
 from tootsie.datakit.chat_templates import CHAT_TEMPLATES, Message
-from tootsie.eval.run_chat_template import checkpoint_chat_template
-from tootsie.eval.text_generation import TextGenerator
 from tootsie.models.generate import SamplingConfig
-from tootsie.train.checkpoint import model_config_of
-from tootsie.train.loading import load_model, resolve_checkpoint
 
 EXIT_COMMAND = "/exit"
 """What ends `tootsie chat` (as does end of input)."""
@@ -29,12 +25,13 @@ EXIT_COMMAND = "/exit"
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("checkpoint", metavar="CHECKPOINT", help="a checkpoint, or a training output directory")
     parser.add_argument("--tokenizer", required=True, metavar="T", help="the tokenizer.json (or its folder)")
-    parser.add_argument("--max-new-tokens", type=int, default=256, help="most tokens generated (default 256)")
-    parser.add_argument("--temperature", type=float, default=0.0, help="sampling temperature; 0 is greedy (default)")
-    parser.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass (default 1: off)")
-    parser.add_argument("--top-k", type=int, default=0, help="sample among the k most likely tokens (default 0: off)")
-    parser.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
-    parser.add_argument("--stop", action="append", default=[], metavar="TEXT", help="a stop string (repeatable)")
+    add_config_flags(
+        parser,
+        SamplingConfig,
+        exclude=("stop_tokens",),
+        renames={"stop_strings": "stop"},
+        metavars={"stop_strings": "TEXT"},
+    )
     parser.add_argument(
         "--chat-template",
         metavar="NAME|FILE",
@@ -42,6 +39,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
         " (default: the one the checkpoint's run trained with, else the tokenizer_config.json's"
         " chat_template, else llama3)",
     )
+    add_output_flags(parser)
 
 
 def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -51,34 +49,19 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     source = generate.add_mutually_exclusive_group(required=True)
     source.add_argument("--prompt", metavar="TEXT", help="plain text to continue (after BOS)")
     source.add_argument("--chat", metavar="MESSAGE", help="a user message, wrapped in the chat template")
-    generate.add_argument("--json", action="store_true", help='print {"text", "tokens", "stop_reason"} as JSON')
     generate.set_defaults(handler=run_generate)
     chat = subparsers.add_parser("chat", help=f"talk to a checkpoint in the terminal ({EXIT_COMMAND} to leave)")
     _common(chat)
     chat.set_defaults(handler=run_chat)
 
 
-def _load(args: argparse.Namespace, chat: bool) -> tuple[TextGenerator, SamplingConfig]:
-    checkpoint = resolve_checkpoint(args.checkpoint)
-    recorded = checkpoint_chat_template(checkpoint) if chat and args.chat_template is None else None
-    model = load_model(model_config_of(checkpoint), str(checkpoint))
-    sampling = build(
-        SamplingConfig,
-        max_new_tokens=args.max_new_tokens,
-        temperature=args.temperature,
-        top_p=args.top_p,
-        top_k=args.top_k,
-        seed=args.seed,
-        stop_strings=tuple(args.stop),
-    )
-    generator = TextGenerator.load(model, args.tokenizer, args.chat_template, recorded and recorded.source)
-    return generator, sampling
-
-
 def run_generate(args: argparse.Namespace) -> int:
-    """`tootsie generate`."""
+    """`tootsie generate`: the text on stdout, its length and stop reason on stderr (or all three as JSON)."""
+    from tootsie.eval.checkpoint_eval import load_generator
+
     chat = args.chat is not None
-    generator, sampling = _load(args, chat)
+    sampling = config_from_args(args, SamplingConfig)
+    generator = load_generator(args.checkpoint, args.tokenizer, args.chat_template, chat=chat)
     prompt = (
         generator.encode_chat([{"role": "user", "content": args.chat}])
         if chat
@@ -86,18 +69,26 @@ def run_generate(args: argparse.Namespace) -> int:
     )
     (result,) = generator.generate([prompt], sampling, chat=chat)
     if args.json:
-        print(json.dumps({"text": result.text, "tokens": list(result.tokens), "stop_reason": result.stop_reason}))
+        print_json({"text": result.text, "tokens": list(result.tokens), "stop_reason": result.stop_reason})
     else:
         print(result.text)
-        print(f"[{len(result.tokens)} tokens, stop: {result.stop_reason}]", file=sys.stderr)
+        if not args.quiet:
+            print(f"[{len(result.tokens)} tokens, stop: {result.stop_reason}]", file=sys.stderr)
     return 0
 
 
 def run_chat(args: argparse.Namespace) -> int:
-    """`tootsie chat`: read user lines from stdin, answer each with the whole conversation as context."""
-    generator, sampling = _load(args, chat=True)
+    """`tootsie chat`: read user lines from stdin, answer each with the whole conversation as context.
+
+    With `--json` the replies are not printed one by one: the whole conversation is one JSON object at the end.
+    """
+    from tootsie.eval.checkpoint_eval import load_generator
+
+    sampling = config_from_args(args, SamplingConfig)
+    generator = load_generator(args.checkpoint, args.tokenizer, args.chat_template, chat=True)
     messages: list[Message] = []
-    print(f"chatting with {args.checkpoint}; {EXIT_COMMAND} or end of input to leave", file=sys.stderr)
+    if not args.quiet:
+        print(f"chatting with {args.checkpoint}; {EXIT_COMMAND} or end of input to leave", file=sys.stderr)
     for line in sys.stdin:
         text = line.strip()
         if text == EXIT_COMMAND:
@@ -107,5 +98,8 @@ def run_chat(args: argparse.Namespace) -> int:
         messages.append({"role": "user", "content": text})
         (reply,) = generator.generate([generator.encode_chat(messages)], sampling, chat=True)
         messages.append({"role": "assistant", "content": reply.text})
-        print(reply.text, flush=True)
+        if not args.json:
+            print(reply.text, flush=True)
+    if args.json:
+        print_json({"messages": messages})
     return 0

@@ -3,7 +3,8 @@
 import argparse
 from pathlib import Path
 
-from tootsie.cli.output import build, emit
+from tootsie.cli.options import add_config_flags, add_output_flags, config_from_args
+from tootsie.cli.output import emit
 from tootsie.errors import TootsieError
 from tootsie.monitor.metrics_log import read_metrics
 from tootsie.monitor.spikes import SpikeConfig, find_spikes
@@ -18,17 +19,8 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         help="find loss spikes and classify them (recoverable / plateau), with leading norms and the layer that led",
     )
     spikes.add_argument("metrics", metavar="METRICS.jsonl", help="a run's metrics.jsonl")
-    spikes.add_argument(
-        "--k-sigma", type=float, default=SpikeConfig.k_sigma, help="spike threshold in robust sigmas (default 6)"
-    )
-    spikes.add_argument("--window", type=int, default=SpikeConfig.window, help="baseline window in points (default 50)")
-    spikes.add_argument(
-        "--horizon",
-        type=int,
-        default=SpikeConfig.horizon,
-        help="steps to rejoin the band to count as recoverable (default 50)",
-    )
-    spikes.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    add_config_flags(spikes, SpikeConfig)
+    add_output_flags(spikes)
     spikes.set_defaults(handler=run_spikes)
 
 
@@ -37,9 +29,7 @@ def run_spikes(args: argparse.Namespace) -> int:
     path = Path(args.metrics)
     if not path.is_file():
         raise TootsieError(f"metrics file not found: {path}")
-    report = find_spikes(
-        read_metrics(path), build(SpikeConfig, k_sigma=args.k_sigma, window=args.window, horizon=args.horizon)
-    )
+    report = find_spikes(read_metrics(path), config_from_args(args, SpikeConfig))
     kinds = [spike["kind"] for spike in report["spikes"]]
     counts = ", ".join(f"{kinds.count(k)} {k}" for k in sorted(set(kinds))) or "none"
     led = "; ".join(

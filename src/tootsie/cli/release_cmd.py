@@ -14,15 +14,13 @@ import re
 import time
 from pathlib import Path
 
+from tootsie.cli.options import add_output_flags
 from tootsie.cli.output import emit
 from tootsie.datakit.chat_templates import CHAT_TEMPLATES
 from tootsie.errors import TootsieError
 from tootsie.extras import require
 from tootsie.release.hf_config import ARCHITECTURES
-from tootsie.release.hf_export import DEFAULT_MAX_SHARD_BYTES, export_hf
-from tootsie.release.hf_import import import_hf
-from tootsie.release.hf_verify import verify_export
-from tootsie.release.release import release
+from tootsie.release.hf_export import DEFAULT_MAX_SHARD_BYTES
 
 SIZE_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30}
 SUMMARY_KEYS = (
@@ -66,7 +64,7 @@ def _add_export_options(parser: argparse.ArgumentParser) -> None:
         type=parse_size,
         default=DEFAULT_MAX_SHARD_BYTES,
         metavar="SIZE",
-        help="shard model.safetensors past this size (default 5GB)",
+        help=f"shard model.safetensors past this size (default {DEFAULT_MAX_SHARD_BYTES // 10**9}GB)",
     )
     parser.add_argument(
         "--chat-template",
@@ -74,7 +72,7 @@ def _add_export_options(parser: argparse.ArgumentParser) -> None:
         help=f"chat template to ship ({', '.join(CHAT_TEMPLATES)} or a Jinja file; default: the one the run's"
         " chat caches were tokenized with; a pretraining run ships none)",
     )
-    parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    add_output_flags(parser)
 
 
 def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -104,7 +102,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     import_hf_parser.add_argument(
         "--out", metavar="OUT", help="training output directory to write (default: DIR-tootsie next to DIR)"
     )
-    import_hf_parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    add_output_flags(import_hf_parser)
     import_hf_parser.set_defaults(handler=run_import_hf)
 
     release_parser = subparsers.add_parser(
@@ -129,6 +127,9 @@ def run_export_hf(args: argparse.Namespace) -> int:
     """`tootsie export hf`."""
     if args.verify:
         require(("hf",), purpose="export hf --verify")
+    from tootsie.release.hf_export import export_hf
+    from tootsie.release.hf_verify import verify_export
+
     started = time.perf_counter()
     summary = export_hf(
         args.checkpoint,
@@ -153,6 +154,8 @@ def run_export_hf(args: argparse.Namespace) -> int:
 
 def run_import_hf(args: argparse.Namespace) -> int:
     """`tootsie import hf`."""
+    from tootsie.release.hf_import import import_hf
+
     out = args.out or f"{Path(args.directory).resolve()}-tootsie"
     result = import_hf(args.directory, out)
     return emit(result, args, f"imported {args.directory} as a tootsie checkpoint at step {result['step']}")
@@ -160,6 +163,8 @@ def run_import_hf(args: argparse.Namespace) -> int:
 
 def run_release(args: argparse.Namespace) -> int:
     """`tootsie release`."""
+    from tootsie.release.release import release
+
     started = time.perf_counter()
     result = release(
         args.run_dir,

@@ -3,6 +3,7 @@
 import argparse
 from pathlib import Path
 
+from tootsie.cli.options import add_output_flags
 from tootsie.cli.output import emit
 from tootsie.errors import TootsieError
 from tootsie.report.data import X_AXES
@@ -26,7 +27,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         "--out", metavar="FILE", help=f"where to write the report (default: the first RUN_DIR/{REPORT_FILE})"
     )
     parser.add_argument("--x", choices=X_AXES, default="step", help="x axis of every panel (default step)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    add_output_flags(parser)
     parser.set_defaults(handler=report_command)
 
 

@@ -13,15 +13,15 @@ assistant-token loss of the warm-start checkpoint and of the fine-tuned run
 
 import argparse
 
-from tootsie.cli.options import add_output_flags
-from tootsie.cli.output import print_json, quiet_progress, say
+from tootsie.cli.output import print_json, say
 from tootsie.cli.train_cmd import (
     EVALUATE,
     EXAMPLE_CONFIG,
     add_evaluate_verb,
-    add_prefix_flag,
+    add_example_verb,
     add_training_command,
-    print_config,
+    demo_settings,
+    print_built_config,
     rewrite_verbs,
 )
 from tootsie.configfile import load_config
@@ -32,16 +32,9 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     verbs = add_training_command(
         subparsers, "sft", "supervised fine-tuning on chat data: example config, training, evaluation"
     )
-    example = verbs.add_parser(
-        EXAMPLE_CONFIG,
-        help="print a config that fine-tunes the demo's final checkpoint on a local chat set (built if missing)",
-    )
-    add_prefix_flag(example)
-    example.add_argument("--tiny", action="store_true", help="use the demo's --tiny settings")
-    add_output_flags(example)
-    example.set_defaults(handler=print_example_config)
-    evaluate = add_evaluate_verb(verbs, "held-out assistant-token loss of the base and of the SFT run")
-    evaluate.set_defaults(handler=evaluate_command)
+    example_help = "print a config that fine-tunes the demo's final checkpoint on a local chat set (built if missing)"
+    add_example_verb(verbs, example_help, print_example_config, tiny=True)
+    add_evaluate_verb(verbs, "held-out assistant-token loss of the base and of the SFT run", evaluate_command)
 
 
 def rewrite_aliases(argv: list[str]) -> list[str]:
@@ -52,12 +45,8 @@ def rewrite_aliases(argv: list[str]) -> list[str]:
 def print_example_config(args: argparse.Namespace) -> int:
     """Print the SFT example config, building the base model and chat caches if needed."""
     from tootsie.demos.sft_demo import SftSettings, sft_example
-    from tootsie.demos.stdlib_demo import TINY, DemoSettings
 
-    with quiet_progress(args):
-        config = sft_example(args.prefix, TINY if args.tiny else DemoSettings(), SftSettings())
-    print_config(config, args)
-    return 0
+    return print_built_config(args, lambda: sft_example(args.prefix, demo_settings(args.tiny), SftSettings()))
 
 
 def evaluate_command(args: argparse.Namespace) -> int:

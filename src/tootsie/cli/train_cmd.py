@@ -18,9 +18,10 @@ verb before parsing.
 """
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tootsie.cli.demo_cmd import DEFAULT_OUT
 from tootsie.cli.options import add_output_flags, rewrite_mode_flags
@@ -30,6 +31,9 @@ from tootsie.errors import TootsieError
 from tootsie.monitor.metrics_log import METRICS_FILE, read_metrics
 from tootsie.monitor.trackers import TRACKERS, require_trackers
 
+if TYPE_CHECKING:
+    from tootsie.demos.stdlib_demo import DemoSettings
+
 EXAMPLE_CONFIG = "example-config"
 EVALUATE = "evaluate"
 
@@ -37,10 +41,9 @@ EVALUATE = "evaluate"
 def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     """Add `tootsie train` and its `example-config` verb."""
     verbs = add_training_command(subparsers, "train", "train a model from a config file (rerun to resume)")
-    example = verbs.add_parser(EXAMPLE_CONFIG, help="print a complete config for a tiny model on the demo corpus")
-    add_prefix_flag(example)
-    add_output_flags(example)
-    example.set_defaults(handler=print_example_config)
+    add_example_verb(
+        verbs, "print a complete config for a tiny model on the demo corpus", print_example_config, tiny=False
+    )
 
 
 def rewrite_aliases(argv: list[str]) -> list[str]:
@@ -85,22 +88,36 @@ def add_training_command(
     return parser.add_subparsers(dest="verb", metavar="VERB")
 
 
-def add_prefix_flag(parser: argparse.ArgumentParser) -> None:
-    """`--prefix`: the executor prefix where the demo's steps live or are built."""
-    parser.add_argument(
+def add_example_verb(
+    verbs: "argparse._SubParsersAction[argparse.ArgumentParser]",
+    help_text: str,
+    handler: Callable[[argparse.Namespace], int],
+    *,
+    tiny: bool,
+) -> argparse.ArgumentParser:
+    """Add the `example-config` verb: `--prefix` where the demo's steps live (and `--tiny` for its test size)."""
+    example = verbs.add_parser(EXAMPLE_CONFIG, help=help_text)
+    example.add_argument(
         "--prefix", default=DEFAULT_OUT, metavar="DIR", help="where the demo's steps live or are built (%(default)s)"
     )
+    if tiny:
+        example.add_argument("--tiny", action="store_true", help="use the demo's --tiny settings")
+    add_output_flags(example)
+    example.set_defaults(handler=handler)
+    return example
 
 
 def add_evaluate_verb(
-    verbs: "argparse._SubParsersAction[argparse.ArgumentParser]", help_text: str
-) -> argparse.ArgumentParser:
+    verbs: "argparse._SubParsersAction[argparse.ArgumentParser]",
+    help_text: str,
+    handler: Callable[[argparse.Namespace], int],
+) -> None:
     """Add the `evaluate` verb: the run's `--config` and `--out`, compared with its warm start."""
     evaluate = verbs.add_parser(EVALUATE, help=help_text)
     evaluate.add_argument("--config", required=True, metavar="FILE", help="the config that was trained")
     evaluate.add_argument("--out", required=True, metavar="DIR", help="the run's output directory")
     add_output_flags(evaluate)
-    return evaluate
+    evaluate.set_defaults(handler=handler)
 
 
 def profile_window(text: str) -> tuple[int, int]:
@@ -145,18 +162,26 @@ def train_command(args: argparse.Namespace) -> int:
 
 
 def print_example_config(args: argparse.Namespace) -> int:
-    """Print the example config (YAML, or one JSON object with --json), building the demo corpus if needed."""
+    """Print the example config, building the demo corpus if needed."""
     from tootsie.demos.train_demo import train_example
 
+    return print_built_config(args, lambda: train_example(args.prefix))
+
+
+def print_built_config(args: argparse.Namespace, build: Callable[[], object]) -> int:
+    """Build a config (its executor steps quiet with --quiet) and print it as YAML, or as one JSON object with
+    --json; both load with `--config`."""
     with quiet_progress(args):
-        config = train_example(args.prefix)
-    print_config(config, args)
-    return 0
-
-
-def print_config(config: object, args: argparse.Namespace) -> None:
-    """A config as YAML on stdout, or as one JSON object with --json (both load with `--config`)."""
+        config = build()
     if args.json:
         print_json(to_plain(config))
     else:
         print(dump_config(config), end="")
+    return 0
+
+
+def demo_settings(tiny: bool) -> "DemoSettings":
+    """The demo's settings an example config builds on: its test size with `--tiny`, else the full demo."""
+    from tootsie.demos.stdlib_demo import TINY, DemoSettings
+
+    return TINY if tiny else DemoSettings()
