@@ -35,7 +35,8 @@ from tootsie.monitor.throughput import mfu
 from tootsie.train.config import CheckpointConfig, TrainConfig
 from tootsie.train.loading import init_model
 from tootsie.train.schedule import WSDConfig
-from tootsie.train.trainer import build_layout, build_optimizer, make_train_step
+from tootsie.train.state import build_layout, build_optimizer
+from tootsie.train.train_step import make_train_step
 
 SMOKE = LlamaConfig(vocab_size=512, hidden_dim=64, intermediate_dim=128, num_layers=2, num_heads=4, num_kv_heads=2)
 

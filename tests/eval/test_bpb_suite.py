@@ -18,14 +18,14 @@ from tootsie.datakit.tokenizer import TokenizerTrainConfig, train_tokenizer
 from tootsie.errors import TootsieError
 from tootsie.eval.bpb_suite import build_domain_caches, recorded_tokenizer
 from tootsie.eval.heldout_domains import discover_domains
-from tootsie.eval.in_loop import bpb_hook
+from tootsie.eval.in_loop import HeldOutBPB
 from tootsie.jsonfile import write_json_atomic
 from tootsie.models.llama import LlamaConfig, LlamaModel
 from tootsie.monitor.metrics_log import CONFIG_FILE
 from tootsie.train.checkpoint import save_checkpoint
 from tootsie.train.config import InLoopEvalConfig, TrainConfig
 from tootsie.train.loading import checkpoint_root
-from tootsie.train.trainer import TrainState
+from tootsie.train.state import TrainState
 
 SEQ_LEN = 32
 
@@ -81,7 +81,7 @@ def test_bpb_suite_equals_the_in_loop_eval_and_reuses_its_caches(tmp_path, capsy
     write_json_atomic(tmp_path / "run" / CONFIG_FILE, to_plain(config))
     record = {"model": to_plain(config.model), "kind": "permanent", "tokens": 0, "data_step": 3}
     save_checkpoint(checkpoint_root(tmp_path / "run"), 3, {"model": eqx.filter(model, eqx.is_array)}, record)
-    in_loop = bpb_hook(config)(TrainState(model=model, opt_state=None, ema=None, step=3))
+    in_loop = HeldOutBPB(config).scores(TrainState(model=model, opt_state=None, ema=None, step=3))
 
     # tokenizer and seq_len come from the run's recorded config; the caches are the ones built above
     result = _suite_json(capsys, "--checkpoint", str(tmp_path / "run"), "--suite", str(suite), "--prefix", prefix)

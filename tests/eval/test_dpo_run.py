@@ -28,7 +28,7 @@ from tootsie.train.dpo import REFERENCE_RECORD_FILE
 from tootsie.train.loading import init_model, load_model
 from tootsie.train.objectives import DPOObjective
 from tootsie.train.schedule import WSDConfig
-from tootsie.train.trainer import TrainState, build_optimizer, save_state
+from tootsie.train.state import TrainState, build_optimizer, save_state
 
 SEQ_LEN = 128
 PAIRS = 8

@@ -208,7 +208,8 @@ def test_the_loop_refuses_an_eval_config_it_was_not_given_the_evaluation_for(wor
     with_eval = VARIANTS["eval"](base, root)[0]
     with pytest.raises(
         TootsieError,
-        match="config.eval is set but no evaluation hook was given: train through tootsie.eval.training.run_training",
+        match="config.eval is set but no evaluation callback was given: "
+        "train through tootsie.eval.training.run_training",
     ):
         train_loop(with_eval, str(tmp_path / "bypass"))
     assert not (tmp_path / "bypass").exists()

@@ -24,7 +24,7 @@ from tootsie.configfile import load_config
 from tootsie.train.checkpoint import wait_for_checkpoints
 from tootsie.train.config import TrainConfig
 from tootsie.train.sharding import initialize_distributed
-from tootsie.train.trainer import TrainState, build_layout, build_optimizer, initial_state, save_state
+from tootsie.train.state import TrainState, build_layout, build_optimizer, initial_state, save_state
 
 
 def _status_bytes(field: str) -> int:

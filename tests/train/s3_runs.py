@@ -15,9 +15,11 @@ from pathlib import Path
 from tootsie.configfile import load_config
 from tootsie.eval.training import run_training
 from tootsie.executor import Step, failure_summary, run_experiment
+from tootsie.executor.step import direct_outputs
 from tootsie.train.config import TrainConfig
+from tootsie.train.loading import CHECKPOINTS
 from tootsie.train.sharding import MeshConfig
-from tootsie.train.trainer import TrainState
+from tootsie.train.state import TrainState
 
 HOLD_SECONDS = 300
 _hold: tuple[int, Path] | None = None
@@ -35,9 +37,10 @@ def _held(state: TrainState) -> dict[str, float]:
     return {}
 
 
-def train(config: TrainConfig, output_path: str) -> None:
-    """The step function: `run_training` with the hold hook."""
-    run_training(config, output_path, hooks=(_held,))
+@direct_outputs(CHECKPOINTS)
+def train(config: TrainConfig, output_path: str, final_output: str) -> None:
+    """The step function: `run_training` with the hold hook, checkpoints straight to the step's URL."""
+    run_training(config, output_path, hooks=(_held,), final_output=final_output)
 
 
 def main(config_file: str, prefix: str, data: int, fsdp: int, hold: tuple[int, Path] | None) -> int:

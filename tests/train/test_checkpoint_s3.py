@@ -1,8 +1,8 @@
 """Checkpoints in object storage (a local moto S3 server): written, listed, restored and pruned by URL.
 
-A staged executor step sees its final URL through `staging.final_output`, so
-the trainer writes checkpoints straight to the store, and staging leaves a
-local `checkpoints/` out of its upload.
+A staged executor step whose function declares `checkpoints` a direct output
+gets its final URL as `final_output=`, so the trainer writes checkpoints
+straight to the store, and staging leaves a local `checkpoints/` out of its upload.
 """
 
 from pathlib import Path
@@ -13,7 +13,7 @@ import numpy as np
 from tests.executor.test_object_store import bucket, s3_env  # noqa: F401 - fixtures
 from tootsie import storage
 from tootsie.executor.manifest import EXECUTOR_FILES
-from tootsie.executor.staging import StepCall, call_step, final_output
+from tootsie.executor.staging import StepCall, call_step
 from tootsie.train.checkpoint import (
     STATE_FILE,
     checkpoint_dir,
@@ -51,13 +51,13 @@ def test_a_staged_step_gets_its_final_url_and_its_local_checkpoints_are_not_uplo
     output = f"{bucket}/runs/train-abc"
     seen = []
 
-    def fn(config: object, workdir: str) -> None:
-        seen.append((final_output(workdir), checkpoint_root(Path(workdir)), final_output(str(tmp_path))))
+    def fn(config: object, workdir: str, final_output: str) -> None:
+        seen.append((final_output, str(checkpoint_root(workdir, final_output)), str(checkpoint_root(workdir))))
         (Path(workdir) / "checkpoints").mkdir()
         (Path(workdir) / "checkpoints" / "stray.txt").write_text("local")
         (Path(workdir) / "metrics.jsonl").write_text("{}\n")
 
-    assert call_step(StepCall("train", fn, None, output, str(tmp_path / "staging"))) is None
-    assert seen == [(output, f"{output}/checkpoints", str(tmp_path))]
+    call = StepCall("train", fn, None, output, str(tmp_path / "staging"), direct=("checkpoints",))
+    assert call_step(call) is None
+    assert seen == [(output, f"{output}/checkpoints", str(tmp_path / "staging" / "checkpoints"))]
     assert [name for name in storage.list_tree(output) if name not in EXECUTOR_FILES] == ["metrics.jsonl"]
-    assert final_output(str(tmp_path / "staging")) == str(tmp_path / "staging")  # only while the step runs

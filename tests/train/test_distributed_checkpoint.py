@@ -26,7 +26,7 @@ from tootsie.train.config import CheckpointConfig, TrainConfig
 from tootsie.train.loading import init_model
 from tootsie.train.schedule import WSDConfig
 from tootsie.train.sharding import ENV_COORDINATOR, ENV_NUM_PROCESSES, ENV_PROCESS_ID, DistributedConfig, MeshConfig
-from tootsie.train.trainer import abstract_state, build_optimizer
+from tootsie.train.state import abstract_state, build_optimizer
 
 HARNESS = Path(__file__).with_name("distributed_checkpoint.py")
 PROCESSES = 2

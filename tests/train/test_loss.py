@@ -25,7 +25,8 @@ def _plain_loss(model: LlamaModel, tokens, segments, mask, z_loss_weight: float)
     nll, log_normalizer = token_nll(model, tokens, segments)
     count = jnp.maximum(mask.sum(), 1.0)
     cross_entropy, z_loss = (nll * mask).sum() / count, (jnp.square(log_normalizer) * mask).sum() / count
-    return cross_entropy + z_loss_weight * z_loss, (cross_entropy, z_loss)
+    log_z = (log_normalizer * mask).sum() / count
+    return cross_entropy + z_loss_weight * z_loss, (cross_entropy, z_loss, log_z)
 
 
 @pytest.mark.parametrize("z_loss_weight", [0.0, 1e-2])

@@ -29,7 +29,7 @@ from tootsie.train.config import CheckpointConfig, TrainConfig
 from tootsie.train.preemption import StopSignal
 from tootsie.train.schedule import WSDConfig
 from tootsie.train.sharding import ENV_COORDINATOR, ENV_NUM_PROCESSES, ENV_PROCESS_ID, DistributedConfig, MeshConfig
-from tootsie.train.trainer import abstract_state, build_optimizer
+from tootsie.train.state import abstract_state, build_optimizer
 
 STEPS = 40
 
@@ -162,6 +162,7 @@ SIGNALLED_TRAIN = """
 import sys, time
 from pathlib import Path
 
+import tootsie.train.checkpointing as checkpointing
 import tootsie.train.trainer as trainer
 from tootsie.cli.main import main
 
@@ -169,7 +170,7 @@ config, out, at_step, signals = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
 handled = []
 
 
-class CountingStopSignal(trainer.StopSignal):
+class CountingStopSignal(checkpointing.StopSignal):
     def _handle(self, number, frame):
         handled.append(number)
         (out / f"sigterm-{len(handled)}").touch()
@@ -187,7 +188,8 @@ def global_batch(data, step, sharding):
     return real_global_batch(data, step, sharding)
 
 
-real_global_batch, trainer.global_batch, trainer.StopSignal = trainer.global_batch, global_batch, CountingStopSignal
+real_global_batch, trainer.global_batch = trainer.global_batch, global_batch
+checkpointing.StopSignal = CountingStopSignal
 raise SystemExit(main(["train", "--config", config, "--out", str(out)]))
 """
 """`tootsie train` that holds step `at_step` (argv[3]) until it has handled `signals` (argv[4]) SIGTERMs: it touches
@@ -274,6 +276,6 @@ def test_a_second_sigterm_changes_nothing(tmp_path, make_cache) -> None:
     assert said == [f"tootsie: {Preempted(3, str(checkpoint_dir(Path('OUT/checkpoints'), 3)))}"]
     assert [step for step, _ in losses] == [0, 1, 2]
     assert latest_checkpoint(tmp_path / "x2" / "checkpoints") == checkpoint_dir(tmp_path / "x2" / "checkpoints", 3)
-    state = json.loads((checkpoint_dir(tmp_path / "x2" / "checkpoints", 3) / STATE_FILE).read_text())
+    state = json.loads(Path(checkpoint_dir(tmp_path / "x2" / "checkpoints", 3), STATE_FILE).read_text())
     assert state["step"] == 3 and state["kind"] == "temporary"
     assert any(name.startswith("checkpoints/") for name in files), files

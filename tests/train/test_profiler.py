@@ -14,11 +14,11 @@ from tootsie.eval.training import run_training
 from tootsie.models.llama import LlamaConfig
 from tootsie.train.config import CheckpointConfig, TrainConfig
 from tootsie.train.schedule import WSDConfig
-from tootsie.train.trainer import TrainState
+from tootsie.train.state import TrainState
 
 
-@pytest.fixture
-def config(make_cache) -> TrainConfig:
+def tiny_config(make_cache) -> TrainConfig:
+    """A 3-step run of a one-layer model on one small cache, profiling steps [1, 3) (test_callbacks.py reuses it)."""
     documents = [[int(v) for v in (np.arange(30) * 3 + k) % 37 + 2] for k in range(20)]
     data = MixtureConfig(
         caches={"p": make_cache("p", documents, 40)},
@@ -34,6 +34,11 @@ def config(make_cache) -> TrainConfig:
         checkpoints=CheckpointConfig(every_steps=10, every_minutes=None),
         profile_steps=(1, 3),
     )
+
+
+@pytest.fixture
+def config(make_cache) -> TrainConfig:
+    return tiny_config(make_cache)
 
 
 def _traced_steps(out: Path) -> tuple[list[Path], set[int]]:

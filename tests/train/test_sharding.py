@@ -27,7 +27,7 @@ from tootsie.train.config import CheckpointConfig, TrainConfig
 from tootsie.train.schedule import WSDConfig
 from tootsie.train.sharding import MESH_AXES, MeshConfig, check_batch_sizes, make_layout, partition_specs
 from tootsie.train.stability import StabilityConfig
-from tootsie.train.trainer import abstract_state, build_optimizer
+from tootsie.train.state import abstract_state, build_optimizer
 
 MODEL = LlamaConfig(vocab_size=40, hidden_dim=16, intermediate_dim=32, num_layers=2, num_heads=2, num_kv_heads=2)
 RUNS = Path(__file__).with_name("sharded_runs.py")

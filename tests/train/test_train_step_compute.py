@@ -29,7 +29,8 @@ from tootsie.train.config import CheckpointConfig, TrainConfig
 from tootsie.train.loading import init_model
 from tootsie.train.loss import LOSS_CHUNK_TOKENS
 from tootsie.train.schedule import WSDConfig
-from tootsie.train.trainer import build_layout, build_optimizer, make_train_step
+from tootsie.train.state import build_layout, build_optimizer
+from tootsie.train.train_step import make_train_step
 
 FLOPS_MODEL = LlamaConfig(
     vocab_size=512, hidden_dim=128, intermediate_dim=384, num_layers=1, num_heads=4, num_kv_heads=2, attention="xla"

@@ -21,7 +21,7 @@ from tootsie.train.loss import next_token_loss
 from tootsie.train.optimizer import AdamCConfig, AdamWConfig, LRScaledDecayState, MuonConfig
 from tootsie.train.schedule import WSDConfig
 from tootsie.train.stability import StabilityConfig
-from tootsie.train.trainer import abstract_state, build_layout, build_optimizer, initial_state
+from tootsie.train.state import abstract_state, build_layout, build_optimizer, initial_state
 from tootsie.train.warm_start import carry_optimizer_state, state_identities
 
 MODEL = LlamaConfig(vocab_size=40, hidden_dim=16, intermediate_dim=32, num_layers=2, num_heads=2, num_kv_heads=1)

@@ -1,9 +1,9 @@
 """In-loop evaluation: held-out bits-per-byte (raw and EMA weights) and lm-eval tasks while training.
 
-The trainer knows no evaluation; it calls step hooks. `evaluation_hook` turns
-`TrainConfig.eval` into one hook, which the training entry point
-(`tootsie.eval.training.run_training`) hands to the loop, so every
-`eval.every_steps` steps (and after the last) the step's metrics record gains
+The trainer knows no evaluation; it runs callbacks. `evaluation_callbacks`
+turns `TrainConfig.eval` into `Evaluation` callbacks (`train.callbacks`), which
+the training entry point (`tootsie.eval.training.run_training`) hands to the
+loop, so every `eval.every_steps` steps (and after the last) the step's metrics record gains
 `eval/bpb/<domain>`, `eval/bpb/macro_avg`, `eval/bpb/micro_avg` and the same
 keys with an `_ema` suffix — the pairs `tootsie monitor spikes` reads as the
 EMA gap — and, for `eval.lm_eval_tasks`, `eval/lm/<task>/<metric>` (raw
@@ -14,92 +14,93 @@ took as `eval/lm/seconds`. The lm-eval task files are written once under
 
 import time
 from pathlib import Path
+from typing import Any
 
 import equinox as eqx
 
 from tootsie.datakit.token_bytes import TokenBytes
 from tootsie.datakit.tokenizer import load_tokenizer
 from tootsie.eval.bpb import domain_bpb, summarize
+from tootsie.train.callbacks import Evaluation, Every, Record, Run
 from tootsie.train.config import TrainConfig
-from tootsie.train.trainer import StepHook, TrainState
+from tootsie.train.state import TrainState
 
 LM_EVAL_TASKS_DIR = "lm_eval_tasks"
 
 
-def _due(config: TrainConfig, step: int) -> bool:
-    """Whether the in-loop evaluation runs after `step` steps: every `every_steps`, and after the last."""
-    return step % config.eval.every_steps == 0 or step == config.num_steps
+def _every(config: TrainConfig) -> Every:
+    """The in-loop evaluation's schedule: every `eval.every_steps` steps, and after the last."""
+    return Every(steps=config.eval.every_steps, last=True)
 
 
-def bpb_hook(config: TrainConfig) -> StepHook:
-    """A step hook that scores `config.eval.heldout` every `config.eval.every_steps` steps and at the end."""
-    evaluation = config.eval
-    token_bytes = TokenBytes(load_tokenizer(evaluation.tokenizer))
+class HeldOutBPB(Evaluation):
+    """Score `config.eval.heldout` (raw weights, and EMA when the run keeps one) every `eval.every_steps` steps."""
 
-    def hook(state: TrainState) -> dict[str, float]:
-        if not _due(config, state.step):
-            return {}
+    def __init__(self, config: TrainConfig) -> None:
+        self.config, self.every = config, _every(config)
+        self.token_bytes = TokenBytes(load_tokenizer(config.eval.tokenizer))
+
+    def after_step(self, run: Run, step: int, record: Record) -> None:
+        record.update(self.scores(run.state))
+
+    def scores(self, state: TrainState) -> dict[str, float]:
+        """`eval/bpb/*` of `state`'s model, and with an `_ema` suffix of its EMA weights when it has them."""
+        evaluation = self.config.eval
         weights = {"": state.model}
         if state.ema is not None:
             weights["_ema"] = eqx.combine(state.ema, eqx.filter(state.model, eqx.is_array, inverse=True))
         values = {}
         for suffix, model in weights.items():
             results = {
-                name: domain_bpb(model, cache, token_bytes, config.data.seq_len, max_sequences=evaluation.max_sequences)
+                name: domain_bpb(
+                    model, cache, self.token_bytes, self.config.data.seq_len, max_sequences=evaluation.max_sequences
+                )
                 for name, cache in sorted(evaluation.heldout.items())
             }
             values |= {f"eval/bpb/{name}{suffix}": value for name, value in summarize(results).items()}
         return values
 
-    return hook
 
+class LMEvalTasks(Evaluation):
+    """Run `config.eval.lm_eval_tasks` on the raw weights on the held-out schedule; requests are `seq_len` long."""
 
-def lm_eval_hook(config: TrainConfig, output_path: str) -> StepHook:
-    """A step hook that runs `config.eval.lm_eval_tasks` on the raw weights on the bpb schedule.
+    def __init__(self, config: TrainConfig, output_path: str) -> None:
+        from tootsie.eval.lm_eval_step import (
+            load_lm_eval,
+        )  # lm-eval is an optional extra, imported only when tasks are asked for
 
-    Requests are `config.data.seq_len` tokens long.
-    """
-    from tootsie.eval.lm_eval_step import (
-        load_lm_eval,
-    )  # lm-eval is an optional extra, imported only when tasks are asked for
+        evaluation = config.eval
+        task_suite, self.lm_class = load_lm_eval()
+        self.config, self.every = config, _every(config)
+        self.suite: Any = task_suite(
+            evaluation.lm_eval_tasks,
+            Path(output_path) / LM_EVAL_TASKS_DIR,
+            include_paths=evaluation.lm_eval_include_paths,
+        )
+        self.tokenizer = load_tokenizer(evaluation.tokenizer)
 
-    evaluation = config.eval
-    TaskSuite, TootsieLM = load_lm_eval()
-    suite = TaskSuite(
-        evaluation.lm_eval_tasks, Path(output_path) / LM_EVAL_TASKS_DIR, include_paths=evaluation.lm_eval_include_paths
-    )
-    tokenizer = load_tokenizer(evaluation.tokenizer)
-
-    def hook(state: TrainState) -> dict[str, float]:
-        if not _due(config, state.step):
-            return {}
+    def after_step(self, run: Run, step: int, record: Record) -> None:
         started = time.perf_counter()
-        metrics = suite.evaluate(
-            TootsieLM(state.model, tokenizer, max_length=config.data.seq_len),
-            limit=evaluation.lm_eval_limit,
+        metrics = self.suite.evaluate(
+            self.lm_class(run.state.model, self.tokenizer, max_length=self.config.data.seq_len),
+            limit=self.config.eval.lm_eval_limit,
             stderr=False,
         )
-        logged = {
-            f"eval/lm/{task}/{name}": value
-            for task, values in metrics.items()
-            for name, value in values.items()
-            if name != "samples"
-        }
-        return logged | {"eval/lm/seconds": time.perf_counter() - started}
+        record.update(
+            {
+                f"eval/lm/{task}/{name}": value
+                for task, values in metrics.items()
+                for name, value in values.items()
+                if name != "samples"
+            }
+        )
+        record["eval/lm/seconds"] = time.perf_counter() - started
 
-    return hook
 
-
-def evaluation_hook(config: TrainConfig, output_path: str) -> StepHook:
-    """The step hook that runs everything `config.eval` asks for (held-out BPB, lm-eval tasks).
-
-    `config.eval` must be set.
-    """
-    hooks = ([bpb_hook(config)] if config.eval.heldout else []) + (
-        [lm_eval_hook(config, output_path)] if config.eval.lm_eval_tasks else []
+def evaluation_callbacks(config: TrainConfig, output_path: str) -> list[Evaluation]:
+    """The callbacks that run everything `config.eval` asks for (held-out BPB, lm-eval tasks); none without `eval`."""
+    if config.eval is None:
+        return []
+    return ([HeldOutBPB(config)] if config.eval.heldout else []) + (
+        [LMEvalTasks(config, output_path)] if config.eval.lm_eval_tasks else []
     )
-
-    def hook(state: TrainState) -> dict[str, float]:
-        return {name: value for part in hooks for name, value in part(state).items()}
-
-    return hook

@@ -2,10 +2,14 @@
 
 It lives in the eval layer because a run's config can ask for in-loop
 evaluation (`TrainConfig.eval`), and evaluation sits above the train layer.
-`run_training` builds that evaluation and hands it to the train layer's loop
-(`tootsie.train.trainer.train_loop`), which refuses a config whose `eval` has
-no evaluation hook, so no field of `TrainConfig` is silently ignored
-(tests/eval/test_training.py walks every hashed field).
+`run_training` builds that evaluation (`Evaluation` callbacks) and hands it to
+the train layer's loop (`tootsie.train.trainer.train_loop`), which refuses a
+config whose `eval` has no evaluation callback, so no field of `TrainConfig` is
+silently ignored (tests/eval/test_training.py walks every hashed field).
+
+As an executor step function it declares `checkpoints` a direct output
+(`executor.step.direct_outputs`): a step staged for object storage is called
+with `final_output=<URL>` and writes its checkpoints straight there.
 
 Before training it records the run's config and refuses a resume whose hashed
 config differs from the one recorded (`tootsie.train.config_drift`), unless
@@ -19,25 +23,37 @@ logs `eval/bpb/*` every `eval.every_steps` when the config has an `eval` block.
 from collections.abc import Sequence
 from pathlib import Path
 
-from tootsie.eval.in_loop import evaluation_hook
-from tootsie.executor.step import volatile_outputs
+from tootsie.eval.in_loop import evaluation_callbacks
+from tootsie.executor.step import direct_outputs, volatile_outputs
 from tootsie.monitor.metrics_log import METRICS_FILE
+from tootsie.train.callbacks import Callback, StepHook, hook_callback
 from tootsie.train.config import TrainConfig
 from tootsie.train.config_drift import prepare_run
+from tootsie.train.loading import CHECKPOINTS
 from tootsie.train.sharding import initialize_distributed
-from tootsie.train.trainer import StepHook, TrainState, train_loop
+from tootsie.train.state import TrainState
+from tootsie.train.trainer import train_loop
 
 
+@direct_outputs(CHECKPOINTS)
 @volatile_outputs(METRICS_FILE)  # each record's step_seconds and tokens_per_s are wall-clock (docs/reproducibility.md)
 def run_training(
-    config: TrainConfig, output_path: str, hooks: Sequence[StepHook] = (), allow_config_change: bool = False
+    config: TrainConfig,
+    output_path: str,
+    hooks: Sequence[StepHook] = (),
+    allow_config_change: bool = False,
+    *,
+    callbacks: Sequence[Callback] = (),
+    final_output: str | None = None,
 ) -> TrainState:
     """Train `config` into `output_path` with the evaluation its `eval` asks for.
 
-    `hooks` add metrics to each step's record; `allow_config_change` lets a
-    resume change hashed fields (recorded in the run's config_changes.jsonl).
+    `hooks` add metrics to every step's record (`callbacks.hook_callback`);
+    `callbacks` join the loop's own; `allow_config_change` lets a resume change
+    hashed fields (recorded in the run's config_changes.jsonl); `final_output`
+    is where checkpoints go when not under `output_path` (given by the executor).
     """
     initialize_distributed(config.distributed)
-    prepare_run(Path(output_path), config, allow_config_change)
-    evaluation = evaluation_hook(config, output_path) if config.eval is not None else None
-    return train_loop(config, output_path, evaluation=evaluation, hooks=hooks)
+    prepare_run(Path(output_path), config, allow_config_change, final_output)
+    extra = [*evaluation_callbacks(config, output_path), *map(hook_callback, hooks), *callbacks]
+    return train_loop(config, output_path, extra, final_output=final_output)

@@ -182,7 +182,7 @@ def build_manifest(
     """Hash every file under `directory` (a local path or URL) into a manifest.
 
     A staged step writes its checkpoints straight to the store
-    (`staging.DIRECT_OUTPUTS`): files under the top-level `direct_names` are
+    (`step.direct_outputs`): files under the top-level `direct_names` are
     then listed and hashed from the URL `direct`, the rest from `directory`.
     """
     sizes = {

@@ -23,11 +23,12 @@ in place, as always. With a prefix in object storage (`s3://bucket/runs`):
    from it; an attempt killed outright loses its unsaved work, not its
    correctness.
 
-Checkpoints are the exception (`DIRECT_OUTPUTS`): a preempted host must lose
-nothing since its last checkpoint, so they are written straight to the store.
-While a staged function runs, `final_output(workdir)` gives the step's URL,
-the trainer writes `<URL>/checkpoints/step-N/` there and resumes from there,
-and staging neither downloads nor uploads a top-level `checkpoints/`.
+The exception is what a function declares with `step.direct_outputs`
+(training's `checkpoints`): a preempted host must lose nothing since its last
+checkpoint, so those are written straight to the store. Such a function is
+called as `fn(config, workdir, final_output=<URL>)`, the trainer writes
+`<URL>/checkpoints/step-N/` there and resumes from there, and staging neither
+downloads nor uploads those top-level names.
 
 The version hash never sees any of this: it names inputs by their ids, not
 their paths, so a step has the same hash under every prefix and scheme.
@@ -39,7 +40,6 @@ and its output ends up under `s3://b/runs/demo/tokenize-<hash>/`.
 """
 
 import contextlib
-import contextvars
 import dataclasses
 import fcntl
 import logging
@@ -63,9 +63,6 @@ from tootsie.executor.steplog import capture_logs, log_current_exception
 from tootsie.jsonfile import read_json
 
 CACHE_ENV = "TOOTSIE_CACHE_DIR"
-DIRECT_OUTPUTS = frozenset({"checkpoints"})
-"""Top-level names a staged step writes straight to its final URL (`final_output`), never staged or uploaded."""
-_running: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar("staged_step", default=None)
 
 logger = logging.getLogger(__name__)
 
@@ -101,22 +98,25 @@ class StepCall:
     """(local directory, its name relative to the prefix) of the output, the inputs and the prefix (`portable`)."""
     volatile: tuple[str, ...] = ()
     """Glob patterns of output files that may differ between reruns, marked volatile in the manifest."""
+    direct: tuple[str, ...] = ()
+    """Top-level outputs `fn` writes straight to `output` (`step.direct_outputs`); it gets `final_output=output`."""
 
     @property
     def staged(self) -> bool:
         """Whether `fn` writes a local staging directory that is uploaded to `output` afterwards."""
         return self.workdir != self.output
 
+    @property
+    def unstaged(self) -> frozenset[str]:
+        """Top-level names staging never downloads, uploads or hashes from the workdir: the executor's and `direct`."""
+        return EXECUTOR_FILES | frozenset(self.direct)
 
-def final_output(path: str) -> str:
-    """Where a step's output finally lives: its URL when `path` is the staging directory of the running step.
-
-    Any other path is returned as it is (a local step writes in place).
-    """
-    running = _running.get()
-    if running is not None and os.path.abspath(path) == os.path.abspath(running[0]):
-        return running[1]
-    return path
+    def invoke(self) -> None:
+        """Call `fn` on `workdir`, handing a function with direct outputs its final output directory."""
+        if self.direct:
+            self.fn(self.config, self.workdir, final_output=self.output)
+        else:
+            self.fn(self.config, self.workdir)
 
 
 def prepare_call(graph: Graph, node: Node, root: str | None = None) -> StepCall:
@@ -131,7 +131,16 @@ def prepare_call(graph: Graph, node: Node, root: str | None = None) -> StepCall:
         places = {graph.prefix: "", workdir: node.id}
         places.update({graph.by_id[dep].output_path: dep for dep in node.dependencies})
         config = graph.resolved_config(node)
-        return StepCall(step.name, step.fn, config, workdir, workdir, places=tuple(places.items()), volatile=volatile)
+        return StepCall(
+            step.name,
+            step.fn,
+            config,
+            workdir,
+            workdir,
+            places=tuple(places.items()),
+            volatile=volatile,
+            direct=step.direct_names,
+        )
     base = cache_root() if root is None else root
 
     def local_path(ref: StepRef) -> str:
@@ -146,7 +155,15 @@ def prepare_call(graph: Graph, node: Node, root: str | None = None) -> StepCall:
     workdir = local_copy(node.output_path, "staging", base)
     places = {workdir: node.id, **{copy: dep for (_, copy), dep in zip(inputs, node.dependencies)}}
     return StepCall(
-        step.name, step.fn, config, node.output_path, workdir, inputs, tuple(places.items()), volatile=volatile
+        step.name,
+        step.fn,
+        config,
+        node.output_path,
+        workdir,
+        inputs,
+        tuple(places.items()),
+        volatile=volatile,
+        direct=step.direct_names,
     )
 
 
@@ -173,23 +190,20 @@ def call_step(call: StepCall) -> str | None:
 def _run(call: StepCall) -> None:
     if not call.staged:
         with step_places(dict(call.places)):
-            call.fn(call.config, call.workdir)
+            call.invoke()
         _record_manifest(call, call.workdir)
         return
     for source, copy in call.inputs:
         materialize(source, copy)
-    stage(call.output, call.workdir)
-    token = _running.set((call.workdir, call.output))
+    stage(call.output, call.workdir, call.unstaged)
     try:
         with step_places(dict(call.places)):
-            call.fn(call.config, call.workdir)
+            call.invoke()
     except (Exception, Preempted):  # a preempted attempt's metrics reach the store too, so its rerun has them
         _save_partial(call)
         raise
-    finally:
-        _running.reset(token)
     manifest = _record_manifest(call, None)
-    storage.upload_tree(call.workdir, call.output, skip=EXECUTOR_FILES | DIRECT_OUTPUTS)
+    storage.upload_tree(call.workdir, call.output, skip=call.unstaged)
     write_manifest(call.output, manifest)
     shutil.rmtree(call.workdir)
     logger.info("step %s: uploaded its output to %s", call.name, call.output)
@@ -199,7 +213,7 @@ def _record_manifest(call: StepCall, write_to: str | None) -> Manifest:
     """Hash what the step wrote (its direct outputs from the store when staged); write it to `write_to` if given."""
     started = time.perf_counter()
     if call.staged:
-        manifest = build_manifest(call.workdir, call.volatile, direct=call.output, direct_names=DIRECT_OUTPUTS)
+        manifest = build_manifest(call.workdir, call.volatile, direct=call.output, direct_names=call.direct)
     else:
         manifest = build_manifest(call.workdir, call.volatile)
     if write_to is not None:
@@ -219,7 +233,7 @@ def _record_manifest(call: StepCall, write_to: str | None) -> Manifest:
 def _save_partial(call: StepCall) -> None:
     """Upload what a failed attempt wrote, so a retry resumes from it; an upload error is logged, not raised."""
     try:
-        storage.upload_tree(call.workdir, call.output, skip=EXECUTOR_FILES | DIRECT_OUTPUTS)
+        storage.upload_tree(call.workdir, call.output, skip=call.unstaged)
     except (OSError, TootsieError) as error:
         logger.error("step %s: could not upload its partial output to %s (%s)", call.name, call.output, error)
 
@@ -277,12 +291,12 @@ def _swap_in(fresh: str, copy: str) -> None:
         os.rename(fresh, copy)
 
 
-def stage(output: str, workdir: str) -> None:
-    """Make `workdir` a fresh local copy of what earlier attempts left at `output` (the executor's files left out)."""
+def stage(output: str, workdir: str, skip: frozenset[str] = EXECUTOR_FILES) -> None:
+    """Make `workdir` a fresh local copy of what earlier attempts left at `output`, top-level `skip` left out."""
     shutil.rmtree(workdir, ignore_errors=True)
     fresh = f"{workdir}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:
-        storage.download_tree(output, fresh, skip=EXECUTOR_FILES | DIRECT_OUTPUTS)
+        storage.download_tree(output, fresh, skip=skip)
         os.rename(fresh, workdir)
     finally:
         shutil.rmtree(fresh, ignore_errors=True)

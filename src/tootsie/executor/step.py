@@ -20,6 +20,13 @@ timings; listed in the manifest but never compared) and the optional extras
 the function needs (`requires`, checked before anything runs). A step
 function declares both for every step that uses it with the
 `volatile_outputs` and `requires_extras` decorators.
+
+A function that must write some top-level outputs straight to the step's
+final location, even when the executor stages the step on local disk for
+object storage (training's `checkpoints/`, so a preempted host loses nothing),
+declares them with `direct_outputs`; the executor then calls it as
+`fn(config, output_path, final_output=URL)` and leaves those names out of
+staging and upload (`executor.staging`).
 """
 
 import dataclasses
@@ -32,6 +39,7 @@ C = TypeVar("C")
 
 VOLATILE_ATTRIBUTE = "__tootsie_volatile__"
 REQUIRES_ATTRIBUTE = "__tootsie_requires__"
+DIRECT_ATTRIBUTE = "__tootsie_direct__"
 F = TypeVar("F", bound=Callable[..., Any])
 _SEGMENT = re.compile(r"[A-Za-z0-9_.-]+")
 
@@ -142,6 +150,11 @@ class Step(Generic[C]):
         """The function's declared extras, then the step's own, without repeats."""
         return tuple(dict.fromkeys(getattr(self.fn, REQUIRES_ATTRIBUTE, ()) + self.requires))
 
+    @property
+    def direct_names(self) -> tuple[str, ...]:
+        """Top-level outputs the function writes straight to its final location (`direct_outputs`)."""
+        return tuple(getattr(self.fn, DIRECT_ATTRIBUTE, ()))
+
     def ref(self, subpath: str = "") -> "StepRef":
         """A reference to this step's output directory, or to `subpath` inside it."""
         return StepRef(self, subpath)
@@ -193,6 +206,21 @@ def requires_extras(*extras: str) -> Callable[[F], F]:
 
     def mark(fn: F) -> F:
         setattr(fn, REQUIRES_ATTRIBUTE, tuple(getattr(fn, REQUIRES_ATTRIBUTE, ())) + extras)
+        return fn
+
+    return mark
+
+
+def direct_outputs(*names: str) -> Callable[[F], F]:
+    """Declare top-level outputs a step function writes straight to its final location, never staged.
+
+    The executor calls such a function as `fn(config, output_path, final_output=URL)`,
+    where `final_output` is the step's output directory (a URL under an object-store
+    prefix, else `output_path` itself); the function writes `names` under it.
+    """
+
+    def mark(fn: F) -> F:
+        setattr(fn, DIRECT_ATTRIBUTE, tuple(getattr(fn, DIRECT_ATTRIBUTE, ())) + names)
         return fn
 
     return mark

@@ -20,10 +20,10 @@ from pathlib import Path
 import numpy as np
 
 from tootsie.errors import TootsieError
-from tootsie.jsonfile import read_json
+from tootsie.jsonfile import read_json, write_json_atomic
 
 REWINDS_FILE = "rewinds.json"
-"""A run's rewind events (`{"rewinds": [...]}`), written by `tootsie.train.rewind`, which imports this name."""
+"""A run's rewind events (`{"rewinds": [...]}`), written by `write_rewinds` (`tootsie.train.rewind` calls it)."""
 LAYER_NORMS = "layer_update_norms"
 """The per-layer update norms the trainer logs every step (a list, one value per layer)."""
 SCALAR_SIGNALS: dict[str, str] = {
@@ -177,6 +177,14 @@ def read_rewinds(directory: str | Path) -> tuple[Rewind, ...]:
             ' {"rewinds": [{"spike_step", "detected_at", "to_step", "skipped_data_steps": [start, end]}]}'
             " as tootsie.train.rewind writes it; move the file away to report the run without its rewinds"
         ) from error
+
+
+def write_rewinds(directory: str | Path, events: list[dict[str, object]]) -> None:
+    """Atomically write a run's rewind events (oldest first) as `directory/rewinds.json`; the file's one writer.
+
+    It lives beside `read_rewinds` because the report reads the file below the train layer that rewinds.
+    """
+    write_json_atomic(Path(directory) / REWINDS_FILE, {"rewinds": events})
 
 
 def run_signals(records: Records, rewinds: tuple[Rewind, ...] = ()) -> dict[str, object]:

@@ -20,9 +20,10 @@ import yaml
 
 from tootsie.errors import TootsieError
 from tootsie.eval.training import run_training
-from tootsie.executor.step import volatile_outputs
+from tootsie.executor.step import direct_outputs, volatile_outputs
 from tootsie.monitor.metrics_log import METRICS_FILE
 from tootsie.train.config import TrainConfig
+from tootsie.train.loading import CHECKPOINTS
 
 COMPONENTS_ENV = "TOOTSIE_COMPONENTS"
 UNSET = "<unset>"
@@ -67,8 +68,9 @@ def missing_components(caches: dict[str, str]) -> list[str]:
     )
 
 
+@direct_outputs(CHECKPOINTS)
 @volatile_outputs(METRICS_FILE)  # each record's step_seconds and tokens_per_s are wall-clock (docs/reproducibility.md)
-def train_phase(config: TrainConfig, output_path: str) -> None:
+def train_phase(config: TrainConfig, output_path: str, *, final_output: str | None = None) -> None:
     """A recipe phase's step: check every component has a token cache, then train.
 
     Training runs the in-loop evaluation `config.eval` asks for.
@@ -80,4 +82,4 @@ def train_phase(config: TrainConfig, output_path: str) -> None:
             f"{len(missing)} mixture component(s) have no token cache: {paths}; write a JSON file mapping each "
             f"component name to its token cache directory and set {COMPONENTS_ENV}=<file> (see docs/recipes.md)"
         )
-    run_training(config, output_path)
+    run_training(config, output_path, final_output=final_output)

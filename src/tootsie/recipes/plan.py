@@ -33,7 +33,7 @@ from tootsie.train.checkpoint import flatten_arrays
 from tootsie.train.config import ScheduleChoice, TrainConfig
 from tootsie.train.schedule import RewarmConfig, Schedule
 from tootsie.train.schedule_cycles import cycle_segments
-from tootsie.train.trainer import build_optimizer
+from tootsie.train.state import build_optimizer
 from tootsie.train.warm_start import carry_optimizer_state
 
 PROBE_PARAMS = {"embed": jnp.zeros((2, 2)), "w": jnp.zeros((2, 2))}

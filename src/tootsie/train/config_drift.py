@@ -267,12 +267,13 @@ def warm_start_report(output: Path, config: TrainConfig, checkpoint: Location) -
     return report
 
 
-def prepare_run(output: Path, config: TrainConfig, allow_change: bool) -> None:
+def prepare_run(output: Path, config: TrainConfig, allow_change: bool, final_output: str | None = None) -> None:
     """Before training into `output`: refuse or record a changed config, report a warm start, record the config.
 
     Every process checks; process 0 writes. Call after `initialize_distributed`: it asks which process this is.
+    `final_output` is where the run's checkpoints live when not under `output` (`loading.checkpoint_root`).
     """
-    latest = latest_checkpoint(checkpoint_root(output))
+    latest = latest_checkpoint(checkpoint_root(output, final_output))
     step = int(read_checkpoint_state(latest)["step"]) if latest is not None else 0
     changes = check_resume(output, config, step, allow_change) if latest is not None else []
     if not is_main_process():

@@ -15,7 +15,6 @@ import jax
 
 from tootsie import storage
 from tootsie.errors import TootsieError
-from tootsie.executor.staging import final_output
 from tootsie.models.llama import LlamaConfig, LlamaModel
 from tootsie.train.checkpoint import Location, is_checkpoint, latest_checkpoint, load_checkpoint
 from tootsie.train.config import TrainConfig
@@ -28,14 +27,16 @@ def init_model(config: TrainConfig) -> LlamaModel:
     return LlamaModel(config.model, key=jax.random.PRNGKey(config.seed))
 
 
-def checkpoint_root(output: str | Path) -> Location:
-    """Where a run in `output` keeps its checkpoints: `<output>/checkpoints`, or the store's when `output` is staged.
+def checkpoint_root(output: str | Path, final_output: str | None = None) -> Location:
+    """Where a run writing `output` keeps its checkpoints: `<final_output or output>/checkpoints`.
 
-    A step staged for object storage writes its checkpoints straight to its
-    final URL (`executor.staging.final_output`), so a preempted host loses nothing.
+    A step staged for object storage writes into a local `output` but passes
+    its final URL as `final_output` (the executor hands it to step functions
+    declared with `executor.step.direct_outputs`), so its checkpoints go
+    straight to the store and a preempted host loses nothing.
     """
-    final = final_output(str(output))
-    return storage.join(final, CHECKPOINTS) if storage.is_remote(final) else Path(output) / CHECKPOINTS
+    base = str(output) if final_output is None else final_output
+    return storage.join(base, CHECKPOINTS) if storage.is_remote(base) else Path(base) / CHECKPOINTS
 
 
 def resolve_checkpoint(path: str) -> Location:

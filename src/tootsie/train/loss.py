@@ -1,7 +1,9 @@
 """Next-token cross-entropy with a loss mask and optional z-loss, in float32.
 
 z-loss (`w * logsumexp(logits)^2`, PaLM) keeps the softmax normalizer near 1 so
-logits cannot drift upward; the 8B deep cooldowns needed it (1e-4).
+logits cannot drift upward; the 8B deep cooldowns needed it (1e-4). The mean
+log normalizer itself (log Z, the quantity z-loss pulls toward 0) comes out of
+the same pass as an auxiliary value: its drift is what z-loss exists to stop.
 
 The training loss never materializes the `[batch, seq, vocab]` logits: the
 output projection, softmax and their gradients run chunk by chunk inside the
@@ -38,19 +40,20 @@ def next_token_loss(
     segment_ids: Int[Array, "b t"],
     loss_mask: Float[Array, "b t"],
     z_loss_weight: float,
-) -> tuple[Float[Array, ""], tuple[Float[Array, ""], Float[Array, ""]]]:
-    """Masked mean loss to optimize, with (cross-entropy, z-loss) as auxiliaries."""
+) -> tuple[Float[Array, ""], tuple[Float[Array, ""], Float[Array, ""], Float[Array, ""]]]:
+    """Masked mean loss to optimize, with (cross-entropy, z-loss, mean log Z) as auxiliaries."""
     hidden = model.hidden_states(tokens, segment_ids)
     weights = loss_mask.astype(jnp.float32) / jnp.maximum(loss_mask.sum(), 1.0)
     targets = jnp.roll(tokens, -1, axis=1).reshape(-1)
-    total, cross_entropy, z_loss = fused_head_loss(
+    total, *aux = fused_head_loss(
         hidden.reshape(-1, hidden.shape[-1]),
         model.output_head().astype(hidden.dtype),
         targets,
         weights.reshape(-1),
         z_loss_weight,
     )
-    return total, (jax.lax.stop_gradient(cross_entropy), jax.lax.stop_gradient(z_loss))
+    cross_entropy, z_loss, log_z = (jax.lax.stop_gradient(value) for value in aux)
+    return total, (cross_entropy, z_loss, log_z)
 
 
 LOSS_CHUNK_TOKENS = 1024
@@ -71,18 +74,19 @@ def fused_head_loss(
     targets: Int[Array, " n"],
     weights: Float[Array, " n"],
     z_loss_weight: float,
-) -> tuple[Float[Array, ""], Float[Array, ""], Float[Array, ""]]:
-    """`(ce + z_loss_weight·z, ce, z)` for logits `hidden @ head` in float32, ce and z being `weights`-weighted sums.
+) -> tuple[Float[Array, ""], Float[Array, ""], Float[Array, ""], Float[Array, ""]]:
+    """`(ce + z_loss_weight·z, ce, z, log_z)` for logits `hidden @ head` in float32: `weights`-weighted sums.
 
-    Only the first output is differentiable (its gradient is computed in the
-    forward pass); `next_token_loss` stops the gradient of the other two.
+    `z` sums the squared log normalizers, `log_z` the log normalizers. Only the
+    first output is differentiable (its gradient is computed in the forward
+    pass); `next_token_loss` stops the gradient of the other three.
     """
     outputs, _ = _fused_forward(hidden, head, targets, weights, z_loss_weight)
     return outputs
 
 
 def _fused_forward(hidden: jax.Array, head: jax.Array, targets: jax.Array, weights: jax.Array, z_loss_weight: float):
-    """The three losses and the gradients of the total w.r.t. `hidden` and `head`, one chunk of positions at a time."""
+    """The four outputs and the gradients of the total w.r.t. `hidden` and `head`, one chunk of positions at a time."""
     chunk = min(LOSS_CHUNK_TOKENS, hidden.shape[0])
     vocab = jnp.arange(head.shape[1])
 
@@ -98,13 +102,15 @@ def _fused_forward(hidden: jax.Array, head: jax.Array, targets: jax.Array, weigh
             weight[:, None] * (probs * (1.0 + 2.0 * z_loss_weight * log_normalizer[:, None]) - is_target)
         ).astype(h.dtype)
         head_grad = head_grad + jnp.einsum("nh,nv->hv", h, d_logits, preferred_element_type=jnp.float32)
-        losses = jnp.stack([(weight * nll).sum(), (weight * jnp.square(log_normalizer)).sum()])
+        losses = jnp.stack(
+            [(weight * nll).sum(), (weight * jnp.square(log_normalizer)).sum(), (weight * log_normalizer).sum()]
+        )
         return head_grad, (losses, d_logits @ head.T)
 
     inputs = (_chunked(hidden, chunk), _chunked(targets, chunk), _chunked(weights, chunk))
     head_grad, (losses, hidden_grad) = jax.lax.scan(one_chunk, jnp.zeros(head.shape, jnp.float32), inputs)
-    cross_entropy, z_loss = losses.sum(0)
-    outputs = (cross_entropy + z_loss_weight * z_loss, cross_entropy, z_loss)
+    cross_entropy, z_loss, log_z = losses.sum(0)
+    outputs = (cross_entropy + z_loss_weight * z_loss, cross_entropy, z_loss, log_z)
     return outputs, (hidden_grad.reshape(-1, hidden.shape[1])[: hidden.shape[0]], head_grad.astype(head.dtype))
 
 

@@ -43,7 +43,8 @@ from tootsie.configfile import from_plain, to_plain
 from tootsie.errors import TootsieError
 from tootsie.train.config import TrainConfig
 from tootsie.train.sharding import BATCH_AXES, MESH_AXES, Layout, MeshConfig, make_layout
-from tootsie.train.trainer import abstract_state, build_optimizer, make_train_step
+from tootsie.train.state import abstract_state, build_optimizer
+from tootsie.train.train_step import make_train_step
 
 GIB, GB = 2**30, 10**9
 PARTS = ("params", "optimizer", "gradients", "activations", "temporaries")

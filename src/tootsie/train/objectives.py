@@ -8,9 +8,17 @@ accumulated loss equals the full batch's. Pretraining's next-token loss serves
 SFT too (the batch's loss mask is on assistant tokens only); `dpo` trains on
 preference pairs against a reference's log-probs (`train.dpo`).
 
+Auxiliary metrics: every entry of the metrics dict reaches the step's record
+under its own name, computed inside the jitted step (no host callback): a
+scalar or a vector (logged as a list), averaged over microbatches with the
+objective's `batch_weight`. Diagnostics that are not losses go under `aux/`
+(`AUX_PREFIX`): `aux/log_z`, the mean log softmax normalizer, here; MoE router
+loads and attention-logit maxima later, returned by the model through its
+objective the same way.
+
 Example: `NextTokenObjective().loss(model, tokens, segments, mask, 1e-4)` gives
-`(cross_entropy + 1e-4 * z_loss, {"loss": cross_entropy, "z_loss": z_loss})`,
-both means over the positions where `mask` is on.
+`(cross_entropy + 1e-4 * z_loss, {"loss": cross_entropy, "z_loss": z_loss, "aux/log_z": log_z})`,
+each a mean over the positions where `mask` is on.
 """
 
 from dataclasses import dataclass
@@ -25,6 +33,9 @@ from tootsie.models.llama import LlamaModel
 from tootsie.train.dpo import dpo_loss, pair_logprobs, read_reference
 from tootsie.train.loss import next_token_loss
 
+AUX_PREFIX = "aux/"
+"""Record-name prefix of an objective's auxiliary metrics: values it reports that are not losses."""
+
 
 @dataclass(frozen=True)
 class NextTokenObjective:
@@ -38,9 +49,9 @@ class NextTokenObjective:
         loss_mask: Float[Array, "b t"],
         z_loss_weight: float,
     ) -> tuple[Float[Array, ""], dict[str, Float[Array, ""]]]:
-        """The scalar to minimize and the step metrics `loss` (cross-entropy) and `z_loss`."""
-        total, (cross_entropy, z_loss) = next_token_loss(model, tokens, segment_ids, loss_mask, z_loss_weight)
-        return total, {"loss": cross_entropy, "z_loss": z_loss}
+        """The scalar to minimize and the step metrics `loss` (cross-entropy), `z_loss` and `aux/log_z`."""
+        total, (cross_entropy, z_loss, log_z) = next_token_loss(model, tokens, segment_ids, loss_mask, z_loss_weight)
+        return total, {"loss": cross_entropy, "z_loss": z_loss, f"{AUX_PREFIX}log_z": log_z}
 
     def batch_weight(
         self, tokens: Int[Array, "b t"], segment_ids: Int[Array, "b t"], loss_mask: Float[Array, "b t"]

@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tootsie.data.batch_schedule import BatchSchedule
-from tootsie.jsonfile import read_json, write_json_atomic
+from tootsie.jsonfile import read_json
 from tootsie.monitor.metrics_log import MetricsRead
-from tootsie.monitor.signals import REWINDS_FILE
+from tootsie.monitor.signals import REWINDS_FILE, write_rewinds
 from tootsie.monitor.spikes import SpikeConfig, find_spikes
 from tootsie.train.checkpoint import Location, delete_checkpoint, list_checkpoints
 
@@ -152,7 +152,7 @@ def record_rewind(
     for step, path in list_checkpoints(checkpoints):
         if step > int(event["to_step"]):
             delete_checkpoint(path)
-    write_json_atomic(output / REWINDS_FILE, {"rewinds": [*events, event]})
+    write_rewinds(output, [*events, event])
 
 
 def rewind_event(spike: dict[str, object], detected_at: int, to_step: int, skips: DataSkips) -> dict[str, object]:

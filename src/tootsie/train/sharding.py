@@ -39,7 +39,7 @@ from jax.experimental import multihost_utils
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
 from tootsie.data.batch_schedule import BatchSchedule
-from tootsie.data.mixture import MixtureDataset
+from tootsie.data.source import DataSource
 from tootsie.errors import TootsieError
 from tootsie.models.llama import logical_axes
 
@@ -261,13 +261,13 @@ def gather(tree: Any) -> Any:
     return multihost_utils.process_allgather(tree, tiled=True)
 
 
-def global_batch(data: MixtureDataset, step: int, sharding: NamedSharding) -> tuple[jax.Array, jax.Array, jax.Array]:
+def global_batch(data: DataSource, step: int, sharding: NamedSharding) -> tuple[jax.Array, jax.Array, jax.Array]:
     """(tokens, segment_ids, loss_mask) of `batch(step)` as global arrays.
 
     This process computes only the rows its devices hold.
     """
-    size = data.config.batch_schedule.batch_size(step)
-    shape = (size, data.config.seq_len)
+    shape = data.batch_shape(step)
+    size = shape[0]
     built: dict[tuple[int, int], Any] = {}
 
     def rows(index: tuple[slice, ...]) -> Any:

@@ -49,10 +49,12 @@ from tootsie.data.mixture import MixtureDataset
 from tootsie.datakit.token_cache import open_token_cache
 from tootsie.errors import TootsieError
 from tootsie.eval.training import run_training
+from tootsie.executor.step import direct_outputs
 from tootsie.jsonfile import read_json, write_json_atomic
 from tootsie.recipes.cases.common import CASE_BATCH, metric_series, mixture, trailing_mean, write_results
 from tootsie.recipes.tiny.scale import TINY_SEQ_LEN
 from tootsie.train.config import TrainConfig
+from tootsie.train.loading import CHECKPOINTS
 
 ORDERED = "ordered"
 """Name of the single component of the ordered corpus."""
@@ -148,10 +150,13 @@ class SeededTrainConfig:
     """The search's seed.json."""
 
 
-def train_with_found_seed(config: SeededTrainConfig, output_path: str) -> None:
+@direct_outputs(CHECKPOINTS)
+def train_with_found_seed(config: SeededTrainConfig, output_path: str, *, final_output: str | None = None) -> None:
     """Train `config.train` with the data seed from `config.seed_file` (with its in-loop evaluation)."""
     seed = int(read_json(Path(config.seed_file))["seed"])
-    run_training(replace(config.train, data=replace(config.train.data, seed=seed)), output_path)
+    run_training(
+        replace(config.train, data=replace(config.train.data, seed=seed)), output_path, final_output=final_output
+    )
 
 
 def region_of_sequences(cache: str, local: Integer[np.ndarray, " n"]) -> Int64[np.ndarray, " n"]:
