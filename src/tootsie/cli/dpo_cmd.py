@@ -22,6 +22,7 @@ from tootsie.cli.train_cmd import (
     add_evaluate_verb,
     add_example_verb,
     add_training_command,
+    demo_prefix,
     demo_settings,
     print_built_config,
     rewrite_verbs,
@@ -58,7 +59,9 @@ def print_example_config(args: argparse.Namespace) -> int:
         )
     from tootsie.demos.dpo_demo import DpoSettings, dpo_example
 
-    return print_built_config(args, lambda: dpo_example(args.prefix, args.sft, demo_settings(args.tiny), DpoSettings()))
+    return print_built_config(
+        args, lambda: dpo_example(demo_prefix(args.prefix), args.sft, demo_settings(args.tiny), DpoSettings())
+    )
 
 
 def evaluate_command(args: argparse.Namespace) -> int:

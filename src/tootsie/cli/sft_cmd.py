@@ -20,6 +20,7 @@ from tootsie.cli.train_cmd import (
     add_evaluate_verb,
     add_example_verb,
     add_training_command,
+    demo_prefix,
     demo_settings,
     print_built_config,
     rewrite_verbs,
@@ -46,7 +47,9 @@ def print_example_config(args: argparse.Namespace) -> int:
     """Print the SFT example config, building the base model and chat caches if needed."""
     from tootsie.demos.sft_demo import SftSettings, sft_example
 
-    return print_built_config(args, lambda: sft_example(args.prefix, demo_settings(args.tiny), SftSettings()))
+    return print_built_config(
+        args, lambda: sft_example(demo_prefix(args.prefix), demo_settings(args.tiny), SftSettings())
+    )
 
 
 def evaluate_command(args: argparse.Namespace) -> int:

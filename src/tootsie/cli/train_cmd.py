@@ -23,7 +23,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tootsie.cli.demo_cmd import DEFAULT_OUT
 from tootsie.cli.options import add_output_flags, rewrite_mode_flags
 from tootsie.cli.output import print_json, quiet_progress, say
 from tootsie.configfile import dump_config, load_config, to_plain
@@ -98,7 +97,9 @@ def add_example_verb(
     """Add the `example-config` verb: `--prefix` where the demo's steps live (and `--tiny` for its test size)."""
     example = verbs.add_parser(EXAMPLE_CONFIG, help=help_text)
     example.add_argument(
-        "--prefix", default=DEFAULT_OUT, metavar="DIR", help="where the demo's steps live or are built (%(default)s)"
+        "--prefix",
+        metavar="DIR",
+        help="where the demo's steps live or are built (default: where `tootsie demo` puts them)",
     )
     if tiny:
         example.add_argument("--tiny", action="store_true", help="use the demo's --tiny settings")
@@ -165,7 +166,7 @@ def print_example_config(args: argparse.Namespace) -> int:
     """Print the example config, building the demo corpus if needed."""
     from tootsie.demos.train_demo import train_example
 
-    return print_built_config(args, lambda: train_example(args.prefix))
+    return print_built_config(args, lambda: train_example(demo_prefix(args.prefix)))
 
 
 def print_built_config(args: argparse.Namespace, build: Callable[[], object]) -> int:
@@ -178,6 +179,13 @@ def print_built_config(args: argparse.Namespace, build: Callable[[], object]) ->
     else:
         print(dump_config(config), end="")
     return 0
+
+
+def demo_prefix(prefix: str | None) -> str:
+    """`--prefix`, else the prefix `tootsie demo` writes to by default."""
+    from tootsie.cli.demo_cmd import DEFAULT_OUT
+
+    return prefix or DEFAULT_OUT
 
 
 def demo_settings(tiny: bool) -> "DemoSettings":
