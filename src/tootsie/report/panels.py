@@ -122,6 +122,13 @@ def traces(figure: Figure) -> tuple[str, ...]:
     )
 
 
+def run_curve(
+    axis: Axes, timeline: Timeline, run: str, steps: np.ndarray, values: np.ndarray, *fmt: str, **style: object
+) -> None:
+    """Plot one run's series in the run's color, tagged with the run's label (`gid`) so `traces` reads it back."""
+    axis.plot(steps, values, *fmt, color=timeline.color(run), gid=run, **style)
+
+
 def finished(title: str, figure: Figure, note: str, table: Table | None = None) -> Panel:
     """The panel of a drawn figure: its PNG, and the runs of its curves read back from it."""
     return Panel(title, _data_uri(figure), note, table, traces(figure))
@@ -258,17 +265,8 @@ def train_loss_panel(runs: dict[str, Records], timeline: Timeline, spikes: list[
         steps, values, _ = series(records, "loss")
         if len(values):
             drawn = True
-            axis.plot(
-                steps, values, color=timeline.color(label), alpha=0.35, linewidth=0.8, label=f"{label} (raw)", gid=label
-            )
-            axis.plot(
-                steps,
-                smooth(values, span),
-                color=timeline.color(label),
-                linewidth=1.8,
-                label=f"{label} (smoothed)",
-                gid=label,
-            )
+            run_curve(axis, timeline, label, steps, values, alpha=0.35, linewidth=0.8, label=f"{label} (raw)")
+            run_curve(axis, timeline, label, steps, smooth(values, span), linewidth=1.8, label=f"{label} (smoothed)")
     if not drawn:
         return Panel(title, None, "No finite train loss was logged.")
     for spike in spikes:
@@ -334,7 +332,7 @@ def norm_panel(
         steps, values, _ = series(records, metric)
         if len(values):
             drawn.append(values)
-            axis.plot(steps, values, color=timeline.color(label), linewidth=1.0, label=label, gid=label)
+            run_curve(axis, timeline, label, steps, values, linewidth=1.0, label=label)
         if metric == "update_norm":
             steps, values, _ = series(records, "clip_update/threshold")
             if len(values):
@@ -377,7 +375,7 @@ def lr_panel(runs: dict[str, Records], timeline: Timeline) -> Panel:
         steps, values, _ = series(records, "lr")
         if len(values):
             drawn = True
-            axis.plot(steps, values, color=timeline.color(label), linewidth=1.6, label=label, gid=label)
+            run_curve(axis, timeline, label, steps, values, linewidth=1.6, label=label)
     if not drawn:
         return Panel(title, None, "`lr` was not logged.")
     axis.set_ylabel("learning rate")
@@ -398,20 +396,12 @@ def throughput_panel(runs: dict[str, Records], timeline: Timeline) -> Panel:
         steps, values, _ = series(records[1:], "tokens_per_s")
         if len(values):
             drawn = True
-            axis.plot(steps, values, color=timeline.color(label), linewidth=0.9, label=f"{label} tokens/s", gid=label)
+            run_curve(axis, timeline, label, steps, values, linewidth=0.9, label=f"{label} tokens/s")
         mfu_steps, mfu_values, _ = series(records[1:], "mfu")
         if len(mfu_values):
             mfu_logged = True
             twin = twin or axis.twinx()
-            twin.plot(
-                mfu_steps,
-                100 * mfu_values,
-                ":",
-                color=timeline.color(label),
-                linewidth=1.2,
-                label=f"{label} MFU",
-                gid=label,
-            )
+            run_curve(twin, timeline, label, mfu_steps, 100 * mfu_values, ":", linewidth=1.2, label=f"{label} MFU")
     if not drawn:
         return Panel(title, None, "`tokens_per_s` was not logged.")
     axis.set_ylabel("tokens / s")

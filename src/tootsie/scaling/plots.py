@@ -28,6 +28,19 @@ def _save(figure: plt.Figure, path: Path) -> Path:
     return path
 
 
+def _finish_axis(axis: plt.Axes, *, xlabel: str, title: str, ylabel: str | None = None, log_y: bool = False) -> None:
+    """Every scaling axis: compute or parameters on a log x axis, its labels, a light grid and the legend."""
+    axis.set_xscale("log")
+    if log_y:
+        axis.set_yscale("log")
+    axis.set_xlabel(xlabel)
+    if ylabel is not None:
+        axis.set_ylabel(ylabel)
+    axis.set_title(title)
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=8)
+
+
 def plot_isoflops(fit: dict[str, object], path: Path) -> Path:
     """Loss against N per budget with its parabola and minimum."""
     figure, axis = plt.subplots(figsize=(7, 4.5), dpi=110)
@@ -50,12 +63,12 @@ def plot_isoflops(fit: dict[str, object], path: Path) -> Path:
             edgecolor="black",
             linewidth=0.5,
         )
-    axis.set_xscale("log")
-    axis.set_xlabel("parameters N")
-    axis.set_ylabel("final loss")
-    axis.set_title("isoflop curves (star: minimum of the parabola in log N)")
-    axis.grid(alpha=0.3)
-    axis.legend(fontsize=8)
+    _finish_axis(
+        axis,
+        xlabel="parameters N",
+        ylabel="final loss",
+        title="isoflop curves (star: minimum of the parabola in log N)",
+    )
     return _save(figure, path)
 
 
@@ -86,12 +99,12 @@ def plot_laws(fit: dict[str, object], path: Path) -> Path:
             color=color,
             label=f"{kind} E: {law['E']:.3g} + {law['A']:.4g}·C^-{law['alpha']:.3g}",
         )
-    left.set_xscale("log")
-    left.set_xlabel("compute C (FLOPs)")
-    left.set_ylabel("loss at the isoflop minimum")
-    left.set_title(f"L(C), {level:.0%} bootstrap bands")
-    left.grid(alpha=0.3)
-    left.legend(fontsize=8)
+    _finish_axis(
+        left,
+        xlabel="compute C (FLOPs)",
+        ylabel="loss at the isoflop minimum",
+        title=f"L(C), {level:.0%} bootstrap bands",
+    )
     for key, color, label in (("params_opt", "tab:green", "N_opt"), ("tokens_opt", "tab:red", "D_opt")):
         law = fit[key]
         right.scatter(compute, [b[key] for b in budgets], color=color)
@@ -101,10 +114,5 @@ def plot_laws(fit: dict[str, object], path: Path) -> Path:
             color=color,
             label=f"{label} = {law['coefficient']:.3g}·C^{law['exponent']:.3f}",
         )
-    right.set_xscale("log")
-    right.set_yscale("log")
-    right.set_xlabel("compute C (FLOPs)")
-    right.set_title("compute-optimal parameters and tokens")
-    right.grid(alpha=0.3)
-    right.legend(fontsize=8)
+    _finish_axis(right, xlabel="compute C (FLOPs)", title="compute-optimal parameters and tokens", log_y=True)
     return _save(figure, path)
