@@ -72,4 +72,20 @@ def test_verify_needs_a_local_prefix(tmp_path: Path, capsys: pytest.CaptureFixtu
     experiment = tmp_path / "greeting.py"
     experiment.write_text(EXPERIMENT, encoding="utf-8")
     assert main(["demo", "--experiment", str(experiment), "--out", "memory://bucket/demo", "--verify"]) == 2
-    assert "--verify needs a local prefix" in capsys.readouterr().err
+    assert "demo verify needs a local prefix" in capsys.readouterr().err
+
+
+def test_demo_verify_is_a_subcommand_and_flags_before_it_count(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    experiment = tmp_path / "greeting.py"
+    experiment.write_text(EXPERIMENT, encoding="utf-8")
+    for argv in (
+        ["demo", "verify", "--experiment", str(experiment), "--out", str(tmp_path / "a"), "--json"],
+        ["demo", "--experiment", str(experiment), "--out", str(tmp_path / "b"), "verify", "--json"],
+    ):
+        assert main(argv) == 0
+        summary = json.loads(capsys.readouterr().out.splitlines()[-1])
+        assert summary["prefix"].endswith(argv[argv.index("--out") + 1][-1]) and summary["verify"]["ok"]
+    assert main(["demo", "--experiment", str(experiment), "--out", str(tmp_path / "a"), "--quiet"]) == 0
+    assert capsys.readouterr().out == ""

@@ -7,9 +7,11 @@ before and after training, peak memory, and where every artifact is. `--tiny`
 runs the test-size copy (every step, seconds of training); `--experiment FILE`
 runs another demo file instead. `--backend ray` runs the steps as Ray tasks,
 and `--out s3://bucket/demo` (or `--prefix`) keeps every output in object
-storage (docs/scale-out.md). `--verify` then reruns every step of the demo
-into a scratch directory and checks that each writes the same bytes as
-recorded (`tootsie verify`); the command fails if any step differs.
+storage (docs/scale-out.md). `tootsie demo verify` (the old `demo --verify`
+too) then reruns every step of the demo into a scratch directory and checks
+that each writes the same bytes as recorded (`tootsie verify`); the command
+fails if any step differs. The demo's modules (JAX) are imported only when it
+runs.
 
 Before anything runs, the command checks the extras it needs: `demo` for the
 shipped demo's web steps, `ray` for `--backend ray`, `s3` for an s3:// prefix.
@@ -18,7 +20,6 @@ directory is made.
 """
 
 import argparse
-import json
 import resource
 import sys
 import time
@@ -26,9 +27,9 @@ from pathlib import Path
 
 from tootsie import storage
 from tootsie.cli.executor_cmd import add_backend_arguments, progress_lines
-from tootsie.cli.output import add_quiet_argument, quiet_progress
+from tootsie.cli.options import add_output_flags, rewrite_mode_flags
+from tootsie.cli.output import print_json, quiet_progress, say
 from tootsie.cli.verify_cmd import print_report as print_verify_report
-from tootsie.demos import stdlib_demo
 from tootsie.errors import TootsieError
 from tootsie.executor import RunReport, failure_summary, load_experiment, run_experiment
 from tootsie.executor.verify import VerifyReport, verify_experiment
@@ -40,8 +41,22 @@ BPB_LABEL_ORDER = {"init": 0, "pretrain": 1, "pretrain_ema": 2, "final": 3, "fin
 
 
 def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    """Add the `demo` command."""
+    """Add `demo` and `demo verify` (the same options; flags given before `verify` count too)."""
     parser = subparsers.add_parser("demo", help="run the end-to-end demo (no network, a few minutes on 2 CPU cores)")
+    _add_demo_arguments(parser)
+    modes = parser.add_subparsers(dest="demo_mode", metavar="MODE")
+    verify = modes.add_parser(
+        "verify",
+        help="the demo, then every step rerun into scratch and checked to write the same bytes (as tootsie verify)",
+    )
+    _add_demo_arguments(verify)
+    for action in verify._actions:  # unset flags leave what `demo` before the verb parsed
+        action.default = argparse.SUPPRESS
+    for command in (parser, verify):
+        command.set_defaults(handler=demo_command)
+
+
+def _add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out",
         "--prefix",
@@ -57,42 +72,37 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     which.add_argument(
         "--tiny", action="store_true", help="the demo at test size: every step, a 2-layer model, ~40 s on 2 CPU cores"
     )
-    parser.add_argument("--json", action="store_true", help="print one JSON object as the last line of stdout")
-    parser.add_argument(
-        "--verify",
-        action="store_true",
-        help="after the run, rerun every step into scratch and check it writes the same bytes (as tootsie verify)",
-    )
     add_backend_arguments(parser)
-    add_quiet_argument(parser)
-    parser.set_defaults(handler=demo_command)
+    add_output_flags(parser)
+
+
+def rewrite_aliases(argv: list[str]) -> list[str]:
+    """The old shape `demo --verify ...` is `demo verify ...`."""
+    return rewrite_mode_flags(argv, ("demo",), {"--verify": ("demo", "verify")})
 
 
 def demo_command(args: argparse.Namespace) -> int:
-    """Run the demo, print its summary, and return 0 when every step succeeded."""
+    """Run the demo (then, for `demo verify`, rerun and compare every step), print its summary; 0 when all is well."""
     started = time.perf_counter()
-    require_demo_extras(args)
-    if args.experiment:
-        experiment, steps = Path(args.experiment), load_experiment(args.experiment)
-    else:
-        experiment = Path(stdlib_demo.__file__)
-        steps = stdlib_demo.build_steps(stdlib_demo.TINY if args.tiny else stdlib_demo.DemoSettings())
+    verify = args.demo_mode == "verify"
+    require_demo_extras(args, verify=verify)
+    experiment, steps = _demo_steps(args)
     with progress_lines(enabled=not args.quiet), quiet_progress(args):
         report = run_experiment(
             steps, args.out, experiment_path=experiment, backend=args.backend, ray_address=args.ray_address
         )
     summary = demo_summary(report, wall_seconds=time.perf_counter() - started)
     verified = None
-    if args.verify and report.ok:
+    if verify and report.ok:
         with progress_lines(enabled=not args.quiet), quiet_progress(args):
             verified = verify_experiment(steps, args.out)
         summary["verify"] = verified.to_json()
     if args.json:
-        print(json.dumps(summary))
-    else:
+        print_json(summary)
+    elif not args.quiet:
         print_summary(summary)
         if verified is not None:
-            print()
+            say(args, "")
             print_verify_report(verified)
     failure = failure_summary(report)
     if failure is not None:
@@ -102,21 +112,32 @@ def demo_command(args: argparse.Namespace) -> int:
     return 0 if report.ok and (verified is None or verified.ok) else 1
 
 
+def _demo_steps(args: argparse.Namespace) -> tuple[Path, list]:
+    """The experiment file and steps: --experiment's, or the shipped demo's (--tiny: at test size)."""
+    if args.experiment:
+        return Path(args.experiment), load_experiment(args.experiment)
+    from tootsie.demos import stdlib_demo  # builds models and training steps: JAX, only when the demo runs
+
+    return Path(stdlib_demo.__file__), stdlib_demo.build_steps(
+        stdlib_demo.TINY if args.tiny else stdlib_demo.DemoSettings()
+    )
+
+
 def _differing(report: VerifyReport) -> str:
     """One line naming the steps whose rerun differs or failed, and their files."""
     parts = [f"{step.name} ({', '.join(step.differing) or step.error})" for step in report.steps if step.differs]
     return "; ".join(parts) or "no step was rerun"
 
 
-def require_demo_extras(args: argparse.Namespace) -> None:
+def require_demo_extras(args: argparse.Namespace, *, verify: bool) -> None:
     """Raise MissingExtra before anything runs when an extra the demo's options need is not installed."""
     extras = [] if args.experiment else ["demo"]  # another demo file's steps declare their own
     if args.backend == "ray":
         extras.append("ray")
     require(extras, purpose="the demo")
     require_for_urls((args.out,), purpose="the demo's prefix")
-    if args.verify and storage.is_remote(args.out):
-        raise TootsieError(f"--verify needs a local prefix, not {args.out}; run the demo into a local directory")
+    if verify and storage.is_remote(args.out):
+        raise TootsieError(f"demo verify needs a local prefix, not {args.out}; run the demo into a local directory")
 
 
 def _output_of(report: RunReport, name: str) -> str | None:

@@ -22,21 +22,20 @@ executor's files then live in object storage (docs/scale-out.md).
 
 import argparse
 import contextlib
-import json
 import logging
 import os
 import sys
 from collections.abc import Iterator
 
 from tootsie import storage
-from tootsie.cli.output import add_quiet_argument, quiet_progress
+from tootsie.cli.options import add_output_flags
+from tootsie.cli.output import print_json, quiet_progress
 from tootsie.executor import RunReport, experiment_status, failure_summary, run_experiment
 from tootsie.executor.experiment import load_experiment_with_plan, merge_plan
 from tootsie.executor.report import StepReport
 from tootsie.executor.runner import BACKENDS
 from tootsie.executor.status import Status
 from tootsie.monitor.progress import training_note
-from tootsie.recipes.tiny.scale import SCALE_ENV
 
 DEFAULT_PREFIX = "./out"
 
@@ -48,14 +47,13 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         help="run an experiment file's steps, skipping finished ones",
         description="Run every step of EXPERIMENT.py (a Python file defining STEPS) and the steps they reference.",
     )
-    _add_common(run)
+    add_experiment_arguments(run)
     run.add_argument("--dry-run", action="store_true", help="print what would run and why; run and write nothing")
     run.add_argument(
         "--force", metavar="REGEX", help="rerun steps whose name matches REGEX (re.search) even if SUCCESS"
     )
     _add_check_digests(run, "and rerun those whose content changed")
     add_backend_arguments(run)
-    add_quiet_argument(run)
     run.set_defaults(handler=run_command)
     status = subparsers.add_parser(
         "status",
@@ -65,12 +63,13 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
             "exit 1 if a step is DAMAGED (a file its manifest records is missing or changed)."
         ),
     )
-    _add_common(status)
+    add_experiment_arguments(status)
     _add_check_digests(status, "to find changed files of the recorded size too")
     status.set_defaults(handler=status_command)
 
 
-def _add_common(parser: argparse.ArgumentParser) -> None:
+def add_experiment_arguments(parser: argparse.ArgumentParser) -> None:
+    """EXPERIMENT.py, --prefix, --scale, --json and --quiet (shared by `run`, `status` and `verify`)."""
     parser.add_argument(
         "experiment", metavar="EXPERIMENT.py", help="experiment file defining a module-level STEPS list"
     )
@@ -82,14 +81,12 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
             f" (default: $TOOTSIE_PREFIX, else {DEFAULT_PREFIX})"
         ),
     )
-    parser.add_argument("--json", action="store_true", help="print one JSON object as the last line of stdout")
     parser.add_argument(
         "--scale",
         metavar="NAME",
-        help=(
-            f"the scale a recipe experiment builds, e.g. tiny (sets ${SCALE_ENV}; default: full, the runs as they were)"
-        ),
+        help="the scale a recipe experiment builds, e.g. tiny (default: full, the runs as they were)",
     )
+    add_output_flags(parser)
 
 
 def _add_check_digests(parser: argparse.ArgumentParser, purpose: str) -> None:
@@ -100,9 +97,11 @@ def _add_check_digests(parser: argparse.ArgumentParser, purpose: str) -> None:
     )
 
 
-def _load(args: argparse.Namespace) -> tuple[list, dict | None]:
-    """The experiment's STEPS and PLAN, built at --scale when given."""
+def load_steps(args: argparse.Namespace) -> tuple[list, dict | None]:
+    """The experiment's STEPS and PLAN, built at --scale when given (the recipes read it from the environment)."""
     if args.scale:
+        from tootsie.recipes.tiny.scale import SCALE_ENV  # the recipes layer (JAX) only when a scale is asked for
+
         os.environ[SCALE_ENV] = args.scale
     return load_experiment_with_plan(args.experiment)
 
@@ -129,7 +128,7 @@ def prefix_of(args: argparse.Namespace) -> str:
 
 def run_command(args: argparse.Namespace) -> int:
     """`tootsie run`: run (or plan) the experiment, print the report, and return the exit code."""
-    steps, plan = _load(args)
+    steps, plan = load_steps(args)
     with progress_lines(enabled=not args.quiet), quiet_progress(args):
         report = run_experiment(
             steps,
@@ -141,7 +140,7 @@ def run_command(args: argparse.Namespace) -> int:
             ray_address=args.ray_address,
             check_digests=args.check_digests,
         )
-    _print_report(report, as_json=args.json, experiment_plan=plan, experiment=args.experiment)
+    _print_report(report, args, experiment_plan=plan)
     summary = failure_summary(report)
     if summary is not None:
         print(f"tootsie: {summary}", file=sys.stderr)
@@ -150,9 +149,9 @@ def run_command(args: argparse.Namespace) -> int:
 
 def status_command(args: argparse.Namespace) -> int:
     """`tootsie status`: print every step's reported status, reading files only; 1 if a step is DAMAGED."""
-    steps, plan = _load(args)
+    steps, plan = load_steps(args)
     report = experiment_status(steps, prefix_of(args), check_digests=args.check_digests)
-    _print_report(report, as_json=args.json, show_plan=False, experiment_plan=plan, experiment=args.experiment)
+    _print_report(report, args, show_plan=False, experiment_plan=plan)
     return 1 if any(step.status is Status.DAMAGED for step in report.steps) else 0
 
 
@@ -197,15 +196,13 @@ def print_table(rows: list[tuple[str, ...]]) -> None:
 
 
 def _print_report(
-    report: RunReport,
-    *,
-    as_json: bool,
-    show_plan: bool = True,
-    experiment_plan: dict | None = None,
-    experiment: str = "",
+    report: RunReport, args: argparse.Namespace, *, show_plan: bool = True, experiment_plan: dict | None = None
 ) -> None:
-    if as_json:
-        print(json.dumps(merge_plan(report.to_json(), experiment_plan, experiment)))
+    """The report as JSON (with the experiment's PLAN merged in), or as a table (nothing with --quiet)."""
+    if args.json:
+        print_json(merge_plan(report.to_json(), experiment_plan, args.experiment))
+        return
+    if args.quiet:
         return
     header = "dry run (nothing was run or written)" if report.dry_run and show_plan else "prefix"
     print(f"{header}: {report.prefix}")

@@ -9,9 +9,10 @@
 """
 
 import argparse
-import json
 from dataclasses import replace
 
+from tootsie.cli.options import add_output_flags
+from tootsie.cli.output import print_json, say
 from tootsie.configfile import load_config
 from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureStage
@@ -75,7 +76,10 @@ def plan_memory_command(args: argparse.Namespace) -> int:
     """Plan, then print the JSON object or the table."""
     config = _config(args)
     plan = plan_memory(config, _devices(args, config), args.device_kind, compile_step=not args.no_compile)
-    print(json.dumps(plan.to_json()) if args.json else _table(plan))
+    if args.json:
+        print_json(plan.to_json())
+    else:
+        say(args, _table(plan))
     return 0
 
 
@@ -93,5 +97,5 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     memory.add_argument("--device-kind", default="h100", help=f"one of {', '.join(DEVICE_KINDS)} (default h100)")
     memory.add_argument("--compute-dtype", choices=COMPUTE_DTYPES, help="override the config's compute dtype")
     memory.add_argument("--no-compile", action="store_true", help="analytic only: skip XLA's compiled analysis")
-    memory.add_argument("--json", action="store_true", help="print one JSON object")
+    add_output_flags(memory)
     memory.set_defaults(handler=plan_memory_command)

@@ -13,10 +13,9 @@ Exits 0 when at least one step was rerun and none differs, else 1.
 """
 
 import argparse
-import json
 
-from tootsie.cli.executor_cmd import _add_common, _load, prefix_of, print_table
-from tootsie.cli.output import add_quiet_argument, quiet_progress
+from tootsie.cli.executor_cmd import add_experiment_arguments, load_steps, prefix_of, print_table
+from tootsie.cli.output import print_json, quiet_progress
 from tootsie.executor.verify import StepVerdict, VerifyReport, verify_experiment
 
 
@@ -30,7 +29,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
             "compare the files it writes (size and sha256, volatile files left out) with the recorded manifest."
         ),
     )
-    _add_common(parser)
+    add_experiment_arguments(parser)
     parser.add_argument(
         "--steps", metavar="GLOB", help="only steps whose name matches GLOB (fnmatch, e.g. 'demo/tokenize/*')"
     )
@@ -40,18 +39,17 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         help="where the reruns write (a fresh tootsie-verify-* inside DIR; default: the system temp directory)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory (to diff the files)")
-    add_quiet_argument(parser)
     parser.set_defaults(handler=verify_command)
 
 
 def verify_command(args: argparse.Namespace) -> int:
     """`tootsie verify`: verify, print the table or JSON, and return 0 iff the report is ok."""
-    steps, _ = _load(args)
+    steps, _ = load_steps(args)
     with quiet_progress(args):
         report = verify_experiment(steps, prefix_of(args), steps_glob=args.steps, scratch=args.scratch, keep=args.keep)
     if args.json:
-        print(json.dumps(report.to_json()))
-    else:
+        print_json(report.to_json())
+    elif not args.quiet:
         print_report(report)
     return 0 if report.ok else 1
 
