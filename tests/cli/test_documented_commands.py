@@ -78,3 +78,8 @@ def test_documented_command_line_works(where: str, line: str, whole: bool, capsy
     if whole:
         capsys.readouterr()
         cli_main.parse_args(argv)
+
+
+def test_docs_cli_lists_every_command() -> None:
+    text = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    assert not [name for name in cli_main.COMMANDS if f"`{name}`" not in text]
