@@ -31,12 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jax
-import jax.numpy as jnp
 import numpy as np
-import optax
 import xxhash
-from jaxtyping import Array, Bool, Float, Float32, Int32
+from jaxtyping import Bool, Float, Int32
 
 from tootsie.configfile import unhashed
 from tootsie.datakit.classifier_model import MODEL_FILE, HashedLinearModel, save_classifier
@@ -152,37 +149,6 @@ def roc_auc(scores: Float[np.ndarray, " n"], labels: Int32[np.ndarray, " n"]) ->
     return float((ranks[labels == 1].sum() - positives * (positives + 1) / 2.0) / (positives * negatives))
 
 
-def fit(
-    buckets: Int32[Array, " features"],
-    docs: Int32[Array, " features"],
-    inverse_counts: Float32[Array, " docs"],
-    labels: Float32[Array, " docs"],
-    sample_weights: Float32[Array, " docs"],
-    config: TrainClassifierConfig,
-) -> tuple[Float32[Array, " buckets"], Float32[Array, ""], Float32[Array, " steps"]]:
-    """Weights, bias and the loss of every step of full-batch Adam on the weighted logistic loss."""
-    optimizer = optax.adam(config.learning_rate)
-    num_docs = labels.shape[0]
-
-    def loss(params: tuple[jax.Array, jax.Array]) -> jax.Array:
-        weights, bias = params
-        logits = bias + jax.ops.segment_sum(weights[buckets], docs, num_segments=num_docs) * inverse_counts
-        data = jnp.sum(sample_weights * optax.sigmoid_binary_cross_entropy(logits, labels))
-        return data + 0.5 * config.l2 * jnp.sum(weights * weights)
-
-    def step(carry: Any, _: None) -> tuple[Any, jax.Array]:
-        params, state = carry
-        value, grads = jax.value_and_grad(loss)(params)
-        updates, state = optimizer.update(grads, state, params)
-        return (optax.apply_updates(params, updates), state), value
-
-    params = (jnp.zeros(config.features.buckets, jnp.float32), jnp.zeros((), jnp.float32))
-    (params, _), losses = jax.jit(lambda p: jax.lax.scan(step, (p, optimizer.init(p)), None, length=config.steps))(
-        params
-    )
-    return params[0], params[1], losses
-
-
 @volatile_outputs(TIMINGS_FILE)
 def train_classifier(config: TrainClassifierConfig, output_path: str) -> dict[str, Any]:
     """Train on the non-held-out documents, score the held-out ones, write the model, `timings.json` and `stats.json`.
@@ -210,14 +176,19 @@ def train_classifier(config: TrainClassifierConfig, output_path: str) -> dict[st
     train_labels = labels[train]
     positives = int(train_labels.sum())
     weights = np.where(train_labels == 1, 0.5 / positives, 0.5 / (len(train_labels) - positives)).astype(np.float32)
+    from tootsie.datakit.classifier_fit import fit  # JAX only when training: datakit commands never import it
+
     started = time.perf_counter()
     w, b, losses = fit(
-        jnp.asarray(buckets[in_train], jnp.int32),
-        jnp.asarray(new_index[docs[in_train]], jnp.int32),
-        jnp.asarray(1.0 / np.maximum(counts[train], 1), jnp.float32),
-        jnp.asarray(train_labels, jnp.float32),
-        jnp.asarray(weights),
-        config,
+        buckets[in_train],
+        new_index[docs[in_train]],
+        1.0 / np.maximum(counts[train], 1),
+        train_labels,
+        weights,
+        learning_rate=config.learning_rate,
+        l2=config.l2,
+        steps=config.steps,
+        num_buckets=config.features.buckets,
     )
     model = HashedLinearModel(config.features, np.asarray(w, np.float32), float(b))
     train_seconds = time.perf_counter() - started
