@@ -23,8 +23,6 @@ from tootsie.executor.portable import portable
 from tootsie.executor.step import requires_extras, volatile_outputs
 from tootsie.extras import require
 from tootsie.jsonfile import write_json_atomic
-from tootsie.train.checkpoint import read_checkpoint_state
-from tootsie.train.loading import resolve_checkpoint
 
 LM_EVAL_FILE = "lm_eval.json"
 WEIGHTS = ("model", "ema")
@@ -76,6 +74,9 @@ def run_lm_eval(config: LMEvalConfig, work_dir: str | Path) -> dict[str, object]
     """Score the checkpoint on the tasks (built-in task files go under `work_dir`); return the result record.
 
     The record names the checkpoint `portable` (as resolved, outside a step) and holds the wall time in `seconds`."""
+    from tootsie.train.checkpoint import read_checkpoint_state  # JAX: the CLI reads LMEvalConfig without it
+    from tootsie.train.loading import resolve_checkpoint
+
     TaskSuite, TootsieLM = load_lm_eval()
     started = time.perf_counter()
     checkpoint = resolve_checkpoint(config.checkpoint)
