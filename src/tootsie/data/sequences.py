@@ -75,6 +75,12 @@ class PackedSequences:
         return _gather_mask(self.cache, starts, starts + self.seq_len, self.seq_len)
 
 
+def _require_documents(cache: TokenCache, packing: str) -> None:
+    """Refuse an empty cache for a packing that reads documents (there is no sequence to draw)."""
+    if cache.num_docs == 0:
+        raise TootsieError(f"token cache {cache.directory} has 0 documents; {packing} packing needs at least one")
+
+
 @dataclass(frozen=True)
 class DocumentSequences:
     """One document per sequence, never split: truncated to seq_len, padded with segment id -1.
@@ -88,11 +94,7 @@ class DocumentSequences:
     seq_len: int
 
     def __post_init__(self) -> None:
-        if self.cache.num_docs == 0:
-            raise TootsieError(
-                f"token cache {self.cache.directory} has 0 tokens in 0 documents;"
-                " document packing needs at least one document"
-            )
+        _require_documents(self.cache, "document")
 
     @property
     def num_sequences(self) -> int:
@@ -127,10 +129,7 @@ class WholeDocumentSequences:
     seq_len: int
 
     def __post_init__(self) -> None:
-        if self.cache.num_docs == 0:
-            raise TootsieError(
-                f"token cache {self.cache.directory} has 0 documents; whole-document packing needs at least one"
-            )
+        _require_documents(self.cache, "whole-document")
 
     @cached_property
     def first_documents(self) -> np.ndarray:

@@ -138,6 +138,11 @@ def _phase_color(name: str) -> str:
     return PHASE_COLORS.get(name.rsplit("/", 1)[-1], OTHER_PHASE_COLOR)
 
 
+def step_note(axis: Axes, step: float, height: float, text: str, *, ha: str, va: str, **style: object) -> None:
+    """Small text at `step` on the x axis and `height` as a fraction of the axes (phase names, run starts, rewinds)."""
+    axis.text(step, height, text, transform=axis.get_xaxis_transform(), ha=ha, va=va, fontsize=8, **style)
+
+
 def backdrop(axis: Axes, timeline: Timeline, label_phases: bool = False) -> None:
     """Shade schedule phases, mark run starts and spikes; name the phases on top when asked.
 
@@ -149,27 +154,10 @@ def backdrop(axis: Axes, timeline: Timeline, label_phases: bool = False) -> None
             phase.first - 0.5, phase.last + 0.5, color=_phase_color(phase.name), alpha=0.45, linewidth=0, zorder=0
         )
         if label_phases and phase.last - phase.first + 1 >= 0.04 * total:
-            axis.text(
-                (phase.first + phase.last) / 2,
-                1.01,
-                phase.name,
-                transform=axis.get_xaxis_transform(),
-                ha="center",
-                va="bottom",
-                fontsize=8,
-            )
+            step_note(axis, (phase.first + phase.last) / 2, 1.01, phase.name, ha="center", va="bottom")
     for run in timeline.runs[1:]:
         axis.axvline(run.first - 0.5, color="#374151", linestyle="--", linewidth=1, zorder=1)
-        axis.text(
-            run.first,
-            0.98,
-            f" {run.name} →",
-            transform=axis.get_xaxis_transform(),
-            ha="left",
-            va="top",
-            fontsize=8,
-            color="#374151",
-        )
+        step_note(axis, run.first, 0.98, f" {run.name} →", ha="left", va="top", color="#374151")
     for step in timeline.spike_steps:
         axis.axvline(step, color=SPIKE_COLOR, alpha=0.35, linewidth=1, zorder=1)
     for label, rewind in timeline.rewinds:  # the steps trained on the skipped data, then re-run
@@ -306,16 +294,9 @@ def _draw_rewinds(axis: Axes, timeline: Timeline) -> None:
             xycoords=axis.get_xaxis_transform(),
             arrowprops={"arrowstyle": "->", "color": REWIND_COLOR, "linewidth": 1.6},
         )
-        axis.text(
-            (rewind.to_step + rewind.from_step) / 2,
-            0.92,
-            f"rewind {rewind.from_step}→{rewind.to_step}",
-            transform=axis.get_xaxis_transform(),
-            ha="center",
-            va="bottom",
-            fontsize=8,
-            color=REWIND_COLOR,
-        )
+        middle = (rewind.to_step + rewind.from_step) / 2
+        text = f"rewind {rewind.from_step}→{rewind.to_step}"
+        step_note(axis, middle, 0.92, text, ha="center", va="bottom", color=REWIND_COLOR)
 
 
 def norm_panel(
