@@ -3,11 +3,10 @@
 import json
 import math
 
-import numpy as np
 import pytest
 
 from tootsie.errors import TootsieError
-from tootsie.monitor.signals import REWINDS_FILE, layer_norms, read_rewinds, run_signals, scalar_signals
+from tootsie.monitor.signals import REWINDS_FILE, layer_norms, read_rewinds, series
 
 
 def _records() -> list[dict[str, object]]:
@@ -19,11 +18,11 @@ def _records() -> list[dict[str, object]]:
     ]
 
 
-def test_scalar_series_are_named_finite_and_in_step_order() -> None:
-    found = scalar_signals(list(reversed(_records())))
-    assert set(found) == {"loss", "adam/mu_norm", "lm_head_norm", "eval/bpb/code"}
-    assert found["loss"].steps.tolist() == [0, 2] and found["loss"].values.tolist() == [3.1, 2.9]
-    assert found["adam/mu_norm"].to_json() == {"steps": [0, 1], "values": [0.5, 0.6]}
+def test_a_series_is_finite_and_in_step_order() -> None:
+    steps, values, skipped = series(list(reversed(_records())), "loss")
+    assert steps.tolist() == [0, 2] and values.tolist() == [3.1, 2.9] and skipped == 2  # a null, a record without step
+    steps, values, skipped = series(_records(), "adam/mu_norm")
+    assert steps.tolist() == [0, 1] and values.tolist() == [0.5, 0.6] and skipped == 0
 
 
 def test_layer_norms_are_layers_by_steps_with_gaps_as_nan() -> None:
@@ -31,7 +30,7 @@ def test_layer_norms_are_layers_by_steps_with_gaps_as_nan() -> None:
     assert layers is not None and layers.values.shape == (2, 3) and layers.steps.tolist() == [0, 1, 2]
     assert layers.values[0].tolist() == [0.2, 0.1, 0.05]
     assert layers.values[1, 0] == 0.3 and math.isnan(layers.values[1, 1]) and math.isnan(layers.values[1, 2])
-    assert layers.layer(1).steps.tolist() == [0] and layers.to_json()["values"][1] == [0.3, None, None]
+    assert layers.layer(1).steps.tolist() == [0] and layers.layer(1).values.tolist() == [0.3]
     assert layer_norms([{"step": 0, "loss": 1.0}]) is None
 
 
@@ -41,9 +40,7 @@ def test_rewinds_are_read_with_their_skipped_window(tmp_path) -> None:
     (tmp_path / REWINDS_FILE).write_text(json.dumps({"rewinds": [{**event, "skipped_data_steps": [28, 42]}]}))
     [rewind] = read_rewinds(tmp_path)
     assert rewind.window == (28, 41) and rewind.skipped_data_steps == (28, 42)
-    signals = run_signals(_records(), (rewind,))
-    assert signals["rewinds"] == [{"spike_step": 32, "from_step": 41, "to_step": 28, "skipped_data_steps": [28, 42]}]
-    assert np.array(signals["layer_update_norms"]["values"][0]).tolist() == [0.2, 0.1, 0.05]
+    assert rewind.to_json() == {"spike_step": 32, "from_step": 41, "to_step": 28, "skipped_data_steps": [28, 42]}
     (tmp_path / REWINDS_FILE).write_text(json.dumps({"rewinds": [event]}))
     with pytest.raises(TootsieError, match="rewinds.json is not a rewind record"):
         read_rewinds(tmp_path)

@@ -1,15 +1,16 @@
-"""Every signal a run logs, as named series: what the report and the dashboard plot.
+"""The signals a run logs, read back from its records: what the report, the spike detector and the dashboard use.
 
-A pure function from metric records (the lines of `metrics.jsonl`) to arrays,
-so the static report and the live dashboard read the same fields the same way:
-scalar series by name (`loss`, `grad_norm`, `adam/mu_norm`, `eval/bpb/code`,
-...), the per-layer update norms as a layers × steps matrix, and the rewinds a
-run performed (`rewinds.json`), with the train steps each one re-ran on fresh
-data (its skipped-data window).
+Pure functions from metric records (the lines of `metrics.jsonl`) to arrays,
+so every reader takes the same fields the same way: a scalar series by name
+(`loss`, `grad_norm`, `adam/mu_norm`, `eval/bpb/code`, ...; `SCALAR_SIGNALS`
+names the fixed ones for the dashboard), the per-layer update norms as a
+layers × steps matrix, and the rewinds a run performed (`rewinds.json`, with
+its one writer), with the train steps each one re-ran on fresh data (its
+skipped-data window).
 
 Example: records `{"step": 0, "loss": 3.1, "layer_update_norms": [0.2, 0.3]}`
 and `{"step": 1, "loss": 2.9, "layer_update_norms": [0.1, 0.4]}` give
-`scalar_signals(...)["loss"]` = steps [0, 1], values [3.1, 2.9] and
+`series(..., "loss")` = steps [0, 1], values [3.1, 2.9] (none skipped) and
 `layer_norms(...)` = steps [0, 1], values [[0.2, 0.1], [0.3, 0.4]].
 """
 
@@ -41,8 +42,7 @@ SCALAR_SIGNALS: dict[str, str] = {
     "mfu": "model FLOP utilization",
     "step_seconds": "wall time of the step",
 }
-"""The scalar series with a fixed name, and what each is; `eval/...` series are found by prefix."""
-EVAL_PREFIX = "eval/"
+"""The scalar series with a fixed name and what each is (the dashboard lists them); `eval/...` are found by prefix."""
 
 Records = list[dict[str, object]]
 
@@ -53,10 +53,6 @@ class Series:
 
     steps: np.ndarray
     values: np.ndarray
-
-    def to_json(self) -> dict[str, list[float]]:
-        """Plain lists, for a JSON API."""
-        return {"steps": self.steps.tolist(), "values": self.values.tolist()}
 
 
 @dataclass(frozen=True)
@@ -75,11 +71,6 @@ class LayerNorms:
         """One layer's finite values as a series."""
         keep = np.isfinite(self.values[index])
         return Series(self.steps[keep], self.values[index][keep])
-
-    def to_json(self) -> dict[str, list]:
-        """Plain lists (NaN as null), for a JSON API."""
-        rows = [[float(v) if math.isfinite(v) else None for v in row] for row in self.values]
-        return {"steps": self.steps.tolist(), "values": rows}
 
 
 @dataclass(frozen=True)
@@ -123,17 +114,6 @@ def series(records: Records, name: str) -> tuple[np.ndarray, np.ndarray, int]:
         points[step] = float(value)
     steps = np.array(sorted(points), dtype=np.int64)
     return steps, np.array([points[s] for s in steps], dtype=np.float64), skipped
-
-
-def scalar_signals(records: Records) -> dict[str, Series]:
-    """Every logged scalar signal of `SCALAR_SIGNALS` and every `eval/...` series, by name (absent ones left out)."""
-    names = [*SCALAR_SIGNALS, *sorted({k for r in records for k in r if k.startswith(EVAL_PREFIX)})]
-    found = {}
-    for name in names:
-        steps, values, _ = series(records, name)
-        if len(values):
-            found[name] = Series(steps, values)
-    return found
 
 
 def layer_norms(records: Records, key: str = LAYER_NORMS) -> LayerNorms | None:
@@ -185,13 +165,3 @@ def write_rewinds(directory: str | Path, events: list[dict[str, object]]) -> Non
     It lives beside `read_rewinds` because the report reads the file below the train layer that rewinds.
     """
     write_json_atomic(Path(directory) / REWINDS_FILE, {"rewinds": events})
-
-
-def run_signals(records: Records, rewinds: tuple[Rewind, ...] = ()) -> dict[str, object]:
-    """Everything above for one run as plain JSON: `series`, `layer_update_norms` (or None) and `rewinds`."""
-    layers = layer_norms(records)
-    return {
-        "series": {name: s.to_json() for name, s in scalar_signals(records).items()},
-        "layer_update_norms": layers.to_json() if layers else None,
-        "rewinds": [r.to_json() for r in rewinds],
-    }
