@@ -87,6 +87,18 @@ def test_every_option_is_read_by_its_handler(command: str) -> None:
     assert not found, f"options no handler reads (remove them or use them): {found}"
 
 
+@pytest.mark.parametrize("command", sorted(cli_main.COMMANDS))
+def test_every_verb_takes_json_and_quiet(command: str) -> None:
+    parser = cli_main.build_parser(command)
+    top = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    missing = {
+        line: flags
+        for line, leaf in leaf_parsers(top.choices[command], (command,))
+        if (flags := [flag for flag in ("--json", "--quiet") if flag not in leaf._option_string_actions])
+    }
+    assert not missing, f"add them with cli.options.add_output_flags: {missing}"
+
+
 @pytest.mark.parametrize("path", sorted(CLI_DIR.glob("*.py")), ids=lambda path: path.name)
 def test_no_register_function_is_over_60_lines(path: Path) -> None:
     tree = ast.parse(path.read_text(encoding="utf-8"))

@@ -22,15 +22,11 @@ from tootsie.executor.progress import progress_setting
 C = TypeVar("C")
 
 
-def _quiet(args: argparse.Namespace) -> bool:
-    return bool(getattr(args, "quiet", False))
-
-
 def emit(result: dict[str, object], args: argparse.Namespace, headline: str) -> int:
     """Print the result as JSON (last line) or as a headline plus indented figures (nothing with --quiet); 0."""
     if args.json:
         print_json(result)
-    elif not _quiet(args):
+    elif not args.quiet:
         print(headline)
         for key, value in result.items():
             print(f"  {key}: {value}")
@@ -44,14 +40,14 @@ def print_json(result: object) -> None:
 
 def say(args: argparse.Namespace, *lines: str) -> None:
     """Prose lines on stdout, unless --quiet."""
-    if not _quiet(args):
+    if not args.quiet:
         for line in lines:
             print(line)
 
 
 def warn(args: argparse.Namespace, *warnings: str) -> None:
     """`tootsie: warning: ...` lines on stderr, unless --quiet (with --json they belong in the object too)."""
-    if not _quiet(args):
+    if not args.quiet:
         for warning in warnings:
             print(f"tootsie: warning: {warning}", file=sys.stderr)
 
@@ -64,13 +60,6 @@ def build(config_class: type[C], **fields: object) -> C:
         raise TootsieError(f"{config_class.__name__}: {error}") from None
 
 
-def add_quiet_argument(parser: argparse.ArgumentParser) -> None:
-    """Add `--quiet`: no live progress lines (training steps, shards, executor steps)."""
-    parser.add_argument(
-        "--quiet", action="store_true", help="no live progress (training steps, shards, executor steps) on the console"
-    )
-
-
 def quiet_progress(args: argparse.Namespace) -> contextlib.AbstractContextManager[None]:
     """For the block, progress is off when `--quiet` was given (also in the steps and workers it starts)."""
-    return progress_setting("off" if _quiet(args) else None)
+    return progress_setting("off" if args.quiet else None)
