@@ -18,24 +18,10 @@ from tootsie.cli.options import add_output_flags
 from tootsie.cli.output import emit
 from tootsie.datakit.chat_templates import CHAT_TEMPLATES
 from tootsie.errors import TootsieError
-from tootsie.extras import require
 from tootsie.release.hf_config import ARCHITECTURES
 from tootsie.release.hf_export import DEFAULT_MAX_SHARD_BYTES
 
 SIZE_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30}
-SUMMARY_KEYS = (
-    "out",
-    "revision",
-    "step",
-    "tokens",
-    "weights",
-    "architecture",
-    "bos_token_id",
-    "eos_token_id",
-    "chat_template",
-    "weight_files",
-    "safetensors_bytes",
-)
 
 
 def parse_size(text: str) -> int:
@@ -125,31 +111,22 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
 
 def run_export_hf(args: argparse.Namespace) -> int:
     """`tootsie export hf`."""
-    if args.verify:
-        require(("hf",), purpose="export hf --verify")
-    from tootsie.release.hf_export import export_hf
-    from tootsie.release.hf_verify import verify_export
+    from tootsie.release.checked_export import checked_export
 
-    started = time.perf_counter()
-    summary = export_hf(
+    result = checked_export(
         args.checkpoint,
         args.out,
+        verify=args.verify,
         ema=args.ema,
         tokenizer=args.tokenizer,
         architecture=args.architecture,
         max_shard_bytes=args.max_shard_size,
         chat_template=args.chat_template,
     )
-    result = {key: summary[key] for key in SUMMARY_KEYS} | {"seconds": round(time.perf_counter() - started, 2)}
-    if args.verify:
-        result |= verify_export(Path(summary["out"]), Path(summary["checkpoint"]), ema=args.ema)
-    chat = summary["chat_template"]
+    chat = result["chat_template"]
     shipped = f"chat template {chat['name']} from {chat['origin']}" if chat["name"] else "no chat template"
-    return emit(
-        result,
-        args,
-        f"exported {summary['checkpoint']} as {summary['architecture']} revision {summary['revision']} ({shipped})",
-    )
+    headline = f"exported {result['checkpoint']} as {result['architecture']} revision {result['revision']} ({shipped})"
+    return emit(result, args, headline)
 
 
 def run_import_hf(args: argparse.Namespace) -> int:
