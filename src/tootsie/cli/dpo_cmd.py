@@ -15,18 +15,8 @@ accuracy (`eval.dpo_eval`).
 import argparse
 from pathlib import Path
 
+from tootsie.cli import train_cmd
 from tootsie.cli.output import print_json, say
-from tootsie.cli.train_cmd import (
-    EVALUATE,
-    EXAMPLE_CONFIG,
-    add_evaluate_verb,
-    add_example_verb,
-    add_training_command,
-    demo_prefix,
-    demo_settings,
-    print_built_config,
-    rewrite_verbs,
-)
 from tootsie.configfile import load_config
 from tootsie.errors import TootsieError
 
@@ -36,18 +26,22 @@ DEFAULT_SFT = "runs/sft"
 
 def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     """Add `tootsie dpo` and its verbs."""
-    verbs = add_training_command(subparsers, "dpo", "DPO on preference pairs: example config, training, evaluation")
+    verbs = train_cmd.add_training_command(
+        subparsers, "dpo", "DPO on preference pairs: example config, training, evaluation"
+    )
     example_help = "print a config that DPO-tunes the demo SFT run on a local preference set (built if missing)"
-    example = add_example_verb(verbs, example_help, print_example_config, tiny=True)
+    example = train_cmd.add_example_verb(verbs, example_help, print_example_config, tiny=True)
     example.add_argument(
         "--sft", default=DEFAULT_SFT, metavar="DIR", help="the SFT run (or checkpoint) to tune (%(default)s)"
     )
-    add_evaluate_verb(verbs, "held-out preference accuracy of the SFT model and of the DPO run", evaluate_command)
+    train_cmd.add_evaluate_verb(
+        verbs, "held-out preference accuracy of the SFT model and of the DPO run", evaluate_command
+    )
 
 
 def rewrite_aliases(argv: list[str]) -> list[str]:
     """`dpo --example-config ...` and `dpo --evaluate ...` → `dpo example-config ...`, `dpo evaluate ...`."""
-    return rewrite_verbs(argv, "dpo", (EXAMPLE_CONFIG, EVALUATE))
+    return train_cmd.rewrite_verbs(argv, "dpo", (train_cmd.EXAMPLE_CONFIG, train_cmd.EVALUATE))
 
 
 def print_example_config(args: argparse.Namespace) -> int:
@@ -59,9 +53,8 @@ def print_example_config(args: argparse.Namespace) -> int:
         )
     from tootsie.demos.dpo_demo import DpoSettings, dpo_example
 
-    return print_built_config(
-        args, lambda: dpo_example(demo_prefix(args.prefix), args.sft, demo_settings(args.tiny), DpoSettings())
-    )
+    prefix, settings = train_cmd.demo_prefix(args.prefix), train_cmd.demo_settings(args.tiny)
+    return train_cmd.print_built_config(args, lambda: dpo_example(prefix, args.sft, settings, DpoSettings()))
 
 
 def evaluate_command(args: argparse.Namespace) -> int:

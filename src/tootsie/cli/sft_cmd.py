@@ -13,43 +13,32 @@ assistant-token loss of the warm-start checkpoint and of the fine-tuned run
 
 import argparse
 
+from tootsie.cli import train_cmd
 from tootsie.cli.output import print_json, say
-from tootsie.cli.train_cmd import (
-    EVALUATE,
-    EXAMPLE_CONFIG,
-    add_evaluate_verb,
-    add_example_verb,
-    add_training_command,
-    demo_prefix,
-    demo_settings,
-    print_built_config,
-    rewrite_verbs,
-)
 from tootsie.configfile import load_config
 
 
 def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     """Add `tootsie sft` and its verbs."""
-    verbs = add_training_command(
+    verbs = train_cmd.add_training_command(
         subparsers, "sft", "supervised fine-tuning on chat data: example config, training, evaluation"
     )
     example_help = "print a config that fine-tunes the demo's final checkpoint on a local chat set (built if missing)"
-    add_example_verb(verbs, example_help, print_example_config, tiny=True)
-    add_evaluate_verb(verbs, "held-out assistant-token loss of the base and of the SFT run", evaluate_command)
+    train_cmd.add_example_verb(verbs, example_help, print_example_config, tiny=True)
+    train_cmd.add_evaluate_verb(verbs, "held-out assistant-token loss of the base and of the SFT run", evaluate_command)
 
 
 def rewrite_aliases(argv: list[str]) -> list[str]:
     """`sft --example-config ...` and `sft --evaluate ...` → `sft example-config ...`, `sft evaluate ...`."""
-    return rewrite_verbs(argv, "sft", (EXAMPLE_CONFIG, EVALUATE))
+    return train_cmd.rewrite_verbs(argv, "sft", (train_cmd.EXAMPLE_CONFIG, train_cmd.EVALUATE))
 
 
 def print_example_config(args: argparse.Namespace) -> int:
     """Print the SFT example config, building the base model and chat caches if needed."""
     from tootsie.demos.sft_demo import SftSettings, sft_example
 
-    return print_built_config(
-        args, lambda: sft_example(demo_prefix(args.prefix), demo_settings(args.tiny), SftSettings())
-    )
+    prefix, settings = train_cmd.demo_prefix(args.prefix), train_cmd.demo_settings(args.tiny)
+    return train_cmd.print_built_config(args, lambda: sft_example(prefix, settings, SftSettings()))
 
 
 def evaluate_command(args: argparse.Namespace) -> int:
