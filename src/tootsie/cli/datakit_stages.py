@@ -30,6 +30,7 @@ from tootsie.datakit.normalize import NormalizeConfig, normalize
 from tootsie.datakit.quality import RULE_SETS, QualityConfig, quality, quality_filters
 from tootsie.datakit.tokenize import ChatTokenizeConfig, TokenizeConfig, tokenize_chat, tokenize_documents
 from tootsie.datakit.tokenizer import TokenizerTrainConfig, save_tokenizer, train_bpe
+from tootsie.datakit.train_classifier import TrainClassifierConfig, train_classifier
 from tootsie.errors import TootsieError
 from tootsie.extras import require_for_urls
 
@@ -193,9 +194,7 @@ def _mode(flag: str, setting: str, value: str) -> dict[str, object]:
 
 
 def train_classifier_command(args: argparse.Namespace) -> int:
-    """`tootsie datakit train-classifier` (JAX is imported here, when it trains, not when the command parses)."""
-    from tootsie.datakit.train_classifier import TrainClassifierConfig, train_classifier
-
+    """`tootsie datakit train-classifier` (JAX is imported when it trains, not when the command parses)."""
     config = config_from_args(args, TrainClassifierConfig)
     return emit(train_classifier(config, args.out), args, f"classifier written to {args.out}")
 
