@@ -1,10 +1,14 @@
 """`tootsie train`, `sft` and `dpo` share one shape: NAME --config F --out D trains, modes are verbs, and the old
 mode flags (`--example-config`, `--evaluate`) still parse as those verbs."""
 
+import json
+
 import pytest
 
 from tootsie.cli import dpo_cmd, sft_cmd, train_cmd
 from tootsie.cli.main import main, parse_args
+from tootsie.configfile import to_plain
+from tootsie.monitor.spikes import SpikeConfig
 
 SHAPES = [
     (["train", "--config", "c.yaml", "--out", "run"], train_cmd.train_command),
@@ -53,3 +57,11 @@ def test_training_without_a_config_names_the_verb(capsys) -> None:
 def test_dpo_example_config_needs_the_sft_run(tmp_path, capsys) -> None:
     assert main(["dpo", "example-config", "--sft", str(tmp_path / "missing")]) == 2
     assert "does not exist: train the SFT run first" in capsys.readouterr().err
+
+
+def test_an_example_config_prints_as_yaml_or_as_one_json_object(capsys) -> None:
+    config = SpikeConfig(window=7)
+    assert train_cmd.print_built_config(parse_args(["train", "example-config"]), lambda: config) == 0
+    assert "window: 7\n" in capsys.readouterr().out
+    assert train_cmd.print_built_config(parse_args(["train", "example-config", "--json"]), lambda: config) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[-1]) == to_plain(config)
