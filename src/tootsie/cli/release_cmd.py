@@ -61,6 +61,17 @@ def _add_export_options(parser: argparse.ArgumentParser) -> None:
     add_output_flags(parser)
 
 
+def _export_options(args: argparse.Namespace) -> dict[str, object]:
+    """The options `_add_export_options` added, as `export_hf`'s and `release`'s keyword arguments."""
+    return {
+        "ema": args.ema,
+        "tokenizer": args.tokenizer,
+        "architecture": args.architecture,
+        "max_shard_bytes": args.max_shard_size,
+        "chat_template": args.chat_template,
+    }
+
+
 def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     """Add `tootsie export`, `tootsie import` and `tootsie release`."""
     export = subparsers.add_parser("export", help="export a checkpoint to another format")
@@ -113,16 +124,7 @@ def run_export_hf(args: argparse.Namespace) -> int:
     """`tootsie export hf`."""
     from tootsie.release.checked_export import checked_export
 
-    result = checked_export(
-        args.checkpoint,
-        args.out,
-        verify=args.verify,
-        ema=args.ema,
-        tokenizer=args.tokenizer,
-        architecture=args.architecture,
-        max_shard_bytes=args.max_shard_size,
-        chat_template=args.chat_template,
-    )
+    result = checked_export(args.checkpoint, args.out, verify=args.verify, **_export_options(args))
     chat = result["chat_template"]
     shipped = f"chat template {chat['name']} from {chat['origin']}" if chat["name"] else "no chat template"
     headline = f"exported {result['checkpoint']} as {result['architecture']} revision {result['revision']} ({shipped})"
@@ -143,16 +145,7 @@ def run_release(args: argparse.Namespace) -> int:
     from tootsie.release.release import release
 
     started = time.perf_counter()
-    result = release(
-        args.run_dir,
-        args.out,
-        ema=args.ema,
-        tokenizer=args.tokenizer,
-        architecture=args.architecture,
-        max_shard_bytes=args.max_shard_size,
-        all_checkpoints=args.all_checkpoints,
-        name=args.name,
-        chat_template=args.chat_template,
-    )
+    options = _export_options(args)
+    result = release(args.run_dir, args.out, all_checkpoints=args.all_checkpoints, name=args.name, **options)
     result["seconds"] = round(time.perf_counter() - started, 2)
     return emit(result, args, f"released {result['revision']} of {args.run_dir} to {result['out']}")
