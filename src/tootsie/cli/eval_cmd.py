@@ -19,7 +19,7 @@ from tootsie.cli import bpb_suite_cmd, eval_suite_cmd
 from tootsie.cli.options import add_config_flags, add_output_flags, config_from_args, field_docs
 from tootsie.cli.output import emit
 from tootsie.eval.checkpoint_eval import CheckpointBPBConfig
-from tootsie.eval.lm_eval_step import LMEvalConfig
+from tootsie.eval.lm_eval_step import WEIGHTS, LMEvalConfig
 
 CHECKPOINT_METAVARS = {"checkpoint": "RUN", "tokenizer": "FILE"}
 
@@ -47,6 +47,7 @@ def _register_lm_eval(verbs: "argparse._SubParsersAction[argparse.ArgumentParser
         LMEvalConfig,
         exclude=("tasks",),
         renames={"include_paths": "include_path"},
+        choices={"weights": WEIGHTS},
         metavars={**CHECKPOINT_METAVARS, "include_paths": "DIR", "limit": "N", "num_fewshot": "K"},
     )
     lm.add_argument(
