@@ -1,7 +1,7 @@
 """Held-out preference accuracy of an SFT model and its DPO run on a larger pair set than `tootsie dpo --evaluate`'s.
 
 The demo's held-out preference set has one pair per held-out conversation (26). This builds more pairs from the
-same held-out conversations (`datakit.stdlib_preferences`: both rejection kinds, `--seeds` seeds each, duplicates
+same held-out conversations (`corpora.stdlib_preferences`: both rejection kinds, `--seeds` seeds each, duplicates
 dropped), tokenizes them with the DPO run's template, scores every pair with both checkpoints
 (`eval.reference_logprobs.pair_scores`) and prints, as one JSON line, each model's preference accuracy (chosen
 reply more likely) and the discordant pairs (right under one model only), the counts a sign test reads.

@@ -1,4 +1,4 @@
-"""A small preference set built from the stdlib docstring chat sets (`datakit.stdlib_chat`): no network.
+"""A small preference set built from the stdlib docstring chat sets (`corpora.stdlib_chat`): no network.
 
 Each conversation of a chat set gives one pair: the prompt is its system and
 user turns ("What does `json.dumps` do?"), chosen is its own answer (the
@@ -35,7 +35,7 @@ class StdlibPreferenceConfig:
     """Which chat sets become preference pairs, how the rejected answers are made, and the seed."""
 
     chat_sets: tuple[str, ...]
-    """Output directories of `datakit.stdlib_chat` steps (each with train.jsonl and heldout.jsonl)."""
+    """Output directories of `corpora.stdlib_chat` steps (each with train.jsonl and heldout.jsonl)."""
     rejection: tuple[str, ...] = REJECTIONS
     """Rejected-answer kinds, alternating over conversations (see REJECTIONS)."""
     seed: int = 0
@@ -85,7 +85,7 @@ def build_stdlib_preferences(config: StdlibPreferenceConfig, output_path: str) -
         for chat_set in config.chat_sets:
             file = Path(chat_set) / split
             if not file.is_file():
-                raise TootsieError(f"{file} is missing: build the chat set with datakit.stdlib_chat first")
+                raise TootsieError(f"{file} is missing: build the chat set with corpora.stdlib_chat first")
             lines += preference_lines(file, config)
         write_text_atomic(out / split, "".join(line + "\n" for line in lines))
         counts[split.removesuffix(".jsonl")] = len(lines)

@@ -4,7 +4,7 @@ Steps (all through the executor, so a second run skips what is done):
 
     demo/tokenizer, demo/chat/<set>         as `tootsie sft --example-config` builds them
     demo/preferences                        pairs: the right docstring answer over a wrong one
-                                            (datakit.stdlib_preferences), train + heldout
+                                            (corpora.stdlib_preferences), train + heldout
     demo/preferences-tokenized/<split>      pair caches (ChatML, as the SFT stage)
     demo/dpo-reference                      the SFT model's log-probs of the train pairs,
                                             its path hashing the SFT checkpoint's files

@@ -3,7 +3,7 @@
 Steps (all through the executor, so a second run skips what is done):
 
     demo (tokenizer, train/cooldown)       the base model and its tokenizer, as `tootsie demo` builds them
-    demo/chat/<set>                        conversations from docstrings (datakit.stdlib_chat), train + heldout
+    demo/chat/<set>                        conversations from docstrings (corpora.stdlib_chat), train + heldout
     demo/chat-tokenized/<set>/<split>      chat token caches with loss masks (ChatML template)
 
 `sft_config` then returns a `TrainConfig` that warm-starts from the cooldown

@@ -27,7 +27,7 @@ stays code/prose (docs/demo.md has the measurements). `experiments/demo.py` buil
 same steps for `tootsie run`; a second run skips every finished step.
 
 The raw steps read the running Python; their configs name it
-(`datakit.stdlib_source.PythonIdentity`: version, build, platform, linked
+(`corpora.stdlib_source.PythonIdentity`: version, build, platform, linked
 libraries, a digest of its stdlib) and hold no path, and the pages and
 docstrings are read in a stdlib-only interpreter. So a clone in another
 directory, or another virtualenv over the same Python, gets the same hashes
