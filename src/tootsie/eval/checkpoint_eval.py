@@ -42,13 +42,15 @@ class CheckpointBPBConfig:
     ema: bool = False
     """Evaluate the checkpoint's EMA weights instead of the raw ones."""
 
+    def __post_init__(self) -> None:
+        if not self.data:
+            raise ValueError("data is empty; name at least one held-out token cache")
+        _domains(self.data)
+
     @property
     def weights(self) -> str:
         """Which of the checkpoint's weight trees to load: "ema" or "model"."""
         return "ema" if self.ema else "model"
-
-    def __post_init__(self) -> None:
-        _domains(self.data)
 
     @property
     def domains(self) -> dict[str, str]:
