@@ -77,12 +77,7 @@ def _register_fit(commands: Commands) -> argparse.ArgumentParser:
     fit = commands.add_parser(
         "fit", help="fit isoflop minima, L(C) (free and fixed E), N_opt(C), D_opt(C), with intervals"
     )
-    fit.add_argument(
-        "runs",
-        nargs="+",
-        metavar="RUNS",
-        help="run directories (run.json or runs.jsonl) or JSONL files with compute, params, tokens, loss",
-    )
+    _add_runs(fit, "compute, params, tokens, loss")
     fit.add_argument("--out", required=True, metavar="FIT.json", help="the fit file (plots go next to it)")
     add_config_flags(
         fit,
@@ -94,6 +89,12 @@ def _register_fit(commands: Commands) -> argparse.ArgumentParser:
     fit.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
     fit.set_defaults(handler=run_fit)
     return fit
+
+
+def _add_runs(parser: argparse.ArgumentParser, fields: str) -> None:
+    """The RUNS positional: the runs to fit, and the fields each must have."""
+    help_text = f"run directories (run.json or runs.jsonl) or JSONL files with {fields}"
+    parser.add_argument("runs", nargs="+", metavar="RUNS", help=help_text)
 
 
 def _add_drop_nonfinite(parser: argparse.ArgumentParser) -> None:
@@ -147,9 +148,7 @@ def _register_batch_size(commands: Commands) -> argparse.ArgumentParser:
     parser = commands.add_parser(
         "batch-size", help="optimal and critical batch sizes from batch sweeps at fixed budgets, as power laws in C"
     )
-    parser.add_argument(
-        "runs", nargs="+", metavar="RUNS", help="JSONL files or run directories with compute, batch_size, loss"
-    )
+    _add_runs(parser, "compute, batch_size, loss")
     add_config_flags(parser, BatchSizeConfig)
     parser.add_argument(
         "--compute", type=float, default=None, metavar="C", help="also project both batch sizes to this budget"
