@@ -36,6 +36,7 @@ KIND_KEY = "kind"
 UNHASHED = "tootsie.unhashed"
 _KIND_OF: dict[type, str] = {}
 _CLASS_OF: dict[str, list[type]] = {}
+_DEFAULT_OF: dict[frozenset[type], type] = {}
 
 
 def unhashed(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING) -> Any:
@@ -55,12 +56,15 @@ def register_kinds(registry: dict[str, type]) -> None:
         _CLASS_OF.setdefault(kind, []).append(cls)
 
 
-def registry_union(registry: dict[str, type]) -> Any:
+def registry_union(registry: dict[str, type], default: str | None = None) -> Any:
     """The union of a registry's config classes, registered as `kind:` tags.
 
-    The type of a field that takes any of them.
+    The type of a field that takes any of them. `default` names the kind a mapping without `kind:`
+    builds: how configs wrote the field before it became a registry choice (a model config is a Llama).
     """
     register_kinds(registry)
+    if default is not None:
+        _DEFAULT_OF[frozenset(registry.values())] = registry[default]
     return typing.Union[tuple(registry.values())]  # noqa: UP007 - X | Y cannot spread a tuple built at run time
 
 
@@ -94,6 +98,9 @@ def from_plain(hint: Any, value: Any, where: str) -> Any:
             return None
         if isinstance(value, dict) and KIND_KEY in value:
             return _tagged_from_plain(args, value, where)
+        default = _DEFAULT_OF.get(frozenset(a for a in args if a is not type(None)))
+        if isinstance(value, dict) and default is not None:
+            return _dataclass_from_plain(default, value, where)
         if isinstance(value, str) and any(o in _KIND_OF for o in args):
             raise TootsieError(_bare_kind_message(args, value, where))
         errors = []
@@ -164,9 +171,8 @@ def _dataclass_from_plain(cls: type[T], value: Any, where: str) -> T:
         raise TootsieError(f"{where}: expected a mapping of {cls.__name__} fields, got {value!r}")
     if KIND_KEY in value and cls in _KIND_OF:
         if value[KIND_KEY] != _KIND_OF[cls]:
-            raise TootsieError(
-                f"{where}.kind: {value[KIND_KEY]!r} does not fit here; this field takes kind {_KIND_OF[cls]!r}"
-            )
+            problem = "does not fit here" if value[KIND_KEY] in _CLASS_OF else "is an unknown kind"
+            raise TootsieError(f"{where}.kind: {value[KIND_KEY]!r} {problem}; this field takes kind {_KIND_OF[cls]!r}")
         value = {k: v for k, v in value.items() if k != KIND_KEY}
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}

@@ -1,8 +1,12 @@
 """Where outputs live: a local directory or an fsspec URL (s3://, gs://, ...), behind one small set of helpers.
 
-A prefix is either a local directory or a URL of an object store. The executor
+A location is a plain `str`, either a local path or a URL of an object store,
+and every helper here answers which one it is (`is_remote`), so a caller never
+asks again: reading and writing files (`read_bytes`, `write_bytes`, `read_json`),
+and directories (`exists`, `list_dirs`, `rmtree`, `list_tree`). The executor
 keeps its own files (status, lease, metadata, step log, run record) there
-through these helpers, and moves whole output directories between the store
+through these helpers, checkpoints (`tootsie.train.checkpoint`) theirs, and
+the executor moves whole output directories between the store
 and local disk with `upload_tree` / `download_tree` (see `staging`). Local
 paths keep the old behaviour exactly (atomic writes through a temporary file
 and `os.replace`); in an object store one PUT is already atomic: a reader sees
@@ -20,6 +24,7 @@ Example: `join("s3://bucket/runs", "demo/tokenize-abc")` is
 import json
 import os
 import re
+import shutil
 import uuid
 from collections.abc import Collection
 from pathlib import Path
@@ -165,6 +170,48 @@ def append_bytes(path: str, data: bytes) -> None:
             handle.write(data)
         return
     write_bytes(path, (read_bytes(path) or b"") + data)
+
+
+def exists(path: str) -> bool:
+    """Whether a file, object or directory exists at `path`."""
+    if not is_remote(path):
+        return os.path.exists(path)
+    fs, inner = filesystem(path)
+    return fs.exists(inner)
+
+
+def list_dirs(path: str) -> list[str]:
+    """Names of the directories directly under `path` (read fresh from an object store); [] when it is none."""
+    if not is_remote(path):
+        return sorted(entry.name for entry in os.scandir(path) if entry.is_dir()) if os.path.isdir(path) else []
+    fs, inner = filesystem(path)
+    fs.invalidate_cache(inner)
+    if not fs.isdir(inner):
+        return []
+    entries = fs.ls(inner, detail=True)
+    return sorted(entry["name"].rstrip("/").rsplit("/", 1)[-1] for entry in entries if entry["type"] == "directory")
+
+
+def rmtree(path: str) -> None:
+    """Delete the directory `path` and everything under it; nothing happens when it is already gone.
+
+    A local directory is first renamed to a hidden sibling, so it disappears in one step even if the
+    deletion is cut short; an object store has no such step, so delete its marker files first.
+    """
+    if is_remote(path):
+        fs, inner = filesystem(path)
+        fs.invalidate_cache(inner)
+        if fs.exists(inner):
+            fs.rm(inner, recursive=True)
+        return
+    if not os.path.exists(path):
+        return
+    base = os.path.normpath(path)
+    hidden = os.path.join(
+        os.path.dirname(base), f".deleted-{os.path.basename(base)}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    )
+    os.replace(base, hidden)
+    shutil.rmtree(hidden)
 
 
 def makedirs(path: str) -> None:

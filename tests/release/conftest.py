@@ -76,9 +76,8 @@ def make_checkpoint(
 ) -> Path:
     """A tootsie checkpoint of random weights in `run/checkpoints`: raw and, unless `ema=False`, different EMA ones."""
     trees = {"model": random_params(config, seed)} | ({"ema": random_params(config, seed + 100)} if ema else {})
-    return save_checkpoint(
-        run / "checkpoints", step, trees, {"tokens": tokens, "kind": "permanent", "model": to_plain(config)}
-    )
+    state = {"tokens": tokens, "kind": "permanent", "model": to_plain(config)}
+    return Path(save_checkpoint(run / "checkpoints", step, trees, state))  # a str location; the tests join paths
 
 
 @dataclass(frozen=True)

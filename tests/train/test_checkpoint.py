@@ -4,6 +4,7 @@ A checkpoint's state.json gives back its model config, and a damaged or old one 
 """
 
 import json
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -77,7 +78,8 @@ def test_a_missing_or_bad_state_file_is_named_in_the_error(tmp_path, state_text:
 
 def test_state_file_name_is_the_on_disk_contract(tmp_path) -> None:
     checkpoint = save_checkpoint(tmp_path, 1, {"model": {"w": np.zeros(2, np.float32)}}, {"model": to_plain(CONFIG)})
-    assert STATE_FILE == "state.json" and json.loads((checkpoint / "state.json").read_text())["model"] == to_plain(
+    assert checkpoint == str(tmp_path / "step-000001")  # locations are plain strings, a Path given or not
+    assert STATE_FILE == "state.json" and json.loads(Path(checkpoint, "state.json").read_text())["model"] == to_plain(
         CONFIG
     )
 
@@ -104,7 +106,7 @@ def test_a_checkpoint_round_trips_every_tree_and_lists_its_paths_in_the_state_re
 def test_a_step_without_its_state_record_is_never_listed_and_is_removed_at_startup(tmp_path) -> None:
     save_checkpoint(tmp_path, 2, TREES, {"kind": "permanent"})
     save_checkpoint(tmp_path, 4, TREES, {"kind": "permanent"})
-    (checkpoint_dir(tmp_path, 4) / STATE_FILE).unlink()  # the arrays of step 4 are written, its commit is not
+    Path(checkpoint_dir(tmp_path, 4), STATE_FILE).unlink()  # the arrays of step 4 are written, its commit is not
     assert [step for step, _ in list_checkpoints(tmp_path)] == [2]
     assert latest_checkpoint(tmp_path) == checkpoint_dir(tmp_path, 2)
     with pytest.raises(TootsieError, match="is not a finished checkpoint"):

@@ -95,7 +95,7 @@ def test_a_run_killed_at_a_checkpoint_fault_resumes_bit_identically(straight, tm
         committed = [step for step, _ in list_checkpoints(out / "checkpoints")]
         assert committed == ([2, 4] if point in ("after-commit", "restore") else [2])
     if point in ("mid-tensor", "before-commit"):
-        assert (checkpoint_dir(out / "checkpoints", FAULT_STEP) / "model").is_dir()  # its arrays were on disk
+        assert Path(checkpoint_dir(out / "checkpoints", FAULT_STEP), "model").is_dir()  # its arrays were on disk
     _train(config_file, out, None)
     assert _losses(out) == _losses(reference)
     final, expected = _final(out), _final(reference)

@@ -45,8 +45,9 @@ class RecordedChatTemplate:
     """The chat caches that recorded it."""
 
 
-def run_of_checkpoint(checkpoint: Path) -> Path:
+def run_of_checkpoint(checkpoint: str | Path) -> Path:
     """The training output directory of `<run>/checkpoints/step-N` (the path itself otherwise)."""
+    checkpoint = Path(checkpoint)
     return checkpoint.parent.parent if checkpoint.parent.name == CHECKPOINTS else checkpoint
 
 

@@ -1,4 +1,4 @@
-"""Batched sampling from a `LlamaModel` with a KV cache: prefill the prompts once, then one token per step.
+"""Batched sampling from a model with a KV cache: prefill the prompts once, then one token per step.
 
 `generate(model, prompts, sampling)` right-pads the prompts to a bucket P (a
 power of two, at least MIN_BUCKET) and the batch to a power of two, prefills a
@@ -30,7 +30,7 @@ import numpy as np
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
 from tootsie.errors import TootsieError
-from tootsie.models.kv_cache import KVCache, decode_mask, empty_cache, forward_cached, prefill_mask
+from tootsie.models.kv_cache import CachedDecoder, KVCache, cached_decoder, decode_mask, prefill_mask
 from tootsie.models.llama import LlamaModel
 
 MIN_BUCKET = 16
@@ -122,23 +122,32 @@ def _next_token(model: LlamaModel, hidden: Float[Array, "batch hidden"], setting
     return sample(hidden @ model.output_head().astype(hidden.dtype), temperature, top_k, top_p, key=key)
 
 
-@partial(jax.jit, static_argnames=("static", "max_len"))
+@partial(jax.jit, static_argnames=("static", "decoder", "max_len"))
 def _prefill(
-    params: LlamaModel, static: LlamaModel, tokens: Array, lengths: Array, max_len: int, settings: tuple, key: Array
+    params: LlamaModel,
+    static: LlamaModel,
+    decoder: CachedDecoder,
+    tokens: Array,
+    lengths: Array,
+    max_len: int,
+    settings: tuple,
+    key: Array,
 ) -> tuple[Array, KVCache]:
     model = eqx.combine(params, static)
     batch, seq = tokens.shape
-    cache = empty_cache(model, batch, max_len, model.embed.dtype)
+    cache = decoder.empty_cache(model, batch, max_len, model.embed.dtype)
     positions = jnp.broadcast_to(jnp.arange(seq)[None, :], (batch, seq))
-    hidden, cache = forward_cached(model, cache, tokens, positions, jnp.int32(0), prefill_mask(batch, seq, max_len))
+    mask = prefill_mask(batch, seq, max_len)
+    hidden, cache = decoder.forward_cached(model, cache, tokens, positions, jnp.int32(0), mask)
     last = jnp.take_along_axis(hidden, (lengths - 1)[:, None, None], axis=1)[:, 0]
     return _next_token(model, last, settings, key), cache
 
 
-@partial(jax.jit, static_argnames=("static",), donate_argnames=("cache",))
+@partial(jax.jit, static_argnames=("static", "decoder"), donate_argnames=("cache",))
 def _decode(
     params: LlamaModel,
     static: LlamaModel,
+    decoder: CachedDecoder,
     cache: KVCache,
     tokens: Array,
     lengths: Array,
@@ -151,7 +160,7 @@ def _decode(
     max_len = cache.keys.shape[3]
     mask = decode_mask(lengths, prompt_len, step, max_len)
     positions = (lengths + step)[:, None]
-    hidden, cache = forward_cached(model, cache, tokens[:, None], positions, prompt_len + step, mask)
+    hidden, cache = decoder.forward_cached(model, cache, tokens[:, None], positions, prompt_len + step, mask)
     return _next_token(model, hidden[:, 0], settings, key), cache
 
 
@@ -176,6 +185,7 @@ def generate(
         raise TootsieError("generate needs at least one prompt and no empty prompt; start each prompt with BOS")
     if sampling.stop_strings and decode is None:
         raise ValueError("stop_strings need a decode function to check the generated text")
+    decoder = cached_decoder(model)
     longest = max(len(p) for p in prompts)
     prompt_len = bucket(longest)
     max_len = cache_length(prompt_len, sampling.max_new_tokens)
@@ -188,7 +198,14 @@ def generate(
     settings = (jnp.float32(sampling.temperature), jnp.int32(sampling.top_k), jnp.float32(sampling.top_p))
     root = jax.random.PRNGKey(sampling.seed)
     next_ids, cache = _prefill(
-        params, static, jnp.asarray(tokens), jnp.asarray(lengths), max_len, settings, jax.random.fold_in(root, 0)
+        params,
+        static,
+        decoder,
+        jnp.asarray(tokens),
+        jnp.asarray(lengths),
+        max_len,
+        settings,
+        jax.random.fold_in(root, 0),
     )
     outputs: list[list[int]] = [[] for _ in prompts]
     reasons: list[str | None] = [None] * len(prompts)
@@ -204,6 +221,7 @@ def generate(
         next_ids, cache = _decode(
             params,
             static,
+            decoder,
             cache,
             next_ids,
             device_lengths,

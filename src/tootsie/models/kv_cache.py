@@ -18,10 +18,16 @@ hides the padding slots length_b..P-1.
 Example: prompts of 3 and 5 tokens with P=8. At decode step 0, row 0's new
 token sits in slot 8 at position 3 and sees slots 0-2 and 8; row 1's sits in
 slot 8 at position 5 and sees slots 0-4 and 8.
+
+Generation dispatches on the model kind (`tootsie.models.registry`):
+`CACHED_DECODERS` holds each kind's empty cache and cached forward pass, and
+`cached_decoder` refuses a kind without one by name.
 """
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import equinox as eqx
 import jax
@@ -29,6 +35,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int
 
 from tootsie.models.llama import Block, LlamaModel, rope_tables
+from tootsie.models.registry import model_kind, require_kind
 
 
 @dataclass(frozen=True)
@@ -113,3 +120,25 @@ def forward_cached(
     layers = jnp.arange(config.num_layers)
     (x, keys, values), _ = jax.lax.scan(run_block, (x, cache.keys, cache.values), (dynamic, layers))
     return model.final_norm(x), KVCache(keys, values)
+
+
+@dataclass(frozen=True)
+class CachedDecoder:
+    """How one model kind decodes with a KV cache."""
+
+    empty_cache: Callable[[Any, int, int, jnp.dtype], KVCache]
+    """(model, batch, max_len, dtype) → a zeroed cache of `max_len` slots per row."""
+    forward_cached: Callable[..., tuple[Array, KVCache]]
+    """(model, cache, tokens, positions, slot, mask) → final-normed hidden states and the updated cache."""
+
+
+CACHED_DECODERS: dict[str, CachedDecoder] = {"llama": CachedDecoder(empty_cache, forward_cached)}
+"""Model kind → its cached decoder; a kind missing here cannot be sampled from with a cache."""
+
+
+def cached_decoder(model: eqx.Module) -> CachedDecoder:
+    """The cached decoder of `model`'s kind (its `config`'s registry name); another kind is a TootsieError."""
+    config = model.config  # type: ignore[attr-defined]
+    kind = model_kind(config)
+    require_kind(kind, CACHED_DECODERS, "cached generation")
+    return CACHED_DECODERS[kind]

@@ -32,6 +32,7 @@ from tootsie.datakit.chat_templates import load_chat_template, template_sha256
 from tootsie.datakit.special_tokens import load_with_special_tokens
 from tootsie.eval.run_chat_template import checkpoint_chat_template
 from tootsie.eval.text_generation import end_of_turn_markers
+from tootsie.train.checkpoint import PathOrUrl
 
 FROM_FLAG = "--chat-template"
 FROM_RUN = "the run's chat caches"
@@ -72,12 +73,12 @@ class ChatExport:
         }
 
 
-def chat_export(checkpoint: Path, tokenizer: Path, chat_template: str | None = None) -> ChatExport:
+def chat_export(checkpoint: PathOrUrl, tokenizer: Path, chat_template: str | None = None) -> ChatExport:
     """The chat template to export with `checkpoint` (the flag's, else the run's, else none) and its end of turn."""
     if chat_template is not None:
         name, source, origin = chat_template, load_chat_template(chat_template), FROM_FLAG
     else:
-        recorded = checkpoint_chat_template(checkpoint)
+        recorded = checkpoint_chat_template(Path(checkpoint))
         if recorded is None:
             logger.info("no chat template exported: %s", FROM_NOWHERE)
             return ChatExport(None, None, FROM_NOWHERE, None, None)

@@ -1,6 +1,8 @@
 """The Hugging Face `config.json` of a tootsie model, and back.
 
-tootsie's decoder is Llama's (RMSNorm, half-rotation RoPE with optional Llama 3
+Export dispatches on the model kind (`tootsie.models.registry`): the kinds in
+`EXPORTED_KINDS` map to a Hugging Face class, any other is refused by name.
+tootsie's `llama` decoder is Llama's (RMSNorm, half-rotation RoPE with optional Llama 3
 scaling, grouped-query attention, SwiGLU, no biases); with `qk_norm` it is
 Qwen3's. A checkpoint therefore exports as `LlamaForCausalLM` or
 `Qwen3ForCausalLM` with the field renames of `FIELD_NAMES`, and anything the
@@ -13,10 +15,13 @@ Example: `LlamaConfig(hidden_dim=128, num_heads=4, qk_norm=True)` exports as
 
 import dataclasses
 
-from tootsie.configfile import to_plain
+from tootsie.configfile import KIND_KEY, to_plain
 from tootsie.errors import TootsieError
 from tootsie.models.llama import Llama3RopeScaling, LlamaConfig
+from tootsie.models.registry import ModelConfig, model_kind, recorded_model, require_kind
 
+EXPORTED_KINDS = ("llama",)
+"""Model kinds with a Hugging Face counterpart (`tootsie.models.registry`); the others cannot be exported."""
 ARCHITECTURES = {"llama": ("LlamaForCausalLM", "llama"), "qwen3": ("Qwen3ForCausalLM", "qwen3")}
 """Export name → (HF architecture class, HF model_type)."""
 FIELD_NAMES = {
@@ -39,12 +44,16 @@ FIXED_HF_VALUES = {"hidden_act": "silu", "attention_bias": False, "mlp_bias": Fa
 
 
 def check_expressible(model: dict[str, object], where: str) -> None:
-    """Refuse a recorded model config with a feature (a field at a non-default value) the HF export does not map."""
+    """Refuse a recorded model config of a kind HF export does not handle, or with a feature it does not map.
+
+    A feature is a field at a non-default value.
+    """
+    require_kind(recorded_model(model)[KIND_KEY], EXPORTED_KINDS, f"Hugging Face export of {where}")
     defaults = {
         f.name: to_plain(f.default) for f in dataclasses.fields(LlamaConfig) if f.default is not dataclasses.MISSING
     }
     for name, value in model.items():
-        if name in HANDLED_FIELDS or (name in defaults and value == defaults[name]):
+        if name in HANDLED_FIELDS or name == KIND_KEY or (name in defaults and value == defaults[name]):
             continue
         raise TootsieError(
             f"{where}: the model feature {name}={value!r} has no equivalent in Hugging Face "
@@ -53,11 +62,12 @@ def check_expressible(model: dict[str, object], where: str) -> None:
         )
 
 
-def choose_architecture(config: LlamaConfig, requested: str | None) -> str:
+def choose_architecture(config: ModelConfig, requested: str | None) -> str:
     """The export architecture ("llama" or "qwen3"): Qwen3 exactly when QK-norm is on.
 
-    A request that cannot express the model is an error.
+    A model kind outside `EXPORTED_KINDS`, or a request that cannot express the model, is an error.
     """
+    require_kind(model_kind(config), EXPORTED_KINDS, "Hugging Face export")
     if requested is not None and requested not in ARCHITECTURES:
         raise TootsieError(f"unknown architecture {requested!r}; choose one of {sorted(ARCHITECTURES)}")
     architecture = requested or ("qwen3" if config.qk_norm else "llama")

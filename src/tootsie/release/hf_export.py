@@ -10,7 +10,8 @@ weights, and the export is named like Marin's revisions: `step-N-tokens-T`.
 
 The folder is written under a temporary sibling name and renamed into place,
 so a crash never leaves half an export where a complete one is expected; an
-existing `--out` is replaced only if it is itself a tootsie export.
+existing `--out` is replaced only if it is itself a tootsie export. Only the
+model kinds in `hf_config.EXPORTED_KINDS` export; another is refused by name.
 """
 
 import contextlib
@@ -31,9 +32,9 @@ from tootsie.release.hf_chat import ChatExport, chat_export
 from tootsie.release.hf_config import check_expressible, choose_architecture, hf_config
 from tootsie.release.hf_tokenizer import run_tokenizer, training_tokenizer, write_tokenizer_files
 from tootsie.release.hf_weights import model_layout, to_hf_tensors, write_safetensors
-from tootsie.release.step_info import StepInfo, load_json, read_step
-from tootsie.train.checkpoint import STATE_FILE, model_config_of, read_tensors
-from tootsie.train.loading import resolve_checkpoint
+from tootsie.release.step_info import StepInfo, read_step
+from tootsie.train.checkpoint import STATE_FILE, PathOrUrl, read_checkpoint_state, read_tensors
+from tootsie.train.loading import model_config_of, resolve_checkpoint
 
 DEFAULT_MAX_SHARD_BYTES = 5 * 10**9
 """transformers' own `save_pretrained` default shard size ("5GB")."""
@@ -47,24 +48,24 @@ def revision_name(step: int, tokens: int) -> str:
     return f"step-{step}-tokens-{tokens}"
 
 
-def read_state(checkpoint: Path) -> dict[str, object]:
+def read_state(checkpoint: PathOrUrl) -> dict[str, object]:
     """A checkpoint's state.json, which must record the model config."""
-    state = load_json(checkpoint / STATE_FILE)
+    state = read_checkpoint_state(checkpoint)
     if not isinstance(state.get("model"), dict):
         raise TootsieError(
-            f"{checkpoint / STATE_FILE} records no model config (written by "
+            f"{checkpoint}/{STATE_FILE} records no model config (written by "
             "an older tootsie); resave the checkpoint with a current trainer"
         )
     return state
 
 
-def training_step(checkpoint: Path) -> StepInfo | None:
+def training_step(checkpoint: PathOrUrl) -> StepInfo | None:
     """The executor training step a checkpoint belongs to, if any."""
-    step = read_step(run_of_checkpoint(checkpoint))
+    step = read_step(run_of_checkpoint(Path(checkpoint)))
     return step if step is not None and step.type == "TrainConfig" else None
 
 
-def checkpoint_tensors(checkpoint: Path, config: LlamaConfig, weights: str) -> dict[str, np.ndarray]:
+def checkpoint_tensors(checkpoint: PathOrUrl, config: LlamaConfig, weights: str) -> dict[str, np.ndarray]:
     """A checkpoint's `weights` tensors, checked by name and shape against `config` (read as saved, no model built)."""
     names, shapes, _ = model_layout(config)
     tensors = read_tensors(checkpoint, weights)
@@ -120,7 +121,7 @@ def staged_directory(out: Path) -> Iterator[Path]:
 
 
 def write_hf_folder(
-    checkpoint: Path,
+    checkpoint: PathOrUrl,
     directory: Path,
     tokenizer: Path,
     *,
@@ -134,7 +135,7 @@ def write_hf_folder(
     `chat` is the chat template to ship (default: `hf_chat.chat_export`'s choice for this checkpoint).
     """
     state = read_state(checkpoint)
-    check_expressible(state["model"], f"{checkpoint / STATE_FILE}")
+    check_expressible(state["model"], f"{checkpoint}/{STATE_FILE}")
     config = model_config_of(checkpoint)
     chosen = choose_architecture(config, architecture)
     weights = "ema" if ema else "model"
@@ -172,12 +173,12 @@ def write_hf_folder(
     }
 
 
-def find_tokenizer(checkpoint: Path, tokenizer: str | Path | None) -> Path:
+def find_tokenizer(checkpoint: PathOrUrl, tokenizer: str | Path | None) -> Path:
     """The tokenizer to export: the one given, else the one that made the training run's token caches."""
     if tokenizer is not None:
         return Path(tokenizer)
     run = training_step(checkpoint)
-    found = training_tokenizer(run) if run is not None else run_tokenizer(run_of_checkpoint(checkpoint))
+    found = training_tokenizer(run) if run is not None else run_tokenizer(run_of_checkpoint(Path(checkpoint)))
     if found is None:
         raise TootsieError(
             f"cannot tell which tokenizer trained {checkpoint} "
@@ -200,7 +201,7 @@ def export_hf(
 
     `chat_template` (a name or Jinja file) overrides the template the run's chat caches recorded.
     """
-    source = resolve_checkpoint(str(checkpoint))
+    source = resolve_checkpoint(checkpoint)
     tokenizer_path = find_tokenizer(source, tokenizer)
     chat = chat_export(source, tokenizer_path, chat_template)
     with staged_directory(Path(out)) as tmp:

@@ -20,7 +20,7 @@ from tootsie.jsonfile import read_json
 from tootsie.release.hf_config import llama_config_from_hf
 from tootsie.release.hf_export import EXPORT_RECORD
 from tootsie.release.hf_weights import from_hf_tensors, read_safetensors
-from tootsie.train.checkpoint import STATE_FILE, checkpoint_dir, save_checkpoint
+from tootsie.train.checkpoint import checkpoint_dir, is_checkpoint, save_checkpoint
 from tootsie.train.loading import CHECKPOINTS
 
 
@@ -41,16 +41,15 @@ def import_hf(directory: str | Path, out: str | Path) -> dict[str, object]:
     model = from_hf_tensors(read_safetensors(source), config, source)
     record = read_json(source / EXPORT_RECORD) or {}
     step, tokens = int(record.get("step", 0)), int(record.get("tokens", 0))
-    if (checkpoint_dir(target / CHECKPOINTS, step) / STATE_FILE).exists():
-        raise TootsieError(
-            f"{checkpoint_dir(target / CHECKPOINTS, step)} already exists; import into a new --out directory"
-        )
+    existing = checkpoint_dir(target / CHECKPOINTS, step)
+    if is_checkpoint(existing):
+        raise TootsieError(f"{existing} already exists; import into a new --out directory")
     state = {"tokens": tokens, "kind": "permanent", "model": to_plain(config), "imported_from": str(source.resolve())}
     path = save_checkpoint(target / CHECKPOINTS, step, {"model": model}, state)
     if (source / TOKENIZER_FILE).is_file():
         shutil.copyfile(source / TOKENIZER_FILE, target / TOKENIZER_FILE)
     return {
-        "checkpoint": str(path.resolve()),
+        "checkpoint": str(Path(path).resolve()),
         "step": step,
         "tokens": tokens,
         "architecture": hf["architectures"][0],

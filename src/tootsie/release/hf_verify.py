@@ -19,13 +19,17 @@ from jaxtyping import Array, Float, Int
 
 from tootsie.extras import require
 from tootsie.models.llama import LlamaConfig, LlamaModel
+from tootsie.models.registry import model_kind, require_kind
+from tootsie.release.hf_config import EXPORTED_KINDS
 from tootsie.release.hf_export import checkpoint_tensors
 from tootsie.release.hf_weights import model_layout
-from tootsie.train.checkpoint import model_config_of
+from tootsie.train.checkpoint import PathOrUrl
+from tootsie.train.loading import model_config_of
 
 
-def checkpoint_model(checkpoint: Path, config: LlamaConfig, weights: str) -> LlamaModel:
+def checkpoint_model(checkpoint: PathOrUrl, config: LlamaConfig, weights: str) -> LlamaModel:
     """The tootsie model of a checkpoint, built straight from its tensors (no throwaway random init)."""
+    require_kind(model_kind(config), EXPORTED_KINDS, "checking a Hugging Face export")
     names, _, treedef = model_layout(config)
     tensors = checkpoint_tensors(checkpoint, config, weights)
     return jax.tree_util.tree_unflatten(treedef, [jnp.asarray(tensors[name]) for name in names])
@@ -54,7 +58,7 @@ def greedy_tokens(model: LlamaModel, prompt: list[int], new_tokens: int, eos_id:
 
 
 def verify_export(
-    directory: Path, checkpoint: Path, *, ema: bool = False, seq_len: int = 32, new_tokens: int = 16, seed: int = 0
+    directory: Path, checkpoint: PathOrUrl, *, ema: bool = False, seq_len: int = 32, new_tokens: int = 16, seed: int = 0
 ) -> dict[str, object]:
     """Max |logit difference| on random ids and whether greedy generation agrees, tootsie vs transformers."""
     require(("hf",), purpose="verifying an export with transformers")

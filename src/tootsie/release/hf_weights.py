@@ -27,6 +27,7 @@ from safetensors.numpy import save_file
 
 from tootsie.errors import TootsieError
 from tootsie.models.llama import LlamaConfig, LlamaModel
+from tootsie.models.registry import ModelConfig
 
 LAYER_TENSORS = {
     ".layers.attn.wq": ("self_attn.q_proj.weight", True),
@@ -79,9 +80,9 @@ def to_hf_tensors(tensors: dict[str, np.ndarray], num_layers: int) -> dict[str, 
     return out
 
 
-def model_layout(config: LlamaConfig) -> tuple[list[str], list[jax.ShapeDtypeStruct], jax.tree_util.PyTreeDef]:
+def model_layout(config: ModelConfig) -> tuple[list[str], list[jax.ShapeDtypeStruct], jax.tree_util.PyTreeDef]:
     """Tensor names, shapes and tree structure of `config`'s parameters, computed without allocating them."""
-    abstract = jax.eval_shape(lambda key: LlamaModel(config, key=key), jax.random.PRNGKey(0))
+    abstract = jax.eval_shape(lambda key: config.build(key=key), jax.random.PRNGKey(0))
     leaves_with_paths, treedef = jax.tree_util.tree_flatten_with_path(abstract)
     return (
         [jax.tree_util.keystr(path) for path, _ in leaves_with_paths],

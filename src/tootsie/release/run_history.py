@@ -121,9 +121,9 @@ def released_checkpoint(run_dir: str | Path) -> Path:
     """The checkpoint a release of RUN_DIR publishes (see the module docstring for the three kinds of RUN_DIR)."""
     path = Path(run_dir)
     if (path / STATE_FILE).is_file() or (path / CHECKPOINTS).is_dir():
-        return resolve_checkpoint(str(path))
+        return Path(resolve_checkpoint(str(path)))
     if path.is_dir():
-        return resolve_checkpoint(str(final_training_step(path)))
+        return Path(resolve_checkpoint(str(final_training_step(path))))
     raise TootsieError(
         f"{path} is not a directory; pass a training output directory, a checkpoint or an executor prefix"
     )
@@ -136,7 +136,7 @@ def _checkpoints(run: Path, end_step: int, token_offset: int) -> tuple[Checkpoin
             state = read_state(path)
             records.append(
                 CheckpointRecord(
-                    path,
+                    Path(path),
                     step,
                     token_offset + int(state.get("tokens", 0)),
                     str(state.get("kind", "")),
@@ -163,7 +163,7 @@ def _phases_to(checkpoint: Path, seen: frozenset[Path]) -> list[Phase]:
     earlier: list[Phase] = []
     source = None
     if warm:
-        source = resolve_checkpoint(str(step.resolve(warm["checkpoint"])))
+        source = Path(resolve_checkpoint(str(step.resolve(warm["checkpoint"]))))
         earlier = _phases_to(source, seen | {run})
     source_state = read_state(source) if source is not None else None
     reset = bool(warm and warm.get("reset_step"))

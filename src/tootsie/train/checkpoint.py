@@ -4,7 +4,10 @@ Layout: `<root>/step-000100/` holds one zarr array per tensor,
 `<tree>/<i>/` for the i-th array leaf of each tree (`model`, `opt_state`,
 `ema`), and `state.json` (`STATE_FILE`: step, tokens, data position, kind,
 model config, and under `tensors` the pytree path of every array, like
-`.layers.attn.wq`). `<root>` is a local directory or an `s3://`/`gs://` URL.
+`.layers.attn.wq`). `<root>` is a local directory or an `s3://`/`gs://` URL,
+given as a plain string (`Location`): `tootsie.storage` answers which, so no
+function here asks again, and a `pathlib.Path` a caller passes is converted
+with `os.fspath` where it enters. Every location returned is a string.
 
 Writing (`start_checkpoint`): every process copies the shards it holds to host
 memory (`tensor_store.host_shards`) and returns, and training goes on. A
@@ -32,11 +35,8 @@ import json
 import logging
 import os
 import re
-import shutil
 import threading
-import uuid
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
 import equinox as eqx
@@ -44,9 +44,8 @@ import jax
 import numpy as np
 
 from tootsie import storage
-from tootsie.configfile import from_plain
 from tootsie.errors import TootsieError
-from tootsie.models.llama import LlamaConfig
+from tootsie.models.registry import ModelConfig, model_config_from_plain
 from tootsie.train import tensor_store
 from tootsie.train.checkpoint_legacy import CONVERT_HINT, is_legacy, legacy_tensors, legacy_tree, legacy_trees
 from tootsie.train.faults import checkpoint_fault
@@ -58,8 +57,10 @@ TENSORS_KEY = "tensors"
 """The state record's entry listing each tree's array paths, in leaf order (array i is stored at `<tree>/<i>`)."""
 COMMIT_TIMEOUT_MS = 30 * 60 * 1000
 """How long a process waits for the others to finish writing a checkpoint (30 min: a 32B state to a slow store)."""
-Location = Path | str
+Location = str
 """A local checkpoint path, or the URL of one in object storage."""
+PathOrUrl = Location | os.PathLike[str]
+"""What the public functions accept: a `Location`, or a `pathlib.Path` (converted once, on entry)."""
 Tree = TypeVar("Tree")
 logger = logging.getLogger(__name__)
 _barriers = itertools.count()
@@ -81,77 +82,49 @@ def is_tensor(leaf: object) -> bool:
     return isinstance(leaf, jax.ShapeDtypeStruct) or eqx.is_array(leaf)
 
 
-def _join(base: Location, *parts: str) -> Location:
-    """`base` / parts: a Path for a local base, a "/"-joined URL for a remote one."""
-    return storage.join(str(base), *parts) if storage.is_remote(str(base)) else Path(base, *parts)
-
-
-def checkpoint_dir(root: Location, step: int) -> Location:
+def checkpoint_dir(root: PathOrUrl, step: int) -> Location:
     """Directory of the checkpoint at `step`."""
-    return _join(root, f"step-{step:06d}")
+    return storage.join(os.fspath(root), f"step-{step:06d}")
 
 
 def _step_dirs(root: Location) -> list[tuple[int, Location]]:
     """Every `step-N` directory under `root`, committed or not, oldest first."""
-    if storage.is_remote(str(root)):
-        fs, inner = storage.filesystem(str(root))
-        fs.invalidate_cache(inner)
-        names = (
-            [entry.rstrip("/").rsplit("/", 1)[-1] for entry in fs.ls(inner, detail=False)] if fs.isdir(inner) else []
-        )
-    else:
-        names = [child.name for child in Path(root).iterdir() if child.is_dir()] if Path(root).is_dir() else []
-    found = [(int(match.group(1)), _join(root, name)) for name in names if (match := CHECKPOINT_PATTERN.match(name))]
-    return sorted(found)
+    names = storage.list_dirs(root)
+    return sorted(
+        (int(match.group(1)), storage.join(root, name)) for name in names if (match := CHECKPOINT_PATTERN.match(name))
+    )
 
 
-def _exists(path: Location) -> bool:
-    """Whether the file or object `path` exists."""
-    if not storage.is_remote(str(path)):
-        return Path(path).is_file()
-    fs, inner = storage.filesystem(str(path))
-    return fs.exists(inner)
-
-
-def is_checkpoint(path: Location) -> bool:
+def is_checkpoint(path: PathOrUrl) -> bool:
     """Whether `path` is a committed checkpoint directory (it holds `state.json`)."""
-    return _exists(_join(path, STATE_FILE))
+    return storage.exists(storage.join(os.fspath(path), STATE_FILE))
 
 
-def list_checkpoints(root: Location) -> list[tuple[int, Location]]:
+def list_checkpoints(root: PathOrUrl) -> list[tuple[int, Location]]:
     """Committed checkpoints under `root` (those with `state.json`) as (step, path), oldest first."""
-    return [(step, path) for step, path in _step_dirs(root) if is_checkpoint(path)]
+    return [(step, path) for step, path in _step_dirs(os.fspath(root)) if is_checkpoint(path)]
 
 
-def latest_checkpoint(root: Location) -> Location | None:
+def latest_checkpoint(root: PathOrUrl) -> Location | None:
     """The committed checkpoint with the highest step, or None."""
     found = list_checkpoints(root)
     return found[-1][1] if found else None
 
 
-def delete_checkpoint(path: Location) -> None:
+def delete_checkpoint(path: PathOrUrl) -> None:
     """Delete a checkpoint directory if it exists, uncommitting it first (`state.json` goes before any array)."""
-    if storage.is_remote(str(path)):
-        storage.remove(str(_join(path, STATE_FILE)))
-        fs, inner = storage.filesystem(str(path))
-        fs.invalidate_cache(inner)
-        if fs.exists(inner):
-            fs.rm(inner, recursive=True)
-        return
-    if not Path(path).exists():
-        return
-    hidden = Path(path).with_name(f".deleted-{Path(path).name}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-    os.replace(path, hidden)  # one atomic step: it stops being a checkpoint
-    shutil.rmtree(hidden)
+    path = os.fspath(path)
+    storage.remove(storage.join(path, STATE_FILE))
+    storage.rmtree(path)
 
 
-def remove_uncommitted(root: Location) -> list[int]:
+def remove_uncommitted(root: PathOrUrl) -> list[int]:
     """Delete step directories without `state.json` (writes cut short by a crash); return their steps.
 
     Call on process 0 only, before this run writes any checkpoint.
     """
     removed = []
-    for step, path in _step_dirs(root):
+    for step, path in _step_dirs(os.fspath(root)):
         if not is_checkpoint(path):
             delete_checkpoint(path)
             removed.append(step)
@@ -208,11 +181,11 @@ def wait_for_checkpoints() -> None:
 def _write_record(directory: Location, record: dict[str, Any]) -> None:
     """Write `state.json` into `directory` atomically (a temporary file renamed, or one PUT)."""
     text = json.dumps(record, indent=2, sort_keys=True) + "\n"
-    storage.write_bytes(str(_join(directory, STATE_FILE)), text.encode("utf-8"))
+    storage.write_bytes(storage.join(directory, STATE_FILE), text.encode("utf-8"))
 
 
 def start_write(
-    directory: Location,
+    directory: PathOrUrl,
     step: int,
     flat_trees: dict[str, dict[str, Any]],
     state: dict[str, object],
@@ -224,6 +197,7 @@ def start_write(
     `on_commit` runs on process 0 after the marker (pruning older checkpoints).
     """
     global _in_flight
+    directory = os.fspath(directory)
     wait_for_checkpoints()
     main = jax.process_index() == 0
     if main:
@@ -244,7 +218,7 @@ def start_write(
         futures = [
             future
             for tree, arrays in staged.items()
-            for future in tensor_store.write_arrays(str(_join(directory, tree)), arrays)
+            for future in tensor_store.write_arrays(storage.join(directory, tree), arrays)
         ]
         for i, future in enumerate(futures):
             future.result()
@@ -265,7 +239,7 @@ def start_write(
 
 
 def start_checkpoint(
-    root: Location,
+    root: PathOrUrl,
     step: int,
     trees: dict[str, object],
     state: dict[str, object],
@@ -277,7 +251,7 @@ def start_checkpoint(
     )
 
 
-def save_checkpoint(root: Location, step: int, trees: dict[str, object], state: dict[str, object]) -> Location:
+def save_checkpoint(root: PathOrUrl, step: int, trees: dict[str, object], state: dict[str, object]) -> Location:
     """Write each tree plus `state.json` under `<root>/step-N` and wait until it is committed; return the directory."""
     return start_checkpoint(root, step, trees, state).wait()
 
@@ -299,7 +273,7 @@ def _read_tree(checkpoint: Location, state: dict[str, Any], tree: str, template:
     stored = _stored_names(checkpoint, state, tree)
     _check_names(checkpoint, tree, stored, expected)
     position = {name: str(i) for i, name in enumerate(stored)}
-    stores = tensor_store.open_arrays(str(_join(checkpoint, tree)), [position[name] for name in expected])
+    stores = tensor_store.open_arrays(storage.join(checkpoint, tree), [position[name] for name in expected])
     placements = [None] * len(expected) if sharding is None else jax.tree_util.tree_leaves(sharding)
     leaves = []
     for name, (_, leaf), place in zip(expected, leaves_with_paths, placements, strict=True):
@@ -331,7 +305,7 @@ def _stored_names(checkpoint: Location, state: dict[str, Any], tree: str) -> lis
 
 
 def load_checkpoint(
-    path: Location, templates: dict[str, Tree], shardings: dict[str, Tree] | None = None
+    path: PathOrUrl, templates: dict[str, Tree], shardings: dict[str, Tree] | None = None
 ) -> tuple[dict[str, Tree], dict[str, object]]:
     """Restore each named tree from `path` into its template's structure; also return state.json.
 
@@ -339,6 +313,7 @@ def load_checkpoint(
     only its slice), else on the default device. Templates may be abstract
     (`jax.ShapeDtypeStruct` leaves): only shapes and dtypes are read from them.
     """
+    path = os.fspath(path)
     state = read_checkpoint_state(path)
     trees = {}
     for name, template in templates.items():
@@ -351,13 +326,13 @@ def load_checkpoint(
     return trees, state
 
 
-def read_checkpoint_state(checkpoint: Location) -> dict[str, Any]:
+def read_checkpoint_state(checkpoint: PathOrUrl) -> dict[str, Any]:
     """A committed checkpoint's state.json (step, tokens, model config, ...).
 
     Errors name the file when it is missing or unreadable.
     """
-    file = _join(checkpoint, STATE_FILE)
-    data = storage.read_bytes(str(file))
+    file = storage.join(os.fspath(checkpoint), STATE_FILE)
+    data = storage.read_bytes(file)
     if data is None:
         raise TootsieError(
             f"{file} not found: {checkpoint} is not a finished checkpoint; "
@@ -376,19 +351,22 @@ def read_checkpoint_state(checkpoint: Location) -> dict[str, Any]:
     return state
 
 
-def model_config_of(checkpoint: Location) -> LlamaConfig:
-    """The model config a checkpoint's state.json records: how export, eval and release rebuild its model."""
-    file = _join(checkpoint, STATE_FILE)
+def model_config_of(checkpoint: PathOrUrl) -> ModelConfig:
+    """The model config a checkpoint's state.json records (a registry choice; no `kind:` is a Llama).
+
+    How export, eval and release rebuild its model.
+    """
+    file = storage.join(os.fspath(checkpoint), STATE_FILE)
     model = read_checkpoint_state(checkpoint).get("model")
     if not isinstance(model, dict):
         raise TootsieError(
             f"{file} records no model config (its 'model' entry is {model!r}; written by "
             "an older tootsie); retrain or resave the checkpoint with a current trainer"
         )
-    return from_plain(LlamaConfig, model, f"{file}:model")
+    return model_config_from_plain(model, f"{file}:model")
 
 
-def prune_temporary(root: Location) -> None:
+def prune_temporary(root: PathOrUrl) -> None:
     """Delete temporary checkpoints except the newest checkpoint; permanent ones are always kept."""
     found = list_checkpoints(root)
     for _, path in found[:-1]:
@@ -418,14 +396,15 @@ def fill_matching(template: Tree, tensors: dict[str, np.ndarray]) -> tuple[Tree,
     return jax.tree_util.tree_unflatten(treedef, leaves), fresh, sorted(set(tensors) - used)
 
 
-def has_tree(checkpoint: Location, name: str) -> bool:
+def has_tree(checkpoint: PathOrUrl, name: str) -> bool:
     """Whether a committed checkpoint holds the tree `name` (`ema` exists only when the run kept an EMA)."""
+    checkpoint = os.fspath(checkpoint)
     if is_legacy(checkpoint):
         return name in legacy_trees(checkpoint)
     return name in read_checkpoint_state(checkpoint).get(TENSORS_KEY, {})
 
 
-def convert_legacy_checkpoint(old: Location, out: Location) -> Location:
+def convert_legacy_checkpoint(old: PathOrUrl, out: PathOrUrl) -> Location:
     """Rewrite an old-format checkpoint directory (`*.safetensors`) as a new one at `out`; return `out`."""
     if not is_legacy(old):
         raise TootsieError(f"{old} is not an old-format checkpoint (no model.safetensors); nothing to convert")
@@ -437,16 +416,17 @@ def convert_legacy_checkpoint(old: Location, out: Location) -> Location:
     return start_write(out, int(state["step"]), trees, record).wait()
 
 
-def read_tensors(checkpoint: Location, name: str) -> dict[str, np.ndarray] | None:
+def read_tensors(checkpoint: PathOrUrl, name: str) -> dict[str, np.ndarray] | None:
     """The whole tensors of tree `name` as host arrays keyed by path, or None when the checkpoint has no such tree.
 
     For warm starts and export, which read a checkpoint as saved, without a template.
     """
+    checkpoint = os.fspath(checkpoint)
     if is_legacy(checkpoint):
         return legacy_tensors(checkpoint, name)
     state = read_checkpoint_state(checkpoint)
     if TENSORS_KEY in state and name not in state[TENSORS_KEY]:
         return None
     names = _stored_names(checkpoint, state, name)
-    stores = tensor_store.open_arrays(str(_join(checkpoint, name)), [str(i) for i in range(len(names))])
+    stores = tensor_store.open_arrays(storage.join(checkpoint, name), [str(i) for i in range(len(names))])
     return {path: tensor_store.read_host(stores[str(i)]) for i, path in enumerate(names)}

@@ -23,25 +23,25 @@ LEGACY_SUFFIX = ".safetensors"
 CONVERT_HINT = "convert it with `tootsie checkpoint convert OLD_STEP_DIR --out NEW_STEP_DIR`"
 
 
-def is_legacy(checkpoint: str | Path) -> bool:
+def is_legacy(checkpoint: str) -> bool:
     """Whether `checkpoint` is a directory of the old format (it holds `model.safetensors`)."""
-    if is_remote(str(checkpoint)):
+    if is_remote(checkpoint):
         return False
     return (Path(checkpoint) / f"model{LEGACY_SUFFIX}").is_file()
 
 
-def legacy_trees(checkpoint: str | Path) -> list[str]:
+def legacy_trees(checkpoint: str) -> list[str]:
     """Names of the trees an old-format checkpoint holds (`model`, `opt_state`, `ema`)."""
     return sorted(file.name.removesuffix(LEGACY_SUFFIX) for file in Path(checkpoint).glob(f"*{LEGACY_SUFFIX}"))
 
 
-def legacy_tensors(checkpoint: str | Path, name: str) -> dict[str, np.ndarray] | None:
+def legacy_tensors(checkpoint: str, name: str) -> dict[str, np.ndarray] | None:
     """The tensors of `<checkpoint>/<name>.safetensors`, or None when the checkpoint has no such file."""
     file = Path(checkpoint) / f"{name}{LEGACY_SUFFIX}"
     return load_file(str(file)) if file.is_file() else None
 
 
-def legacy_tree(checkpoint: str | Path, name: str, template: Tree, sharding: Tree | None) -> Tree:
+def legacy_tree(checkpoint: str, name: str, template: Tree, sharding: Tree | None) -> Tree:
     """Fill `template`'s array leaves from `<checkpoint>/<name>.safetensors`, checking names and shapes.
 
     With `sharding` (a tree of shardings like the template) each device reads only its slice.

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from tootsie.configfile import unhashed
 from tootsie.data.mixture import MixtureConfig
-from tootsie.models.llama import LlamaConfig
+from tootsie.models.registry import ModelChoice
 from tootsie.monitor.trackers import TrackerChoice
 from tootsie.train.ema import EMAConfig
 from tootsie.train.objectives import NextTokenObjective, ObjectiveChoice
@@ -110,8 +110,8 @@ class InLoopEvalConfig:
 class TrainConfig:
     """Everything that determines a training run's outputs (plus unhashed run control)."""
 
-    model: LlamaConfig
-    """Architecture of the model trained."""
+    model: ModelChoice
+    """Architecture of the model trained (a registry entry, `{kind: llama, ...}`; without `kind:` a Llama)."""
     data: MixtureConfig
     """Token caches, mixture stages, batch schedule and shuffles."""
     num_steps: int

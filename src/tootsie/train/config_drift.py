@@ -31,6 +31,9 @@ continues the run, as the seeds' runs were extended).
 A warm start compares the source run's model config and stability tools with
 the new ones (`warm_start_report`): every model field that changes and every
 tool that turns off is logged and written to `warm_start_report.json`.
+
+A model recorded before the model registry has no `kind:`; it is a Llama
+(`models.registry.recorded_model`), so neither check sees a change there.
 """
 
 import dataclasses
@@ -49,6 +52,7 @@ from tootsie.datakit.token_cache import LEDGER_FILE, OFFSETS_FILE, TOKENS_FILE
 from tootsie.errors import TootsieError
 from tootsie.executor.portable import portable, portable_tree
 from tootsie.jsonfile import read_json, write_json_atomic
+from tootsie.models.registry import recorded_model
 from tootsie.monitor.metrics_log import CONFIG_FILE
 from tootsie.train.checkpoint import STATE_FILE, Location, latest_checkpoint, read_checkpoint_state
 from tootsie.train.config import TrainConfig
@@ -176,6 +180,8 @@ def check_resume(output: Path, config: TrainConfig, step: int, allow_change: boo
     recorded = read_json(output / HASHED_CONFIG_FILE)
     if recorded is None:
         return []
+    if isinstance(recorded.get("model"), dict):
+        recorded = recorded | {"model": recorded_model(recorded["model"])}
     changes = config_diff(recorded, portable_tree(hashed_view(config)))
     if changes and not allow_change:
         raise TootsieError(
@@ -228,7 +234,7 @@ def _source_run_config(checkpoint: Location) -> dict[str, Any] | None:
 
 def warm_start_report(output: Path, config: TrainConfig, checkpoint: Location) -> dict[str, Any]:
     """Log and write what a warm start from `checkpoint` changes: model fields, and stability tools turned off."""
-    source_model = read_checkpoint_state(checkpoint).get("model") or {}
+    source_model = recorded_model(read_checkpoint_state(checkpoint).get("model") or {})
     new_model = to_plain(config.model)
     model_changes = [
         {"field": f"model.{name}", "before": source_model.get(name), "after": new_model.get(name)}

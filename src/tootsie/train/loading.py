@@ -1,13 +1,28 @@
 """Checkpoints to models: where a run keeps its checkpoints, which one a path names, and the model inside.
 
 Everything that reads a trained model (evaluation, export, generation, the
-scaling sweeps, the recipes) imports this module, never the training loop.
-`resolve_checkpoint` accepts a checkpoint directory or a training output
-directory (local or a URL) and picks the newest finished checkpoint;
-`load_model` rebuilds the model from its config and fills its arrays from
-that checkpoint (`weights="ema"` for the EMA).
+scaling sweeps, the recipes) imports this module, never the training loop:
+
+- `checkpoint_root(output)`: where a run keeps its checkpoints (`CHECKPOINTS`);
+- `resolve_checkpoint(path)`: the checkpoint a path names, given a checkpoint
+  directory or a training output directory (its newest committed checkpoint);
+- `model_config_of(checkpoint)`: the model config its `state.json` records, a
+  model registry choice (`tootsie.models.registry`; a record without `kind:`
+  is a Llama);
+- `init_model(config)`: a training config's freshly initialized model;
+- `load_model(model_config, checkpoint, weights)`: that model with the
+  checkpoint's weights (`weights="ema"` for the EMA).
+
+Models are built by their config's `build(key=...)`, whatever the kind, so a
+new kind loads once it is registered. Locations are plain strings, local paths
+or URLs (`s3://`, `gs://`); a `pathlib.Path` is accepted and converted on
+entry, and a location returned is always a string.
+
+Example: `load_model(model_config_of(c), c)` with `c = resolve_checkpoint("runs/pretrain")`
+loads `runs/pretrain/checkpoints/step-000300`, the run's newest checkpoint.
 """
 
+import os
 from pathlib import Path
 
 import equinox as eqx
@@ -15,16 +30,32 @@ import jax
 
 from tootsie import storage
 from tootsie.errors import TootsieError
-from tootsie.models.llama import LlamaConfig, LlamaModel
-from tootsie.train.checkpoint import Location, is_checkpoint, latest_checkpoint, load_checkpoint
+from tootsie.models.registry import ModelConfig
+from tootsie.train.checkpoint import (
+    Location,
+    PathOrUrl,
+    is_checkpoint,
+    is_tensor,
+    latest_checkpoint,
+    load_checkpoint,
+    model_config_of,
+)
 from tootsie.train.config import TrainConfig
 
 CHECKPOINTS = "checkpoints"
+__all__ = [
+    "CHECKPOINTS",
+    "checkpoint_root",
+    "init_model",
+    "load_model",
+    "model_config_of",
+    "resolve_checkpoint",
+]
 
 
-def init_model(config: TrainConfig) -> LlamaModel:
-    """The freshly initialized model for `config.seed`."""
-    return LlamaModel(config.model, key=jax.random.PRNGKey(config.seed))
+def init_model(config: TrainConfig) -> eqx.Module:
+    """The freshly initialized model of `config.model` for `config.seed` (built through the model registry)."""
+    return config.model.build(key=jax.random.PRNGKey(config.seed))
 
 
 def checkpoint_root(output: str | Path, final_output: str | None = None) -> Location:
@@ -39,23 +70,25 @@ def checkpoint_root(output: str | Path, final_output: str | None = None) -> Loca
     return storage.join(base, CHECKPOINTS) if storage.is_remote(base) else Path(base) / CHECKPOINTS
 
 
-def resolve_checkpoint(path: str) -> Location:
+def resolve_checkpoint(path: PathOrUrl) -> Location:
     """A checkpoint directory from either a checkpoint or a training output directory (local or a URL)."""
-    candidate: Location = path if storage.is_remote(path) else Path(path)
+    candidate = os.fspath(path)
     if is_checkpoint(candidate):
         return candidate
-    root = checkpoint_root(path)
+    root = os.fspath(checkpoint_root(candidate))
     latest = latest_checkpoint(root)
     if latest is None:
         raise TootsieError(f"no finished checkpoint in {candidate} or {root}; train that run first")
     return latest
 
 
-def load_model(model_config: LlamaConfig, checkpoint: str, weights: str = "model") -> LlamaModel:
-    """A model with weights from a checkpoint (or a training output directory's newest one).
+def load_model(model_config: ModelConfig, checkpoint: PathOrUrl, weights: str = "model") -> eqx.Module:
+    """The model of `model_config` with weights from a checkpoint (or a training output directory's newest one).
 
-    `weights="ema"` for the EMA.
+    `weights="ema"` for the EMA. The model's shapes come from `build` traced abstractly, so no random
+    weights are made only to be overwritten.
     """
-    params, static = eqx.partition(LlamaModel(model_config, key=jax.random.PRNGKey(0)), eqx.is_array)
+    abstract = eqx.filter_eval_shape(lambda: model_config.build(key=jax.random.PRNGKey(0)))
+    params, static = eqx.partition(abstract, is_tensor)
     trees, _ = load_checkpoint(resolve_checkpoint(checkpoint), {weights: params})
     return eqx.combine(trees[weights], static)

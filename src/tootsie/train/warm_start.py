@@ -36,10 +36,10 @@ import jax
 import numpy as np
 
 from tootsie.errors import TootsieError
-from tootsie.models.llama import LlamaModel
 from tootsie.train.checkpoint import Location, is_tensor, read_tensors
 
 Tree = TypeVar("Tree")
+Model = TypeVar("Model", bound=eqx.Module)
 QK_NORM_KEYS = (".layers.attn.q_norm.weight", ".layers.attn.k_norm.weight")
 MOMENT_FIELDS = ("mu", "nu")
 """Optimizer-state fields that hold one tensor per parameter (optax's first and second moments, Muon's momentum)."""
@@ -47,7 +47,7 @@ _MOMENT = re.compile(r"\.(mu|nu)(?=[.\[]|$)")
 _FIELD = re.compile(r"\.(\w+)$")
 
 
-def warm_start_model(checkpoint: Location, template: LlamaModel, add_qk_norm: bool = False) -> LlamaModel:
+def warm_start_model(checkpoint: Location, template: Model, add_qk_norm: bool = False) -> Model:
     """`template` with every tensor of the checkpoint's model as host arrays, adding QK-norm scales if asked.
 
     The template may be abstract (`eqx.filter_eval_shape`): only its structure, shapes and dtypes are used.
