@@ -153,8 +153,12 @@ def _artifact(directory: str | None, name: str) -> str | None:
 
 def demo_summary(report: RunReport, wall_seconds: float) -> dict[str, object]:
     """Times, BPB, memory and artifact paths (local paths or URLs) of a demo run, JSON-ready."""
+    from tootsie.eval.bpb_step import BPB_FILE  # the writers' names; imported when the demo has run
+    from tootsie.report.run_report import REPORT_FILE
+    from tootsie.report.run_summary import LOSS_PLOT_FILE, SUMMARY_FILE
+
     summary_dir = _output_of(report, "demo/summary")
-    bpb_file = _artifact(_output_of(report, "demo/eval/bpb"), "bpb.json")
+    bpb_file = _artifact(_output_of(report, "demo/eval/bpb"), BPB_FILE)
     bpb = storage.read_json(bpb_file) if bpb_file else None
     return {
         "ok": report.ok,
@@ -168,9 +172,9 @@ def demo_summary(report: RunReport, wall_seconds: float) -> dict[str, object]:
         "bpb": bpb,
         "artifacts": {
             "metrics": _artifact(summary_dir, METRICS_FILE),
-            "loss_plot": _artifact(summary_dir, "loss.png"),
-            "summary": _artifact(summary_dir, "summary.json"),
-            "report": _artifact(summary_dir, "report.html"),
+            "loss_plot": _artifact(summary_dir, LOSS_PLOT_FILE),
+            "summary": _artifact(summary_dir, SUMMARY_FILE),
+            "report": _artifact(summary_dir, REPORT_FILE),
             "bpb": bpb_file,
             "final_checkpoints": _output_of(report, "demo/train/cooldown") or "",
             "tokenizer": _output_of(report, "demo/tokenizer") or "",

@@ -24,6 +24,8 @@ from tootsie.report.run_report import REPORT_FILE, write_report
 
 SUMMARY_FILE = "summary.json"
 """The summary this step writes; `report.data` and the dashboard read it (a directory holding it merges runs)."""
+LOSS_PLOT_FILE = "loss.png"
+"""The loss curves of every run, beside the summary."""
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,7 @@ def summarize_runs(config: RunSummaryConfig, output_path: str) -> dict[str, obje
     out.mkdir(parents=True, exist_ok=True)
     tmp.write_text("".join(json.dumps(r) + "\n" for r in merged), encoding="utf-8")
     tmp.replace(out / METRICS_FILE)
-    plot_loss_curves(runs, out / "loss.png")
+    plot_loss_curves(runs, out / LOSS_PLOT_FILE)
     summary = {
         "steps": len(merged),
         "runs": portable_tree(dict(config.runs)),
