@@ -47,7 +47,7 @@ from tootsie.datakit.engine import EngineConfig
 from tootsie.datakit.extract import ExtractConfig, extract
 from tootsie.datakit.normalize import NormalizeConfig, normalize
 from tootsie.datakit.quality import QualityConfig, QualityRules, quality
-from tootsie.datakit.split import SplitConfig, split_documents
+from tootsie.datakit.split import SPLITS, SplitConfig, split_documents
 from tootsie.datakit.tokenize import TokenizeConfig, tokenize_documents
 from tootsie.datakit.tokenizer import TOKENIZER_FILE, TokenizerTrainConfig, train_tokenizer
 from tootsie.eval.bpb_step import BPB_FILE, EvalBPBConfig, evaluate_bpb
@@ -60,7 +60,6 @@ from tootsie.train.optimizer import AdamWConfig
 from tootsie.train.schedule import WSDConfig
 
 SOURCES = ("code", "prose")
-SPLITS = ("train", "heldout")
 PRETRAIN_MIX = {"code": 0.5, "prose": 0.5}
 COOLDOWN_MIX = {"code": 0.3, "prose": 0.7}
 # The corpus is a few MB: worker processes would cost more than they save (engine settings are not hashed).
