@@ -36,8 +36,9 @@ def register(verbs: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
 def run_suite_command(args: argparse.Namespace) -> int:
     """`tootsie eval suite`: any rendered prompts asked for, then one row per task and metric."""
     from tootsie.eval.checkpoint_eval import checkpoint_suite
+    from tootsie.release.hf_export import find_tokenizer
 
-    result = checkpoint_suite(config_from_args(args, SuiteEvalConfig))
+    result = checkpoint_suite(config_from_args(args, SuiteEvalConfig), find_tokenizer)
     for name, prompts in result.get("prompts", {}).items():
         for index, prompt in enumerate(prompts):
             say(args, f"=== {name} document {index}\n{prompt}\n")

@@ -13,6 +13,7 @@ Example: `tootsie eval bpb --checkpoint run --data code=C1 prose=C2 --tokenizer 
 """
 
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -120,8 +121,12 @@ class SuiteEvalConfig:
         suite_benchmarks(self.suite)
 
 
-def checkpoint_suite(config: SuiteEvalConfig) -> dict[str, Any]:
-    """`eval.suite.run_suite` on the checkpoint: `{"checkpoint", "weights", "suite", "results": [...], ...}`."""
+def checkpoint_suite(config: SuiteEvalConfig, find_tokenizer: Callable[[str, str | None], Path]) -> dict[str, Any]:
+    """`eval.suite.run_suite` on the checkpoint: `{"checkpoint", "weights", "suite", "results": [...], ...}`.
+
+    `find_tokenizer(checkpoint, config.tokenizer)` names the tokenizer.json: the release layer's, which knows how
+    a run records the tokenizer of its token caches (eval sits below release, so the caller passes it in).
+    """
     require(("lmeval",), purpose="eval suite")
     if not Path(config.data_dir).is_dir():
         raise TootsieError(
@@ -129,13 +134,12 @@ def checkpoint_suite(config: SuiteEvalConfig) -> dict[str, Any]:
         )
     from tootsie.eval.lm_eval_adapter import TootsieLM
     from tootsie.eval.suite import run_suite
-    from tootsie.release.hf_export import find_tokenizer
     from tootsie.train.loading import resolve_checkpoint
 
     checkpoint = resolve_checkpoint(config.checkpoint)
     lm = TootsieLM.from_checkpoint(
         str(checkpoint),
-        str(find_tokenizer(checkpoint, config.tokenizer)),
+        str(find_tokenizer(str(checkpoint), config.tokenizer)),
         weights=config.weights,
         max_length=config.max_length,
         batch_size=config.batch_size,
