@@ -2,7 +2,7 @@
 
 import pytest
 
-from tootsie.configfile import dump_config, load_config
+from tootsie.configfile import dump_config, load_config, read_yaml
 from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.errors import TootsieError
@@ -139,3 +139,14 @@ def test_the_choice_unions_are_the_registries(registry_name: str) -> None:
     assert typing.get_args(union) == tuple(registry.values())
     for kind, cls in registry.items():
         assert type(from_plain(union, {"kind": kind}, "config")) is cls
+
+
+def test_a_user_file_that_is_missing_or_unparseable_says_which_and_how_to_fix_it(tmp_path) -> None:
+    path = tmp_path / "components.yaml"
+    with pytest.raises(TootsieError, match=r"components file not found: .*components.yaml; write a mapping"):
+        read_yaml(path, "components file", "write a mapping")
+    path.write_text("a: [1, 2\n")
+    with pytest.raises(TootsieError, match=r"components file .*components.yaml is not valid YAML/JSON"):
+        read_yaml(path, "components file")
+    path.write_text('{"a": "/data/a"}')
+    assert read_yaml(path) == {"a": "/data/a"}

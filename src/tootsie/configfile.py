@@ -195,16 +195,23 @@ def _dataclass_from_plain(cls: type[T], value: Any, where: str) -> T:
         raise TootsieError(f"{where}: {error}") from None
 
 
-def load_config(path: str | Path, cls: type[T], root: str = "config") -> T:
-    """Read a YAML or JSON file into a `cls` config, validating every field."""
+def read_yaml(path: str | Path, what: str = "config file", fix: str = "") -> Any:
+    """The plain data in a YAML (or JSON) file the user wrote; a missing or unparseable file is a `TootsieError`.
+
+    `what` names the file in the errors and `fix` says how to write one.
+    """
     file = Path(path)
     if not file.is_file():
-        raise TootsieError(f"config file not found: {file}")
+        raise TootsieError(f"{what} not found: {file}" + (f"; {fix}" if fix else ""))
     try:
-        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+        return yaml.safe_load(file.read_text(encoding="utf-8"))
     except yaml.YAMLError as error:
-        raise TootsieError(f"{file} is not valid YAML/JSON: {error}") from None
-    return from_plain(cls, data, f"{file.name}:{root}")
+        raise TootsieError(f"{what} {file} is not valid YAML/JSON: {error}") from None
+
+
+def load_config(path: str | Path, cls: type[T], root: str = "config") -> T:
+    """Read a YAML or JSON file into a `cls` config, validating every field."""
+    return from_plain(cls, read_yaml(path), f"{Path(path).name}:{root}")
 
 
 def _every_field(field: dataclasses.Field[Any]) -> bool:

@@ -16,8 +16,7 @@ Example `components.json`:
 import os
 from pathlib import Path
 
-import yaml
-
+from tootsie.configfile import read_yaml
 from tootsie.errors import TootsieError
 from tootsie.eval.training import run_training
 from tootsie.executor.step import direct_outputs, volatile_outputs
@@ -33,15 +32,7 @@ UNSET = "<unset>"
 def load_components(path: str | os.PathLike[str]) -> dict[str, str]:
     """Read a component → token cache mapping from a JSON/YAML file; relative paths resolve against its directory."""
     file = Path(path)
-    if not file.is_file():
-        raise TootsieError(
-            f"components file {os.fspath(path)!r} not found; write a "
-            "JSON/YAML mapping of component name to token cache directory"
-        )
-    try:
-        data = yaml.safe_load(file.read_text(encoding="utf-8"))
-    except yaml.YAMLError as error:
-        raise TootsieError(f"components file {file} is not valid JSON/YAML: {error}") from None
+    data = read_yaml(file, "components file", "write a JSON/YAML mapping of component name to token cache directory")
     if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) and v for k, v in data.items()):
         raise TootsieError(
             f"components file {file} must map component names to non-empty "
