@@ -101,7 +101,7 @@ def test_sigterm_checkpoints_exits_75_and_the_rerun_matches_an_uninterrupted_run
     assert 2 <= reached < STEPS and f"stopped after step {reached} " in stderr
     checkpoint = latest_checkpoint(preempted / "checkpoints")
     assert checkpoint == checkpoint_dir(preempted / "checkpoints", reached)
-    state = json.loads((checkpoint / STATE_FILE).read_text())
+    state = json.loads(Path(checkpoint, STATE_FILE).read_text())
     assert state["step"] == reached and state["kind"] == ("permanent" if reached % 7 == 0 else "temporary")
 
     resumed = subprocess.run([*command, str(preempted)], capture_output=True, text=True, timeout=180)
@@ -256,7 +256,7 @@ def test_sigterm_during_the_last_step_lets_the_run_finish_with_exit_0(tmp_path, 
     assert [step for step, _ in losses] == list(range(SHORT_STEPS))
     checkpoint = latest_checkpoint(tmp_path / "run" / "checkpoints")
     assert checkpoint == checkpoint_dir(tmp_path / "run" / "checkpoints", SHORT_STEPS)
-    state = json.loads((checkpoint / STATE_FILE).read_text())
+    state = json.loads(Path(checkpoint, STATE_FILE).read_text())
     assert state["step"] == SHORT_STEPS and state["kind"] == "permanent"  # the final save, not a preemption's
 
 
