@@ -52,7 +52,7 @@ def _models(config: EvalBPBConfig) -> Iterator[tuple[str, LlamaModel]]:
     """
     for label, checkpoint in config.checkpoints.items():
         if checkpoint is None:
-            yield label, LlamaModel(config.model, key=jax.random.PRNGKey(config.seed))
+            yield label, config.model.build(key=jax.random.PRNGKey(config.seed))
             continue
         yield label, load_model(config.model, checkpoint)
         if config.ema and has_tree(resolve_checkpoint(checkpoint), "ema"):
