@@ -88,7 +88,7 @@ def _clip(max_grad_norm: float | None) -> list[optax.GradientTransformation]:
     return [] if max_grad_norm is None else [optax.clip_by_global_norm(max_grad_norm)]
 
 
-def _check_adam_fields(config: "AdamWConfig | AdamCConfig | NAdamWConfig | MuonConfig") -> None:
+def _check_adam_fields(config: "AdamWConfig | MuonConfig") -> None:
     """Validation shared by the Adam-family configs (fields weight_decay, beta1, beta2, epsilon, max_grad_norm)."""
     weight_decay, beta1, beta2 = config.weight_decay, config.beta1, config.beta2
     if weight_decay < 0:
@@ -99,6 +99,17 @@ def _check_adam_fields(config: "AdamWConfig | AdamCConfig | NAdamWConfig | MuonC
         raise ValueError(f"epsilon must be positive, got {config.epsilon}")
     if config.max_grad_norm is not None and config.max_grad_norm <= 0:
         raise ValueError(f"max_grad_norm must be positive or None, got {config.max_grad_norm}")
+
+
+def _masked_adam_args(config: "AdamWConfig | MuonConfig") -> dict[str, Any]:
+    """optax.adamw/nadamw keyword arguments from a config's Adam fields, decay masked by `decay_mask`."""
+    return {
+        "b1": config.beta1,
+        "b2": config.beta2,
+        "eps": config.epsilon,
+        "weight_decay": config.weight_decay,
+        "mask": decay_mask,
+    }
 
 
 class ScheduledByGlobalStep:
@@ -143,15 +154,7 @@ class AdamWConfig(ScheduledByGlobalStep):
 
     def build(self, learning_rate: LearningRate) -> optax.GradientTransformationExtraArgs:
         """The optimizer for a learning-rate schedule."""
-        adamw = optax.adamw(
-            learning_rate,
-            b1=self.beta1,
-            b2=self.beta2,
-            eps=self.epsilon,
-            weight_decay=self.weight_decay,
-            mask=decay_mask,
-        )
-        return optax.chain(*_clip(self.max_grad_norm), adamw)
+        return optax.chain(*_clip(self.max_grad_norm), optax.adamw(learning_rate, **_masked_adam_args(self)))
 
 
 class LRScaledDecayState(NamedTuple):
@@ -199,12 +202,13 @@ def add_lr_scaled_decay(
 
 
 @dataclass(frozen=True)
-class AdamCConfig(ScheduledByGlobalStep):
+class AdamCConfig(AdamWConfig):
     """AdamW with corrected weight decay `weight_decay * lr(t) / peak_lr` (AdamC, Defazio 2025, arXiv:2506.02285).
 
     Under a decaying learning rate, AdamW's equilibrium weight norm drifts
     (and gradient norms grow near the end of training); scaling the decay by
     `lr(t) / peak_lr` keeps it steady. The 32B Bison/Mantis cooldowns used it.
+    Fields (and their order) as AdamW's.
     """
 
     schedule_states: ClassVar[tuple[type, ...]] = (optax.ScaleByScheduleState, LRScaledDecayState)
@@ -212,17 +216,6 @@ class AdamCConfig(ScheduledByGlobalStep):
 
     weight_decay: float = 0.1
     """Decay at the peak LR; the step applies `lr * weight_decay * lr / peak_lr * p`, peak_lr the schedule's."""
-    beta1: float = 0.9
-    """First-moment decay."""
-    beta2: float = 0.95
-    """Second-moment decay."""
-    epsilon: float = 1e-8
-    """Adam denominator epsilon."""
-    max_grad_norm: float | None = 1.0
-    """Clip the global gradient norm to this; None turns clipping off."""
-
-    def __post_init__(self) -> None:
-        _check_adam_fields(self)
 
     def build(self, learning_rate: LearningRate) -> optax.GradientTransformationExtraArgs:
         """The optimizer for a learning-rate schedule."""
@@ -243,15 +236,7 @@ class NAdamWConfig(AdamWConfig):
 
     def build(self, learning_rate: LearningRate) -> optax.GradientTransformationExtraArgs:
         """The optimizer for a learning-rate schedule."""
-        nadamw = optax.nadamw(
-            learning_rate,
-            b1=self.beta1,
-            b2=self.beta2,
-            eps=self.epsilon,
-            weight_decay=self.weight_decay,
-            mask=decay_mask,
-        )
-        return optax.chain(*_clip(self.max_grad_norm), nadamw)
+        return optax.chain(*_clip(self.max_grad_norm), optax.nadamw(learning_rate, **_masked_adam_args(self)))
 
 
 @dataclass(frozen=True)
@@ -309,14 +294,7 @@ class MuonConfig(ScheduledByGlobalStep):
             muon_weight_dimension_numbers=muon_dimension_numbers,
             consistent_rms=self.consistent_rms,
         )
-        adamw = optax.adamw(
-            learning_rate,
-            b1=self.beta1,
-            b2=self.beta2,
-            eps=self.epsilon,
-            weight_decay=self.weight_decay,
-            mask=decay_mask,
-        )
+        adamw = optax.adamw(learning_rate, **_masked_adam_args(self))
 
         def labels(params: object) -> object:
             return jax.tree.map(
