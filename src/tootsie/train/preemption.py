@@ -3,7 +3,8 @@
 Design. Spot VMs and schedulers (Kubernetes, Slurm's `scancel`, a cloud's
 preemption notice) send SIGTERM and, after a grace period, SIGKILL. While
 `train_loop` runs, `StopSignal` replaces SIGTERM's handler with one that only
-records the request; after every finished step the loop asks `requested()`,
+records the request; after every finished step the checkpointer callback
+(`train.checkpointing.Checkpointer`) asks `requested()`,
 writes a temporary checkpoint (unless that step was just checkpointed), waits
 until it is committed, and raises `tootsie.errors.Preempted`, which the CLI
 turns into exit code `PREEMPTED_EXIT_CODE` (75, EX_TEMPFAIL). Because
