@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tootsie.configfile import to_plain
 from tootsie.errors import TootsieError
 from tootsie.jsonfile import read_json, write_json_atomic
 
@@ -92,12 +93,7 @@ class Rewind:
 
     def to_json(self) -> dict[str, object]:
         """Plain fields, for a JSON API."""
-        return {
-            "spike_step": self.spike_step,
-            "from_step": self.from_step,
-            "to_step": self.to_step,
-            "skipped_data_steps": list(self.skipped_data_steps),
-        }
+        return to_plain(self)
 
 
 def series(records: Records, name: str) -> tuple[np.ndarray, np.ndarray, int]:

@@ -255,16 +255,7 @@ class MemoryPlan:
 
     def to_json(self) -> dict[str, Any]:
         """The `tootsie plan memory --json` object."""
-        return {
-            "per_device": self.per_device,
-            "device_bytes": self.device_bytes,
-            "fits": self.fits,
-            "notes": list(self.notes),
-            "analytic": self.analytic,
-            "xla": self.xla,
-            "mesh": self.mesh,
-            "device_kind": self.device_kind,
-        }
+        return to_plain(self)
 
 
 def plan_memory(
