@@ -6,13 +6,17 @@ directory and is moved into place with `os.replace`: a reader sees the old file
 or the new one, never half of one.
 """
 
+import dataclasses
 import json
 import os
+import typing
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from tootsie.errors import TootsieError
+
+R = TypeVar("R")
 
 
 def write_json_atomic(path: str | os.PathLike[str], payload: Any) -> None:
@@ -62,3 +66,15 @@ def read_json_format(path: str | os.PathLike[str], expected: str, what: str, fix
     if payload.get("format") != expected:
         raise TootsieError(f"{path} is not a {what} (format {payload.get('format')!r}, expected {expected!r}); {fix}")
     return payload
+
+
+def record_from_json(cls: type[R], payload: dict[str, Any], what: str, path: object, fix: str) -> R:
+    """The frozen dataclass `cls` from a JSON object, each field through its declared type (`int`, `float`, an enum...).
+
+    A missing or unconvertible field is an error naming the file (`what` `path`) and saying `fix`.
+    """
+    hints = typing.get_type_hints(cls)
+    try:
+        return cls(**{field.name: hints[field.name](payload[field.name]) for field in dataclasses.fields(cls)})
+    except (KeyError, TypeError, ValueError) as error:
+        raise TootsieError(f"{what} {path} is malformed ({error!r}); {fix}") from None

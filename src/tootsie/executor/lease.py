@@ -35,7 +35,7 @@ from typing import Any, Protocol
 
 from tootsie import storage
 from tootsie.errors import TootsieError
-from tootsie.jsonfile import write_json_atomic
+from tootsie.jsonfile import record_from_json, write_json_atomic
 
 LEASE_FILE = ".executor_lease.json"
 MUTEX_FILE = ".executor_lease.mutex"
@@ -100,18 +100,7 @@ class LeaseRecord:
     @classmethod
     def from_json(cls, payload: dict[str, Any], path: str | os.PathLike[str]) -> "LeaseRecord":
         """Parse a lease file's JSON; a malformed file is an error naming it."""
-        try:
-            return cls(
-                owner=str(payload["owner"]),
-                host=str(payload["host"]),
-                pid=int(payload["pid"]),
-                acquired=float(payload["acquired"]),
-                heartbeat=float(payload["heartbeat"]),
-            )
-        except (KeyError, TypeError, ValueError) as error:
-            raise TootsieError(
-                f"lease file {path} is malformed ({error!r}); delete it to let the executor take the step over"
-            ) from None
+        return record_from_json(cls, payload, "lease file", path, "delete it to let the executor take the step over")
 
 
 def pid_alive(pid: int) -> bool:

@@ -22,8 +22,8 @@ import time
 from typing import TYPE_CHECKING
 
 from tootsie import storage
-from tootsie.errors import TootsieError
 from tootsie.executor.lease import LeaseRecord, LeaseSettings, read_lease, stale_reason
+from tootsie.jsonfile import record_from_json
 
 if TYPE_CHECKING:  # manifest imports this module for STATUS_FILE
     from tootsie.executor.manifest import Manifest
@@ -85,15 +85,7 @@ def read_status(directory: str | os.PathLike[str]) -> StatusRecord | None:
     payload = storage.read_json(path)
     if payload is None:
         return None
-    try:
-        return StatusRecord(
-            status=Status(payload["status"]),
-            time=str(payload["time"]),
-            host=str(payload["host"]),
-            pid=int(payload["pid"]),
-        )
-    except (KeyError, TypeError, ValueError) as error:
-        raise TootsieError(f"status file {path} is malformed ({error!r}); delete it to rerun the step") from None
+    return record_from_json(StatusRecord, payload, "status file", path, "delete it to rerun the step")
 
 
 @dataclasses.dataclass(frozen=True)
