@@ -8,10 +8,31 @@ shape of issue 5 (8.4 M parameters with vocab 8192). `PresetName`, the
 phase's `model`), so a misspelt name is refused with the list of presets.
 """
 
+import dataclasses
+
 from tootsie.configfile import names_literal
 from tootsie.models.llama import Llama3RopeScaling, LlamaConfig
 
 LLAMA3_VOCAB = 128_256
+
+
+def _llama3_shape(hidden: int, intermediate: int, layers: int, heads: int, kv_heads: int) -> LlamaConfig:
+    """A decoder with the Llama 3 vocabulary and RoPE base (5e5), the shape every large preset shares."""
+    return LlamaConfig(
+        vocab_size=LLAMA3_VOCAB,
+        hidden_dim=hidden,
+        intermediate_dim=intermediate,
+        num_layers=layers,
+        num_heads=heads,
+        num_kv_heads=kv_heads,
+        rope_theta=500_000.0,
+    )
+
+
+# Marin 8B (Llama 3 8B shape): 4096 / 14336 / 32 layers / 32 heads / 8 KV heads.
+_MARIN_8B = _llama3_shape(4096, 14336, 32, 32, 8)
+# Marin 32B phases 1-2 (Llama 32B) and 3+ (Qwen3 32B: the same shape with QK-norm), retrospective tables.
+_MARIN_32B = _llama3_shape(5120, 27648, 64, 40, 8)
 
 PRESETS: dict[str, LlamaConfig] = {
     "tiny": LlamaConfig(
@@ -20,64 +41,12 @@ PRESETS: dict[str, LlamaConfig] = {
     "demo": LlamaConfig(
         vocab_size=4096, hidden_dim=128, intermediate_dim=512, num_layers=4, num_heads=4, num_kv_heads=2
     ),
-    "125m": LlamaConfig(
-        vocab_size=LLAMA3_VOCAB,
-        hidden_dim=768,
-        intermediate_dim=2688,
-        num_layers=12,
-        num_heads=12,
-        num_kv_heads=12,
-        rope_theta=500_000.0,
-    ),
-    "1b": LlamaConfig(
-        vocab_size=LLAMA3_VOCAB,
-        hidden_dim=2048,
-        intermediate_dim=7168,
-        num_layers=16,
-        num_heads=16,
-        num_kv_heads=8,
-        rope_theta=500_000.0,
-    ),
-    # Marin 8B (Llama 3 8B shape): 4096 / 14336 / 32 layers / 32 heads / 8 KV heads.
-    "marin-8b": LlamaConfig(
-        vocab_size=LLAMA3_VOCAB,
-        hidden_dim=4096,
-        intermediate_dim=14336,
-        num_layers=32,
-        num_heads=32,
-        num_kv_heads=8,
-        rope_theta=500_000.0,
-    ),
-    "marin-8b-llama3-rope": LlamaConfig(
-        vocab_size=LLAMA3_VOCAB,
-        hidden_dim=4096,
-        intermediate_dim=14336,
-        num_layers=32,
-        num_heads=32,
-        num_kv_heads=8,
-        rope_theta=500_000.0,
-        rope_scaling=Llama3RopeScaling(),
-    ),
-    # Marin 32B phases 1-2 (Llama 32B) and 3+ (Qwen3 32B: the same shape with QK-norm), retrospective tables.
-    "marin-32b": LlamaConfig(
-        vocab_size=LLAMA3_VOCAB,
-        hidden_dim=5120,
-        intermediate_dim=27648,
-        num_layers=64,
-        num_heads=40,
-        num_kv_heads=8,
-        rope_theta=500_000.0,
-    ),
-    "marin-32b-qk-norm": LlamaConfig(
-        vocab_size=LLAMA3_VOCAB,
-        hidden_dim=5120,
-        intermediate_dim=27648,
-        num_layers=64,
-        num_heads=40,
-        num_kv_heads=8,
-        rope_theta=500_000.0,
-        qk_norm=True,
-    ),
+    "125m": _llama3_shape(768, 2688, 12, 12, 12),
+    "1b": _llama3_shape(2048, 7168, 16, 16, 8),
+    "marin-8b": _MARIN_8B,
+    "marin-8b-llama3-rope": dataclasses.replace(_MARIN_8B, rope_scaling=Llama3RopeScaling()),
+    "marin-32b": _MARIN_32B,
+    "marin-32b-qk-norm": dataclasses.replace(_MARIN_32B, qk_norm=True),
 }
 PresetName = names_literal(PRESETS)
 """A preset's name: the type of a field that picks one.
