@@ -18,15 +18,8 @@ LLAMA3_VOCAB = 128_256
 
 def _llama3_shape(hidden: int, intermediate: int, layers: int, heads: int, kv_heads: int) -> LlamaConfig:
     """A decoder with the Llama 3 vocabulary and RoPE base (5e5), the shape every large preset shares."""
-    return LlamaConfig(
-        vocab_size=LLAMA3_VOCAB,
-        hidden_dim=hidden,
-        intermediate_dim=intermediate,
-        num_layers=layers,
-        num_heads=heads,
-        num_kv_heads=kv_heads,
-        rope_theta=500_000.0,
-    )
+    # LlamaConfig's first six fields, in order: vocab, hidden, intermediate, layers, heads, KV heads.
+    return LlamaConfig(LLAMA3_VOCAB, hidden, intermediate, layers, heads, kv_heads, rope_theta=500_000.0)
 
 
 # Marin 8B (Llama 3 8B shape): 4096 / 14336 / 32 layers / 32 heads / 8 KV heads.
