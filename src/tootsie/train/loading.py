@@ -23,7 +23,6 @@ loads `runs/pretrain/checkpoints/step-000300`, the run's newest checkpoint.
 """
 
 import os
-from pathlib import Path
 
 import equinox as eqx
 import jax
@@ -58,7 +57,7 @@ def init_model(config: TrainConfig) -> eqx.Module:
     return config.model.build(key=jax.random.PRNGKey(config.seed))
 
 
-def checkpoint_root(output: str | Path, final_output: str | None = None) -> Location:
+def checkpoint_root(output: PathOrUrl, final_output: str | None = None) -> Location:
     """Where a run writing `output` keeps its checkpoints: `<final_output or output>/checkpoints`.
 
     A step staged for object storage writes into a local `output` but passes
@@ -66,8 +65,7 @@ def checkpoint_root(output: str | Path, final_output: str | None = None) -> Loca
     declared with `executor.step.direct_outputs`), so its checkpoints go
     straight to the store and a preempted host loses nothing.
     """
-    base = str(output) if final_output is None else final_output
-    return storage.join(base, CHECKPOINTS) if storage.is_remote(base) else Path(base) / CHECKPOINTS
+    return storage.join(os.fspath(output) if final_output is None else final_output, CHECKPOINTS)
 
 
 def resolve_checkpoint(path: PathOrUrl) -> Location:
@@ -75,7 +73,7 @@ def resolve_checkpoint(path: PathOrUrl) -> Location:
     candidate = os.fspath(path)
     if is_checkpoint(candidate):
         return candidate
-    root = os.fspath(checkpoint_root(candidate))
+    root = checkpoint_root(candidate)
     latest = latest_checkpoint(root)
     if latest is None:
         raise TootsieError(f"no finished checkpoint in {candidate} or {root}; train that run first")
