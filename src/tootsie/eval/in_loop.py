@@ -65,9 +65,8 @@ class LMEvalTasks(Evaluation):
     """Run `config.eval.lm_eval_tasks` on the raw weights on the held-out schedule; requests are `seq_len` long."""
 
     def __init__(self, config: TrainConfig, output_path: str) -> None:
-        from tootsie.eval.lm_eval_step import (
-            load_lm_eval,
-        )  # lm-eval is an optional extra, imported only when tasks are asked for
+        # lm-eval is an optional extra, imported only when tasks are asked for
+        from tootsie.eval.lm_eval_step import load_lm_eval
 
         evaluation = config.eval
         task_suite, self.lm_class = load_lm_eval()
