@@ -21,7 +21,7 @@ from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.errors import TootsieError
 from tootsie.eval.training import run_training
-from tootsie.models.llama import LlamaConfig, LlamaModel, logical_axes
+from tootsie.models.llama import LlamaConfig, LlamaModel
 from tootsie.train.checkpoint import is_tensor, latest_checkpoint, load_checkpoint
 from tootsie.train.config import CheckpointConfig, TrainConfig
 from tootsie.train.schedule import WSDConfig
@@ -53,7 +53,7 @@ def test_mesh_sizes_resolve_and_misfits_say_how_to_fix() -> None:
 
 def test_specs_put_hidden_on_fsdp_the_other_matrix_axis_on_tensor_and_replicate_what_does_not_divide() -> None:
     params = eqx.filter(eqx.filter_eval_shape(LlamaModel, MODEL, key=jax.random.PRNGKey(0)), is_tensor)
-    axes = logical_axes(params)
+    axes = params.logical_axes()
     assert axes[".layers.attn.wq"] == ("layers", "hidden", "qdim") and axes[".embed"] == ("vocab", "hidden")
     shapes = {name: leaf.shape for name, leaf in zip(axes, jax.tree_util.tree_leaves(params))}
     specs = partition_specs(axes, shapes, {"data": 1, "fsdp": 4, "tensor": 2})

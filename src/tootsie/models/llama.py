@@ -15,7 +15,9 @@ shape, docs/training.md).
 """
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import equinox as eqx
 import jax
@@ -158,8 +160,17 @@ class LlamaConfig:
         embeddings = self.vocab_size * h * (1 if self.tie_embeddings else 2)
         return blocks + h + (embeddings if include_embeddings else 0)
 
+    def active_parameters(self, include_embeddings: bool = True) -> int:
+        """Parameters a token passes through: all of them in a dense decoder (an MoE counts only its chosen experts)."""
+        return self.num_parameters(include_embeddings)
+
+    def block_matmul_parameters(self) -> int:
+        """Weights of every block's matmuls that a token multiplies (attention projections and the MLP)."""
+        d, h = self.resolved_head_dim, self.hidden_dim
+        return self.num_layers * h * (d * (2 * self.num_heads + 2 * self.num_kv_heads) + 3 * self.intermediate_dim)
+
     def flops_per_token(self, seq_len: int, *, recompute: bool = False, dense_attention: bool = False) -> float:
-        """Training FLOPs per token (forward + backward = 3x forward), attention included.
+        """Training FLOPs per token (forward + backward = 3x forward), attention included, on active parameters.
 
         The default is the model FLOPs MFU counts. `recompute=True` adds the
         forward work the `remat` policy redoes in the backward (`full`: each
@@ -168,14 +179,12 @@ class LlamaConfig:
         half, which the XLA path computes and cuDNN skips: together, what the
         compiled step executes.
         """
-        matmul_params = self.num_parameters(include_embeddings=False) + self.vocab_size * self.hidden_dim
-        d, h = self.resolved_head_dim, self.hidden_dim
-        block_matmuls = (
-            self.num_layers * h * (d * (2 * self.num_heads + 2 * self.num_kv_heads) + 3 * self.intermediate_dim)
-        )
+        matmul_params = self.active_parameters(include_embeddings=False) + self.vocab_size * self.hidden_dim
         # QK^T and AV: 2 FLOPs x seq x head_dim x heads each per token, half of it under the causal mask.
         attention = (4 if dense_attention else 2) * self.num_layers * seq_len * self.num_heads * self.resolved_head_dim
-        recomputed = {"none": 0.0, "dots": attention, "full": 2 * block_matmuls + attention}[self.remat]
+        recomputed = {"none": 0.0, "dots": attention, "full": 2 * self.block_matmul_parameters() + attention}[
+            self.remat
+        ]
         return 3 * (2 * matmul_params + attention) + (recomputed if recompute else 0.0)
 
 
@@ -222,7 +231,8 @@ def apply_rope(
     return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1).astype(x.dtype)
 
 
-def _normal(key: PRNGKeyArray, shape: tuple[int, ...], std: float) -> Float[Array, "..."]:
+def normal_init(key: PRNGKeyArray, shape: tuple[int, ...], std: float) -> Float[Array, "..."]:
+    """A float32 weight drawn from N(0, std²): every matrix's initialization."""
     return std * jax.random.normal(key, shape, jnp.float32)
 
 
@@ -243,10 +253,10 @@ class Attention(eqx.Module):
     def __init__(self, config: LlamaConfig, *, key: PRNGKeyArray) -> None:
         kq, kk, kv, ko = jax.random.split(key, 4)
         h, d, std = config.hidden_dim, config.resolved_head_dim, config.initializer_std
-        self.wq = _normal(kq, (h, config.num_heads * d), std)
-        self.wk = _normal(kk, (h, config.num_kv_heads * d), std)
-        self.wv = _normal(kv, (h, config.num_kv_heads * d), std)
-        self.wo = _normal(ko, (config.num_heads * d, h), std)
+        self.wq = normal_init(kq, (h, config.num_heads * d), std)
+        self.wk = normal_init(kk, (h, config.num_kv_heads * d), std)
+        self.wv = normal_init(kv, (h, config.num_kv_heads * d), std)
+        self.wo = normal_init(ko, (config.num_heads * d, h), std)
         self.q_norm = RMSNorm(d, config.norm_eps) if config.qk_norm else None
         self.k_norm = RMSNorm(d, config.norm_eps) if config.qk_norm else None
         self.num_heads, self.num_kv_heads, self.head_dim = config.num_heads, config.num_kv_heads, d
@@ -301,9 +311,9 @@ class SwiGLU(eqx.Module):
         kg, ku, kd = jax.random.split(key, 3)
         h, i, std = config.hidden_dim, config.intermediate_dim, config.initializer_std
         self.w_gate, self.w_up, self.w_down = (
-            _normal(kg, (h, i), std),
-            _normal(ku, (h, i), std),
-            _normal(kd, (i, h), std),
+            normal_init(kg, (h, i), std),
+            normal_init(ku, (h, i), std),
+            normal_init(kd, (i, h), std),
         )
 
     def __call__(self, x: Float[Array, "batch seq hidden"]) -> Float[Array, "batch seq hidden"]:
@@ -352,14 +362,8 @@ class LlamaModel(eqx.Module):
     def __init__(self, config: LlamaConfig, *, key: PRNGKeyArray) -> None:
         k_embed, k_layers, k_head = jax.random.split(key, 3)
         self.config = config
-        self.embed = _normal(k_embed, (config.vocab_size, config.hidden_dim), config.initializer_std)
-        self.layers = eqx.filter_vmap(lambda k: Block(config, key=k))(jax.random.split(k_layers, config.num_layers))
-        self.final_norm = RMSNorm(config.hidden_dim, config.norm_eps)
-        self.lm_head = (
-            None
-            if config.tie_embeddings
-            else _normal(k_head, (config.hidden_dim, config.vocab_size), config.initializer_std)
-        )
+        self.embed, self.final_norm, self.lm_head = decoder_ends(config, k_embed, k_head)
+        self.layers = stack_blocks(lambda k: Block(config, key=k), config.num_layers, k_layers)
 
     def __call__(
         self, tokens: Int[Array, "batch seq"], segment_ids: Int[Array, "batch seq"] | None = None
@@ -376,19 +380,73 @@ class LlamaModel(eqx.Module):
         self, tokens: Int[Array, "batch seq"], segment_ids: Int[Array, "batch seq"] | None = None
     ) -> Float[Array, "batch seq hidden"]:
         """The final-normed hidden state of every position (the training loss projects it chunk by chunk)."""
-        batch, seq = tokens.shape
-        x = constrain(self.embed[tokens])
-        cos, sin = rope_tables(seq, self.config.resolved_head_dim, self.config.rope_theta, self.config.rope_scaling)
-        cudnn = resolve_attention(self.config.attention, x.dtype) == "cudnn"
-        mask = None if cudnn else attention_mask(segment_ids, batch, seq)
-        dynamic, static = eqx.partition(self.layers, eqx.is_array)
-
-        def run_block(h: Array, block_params: Block) -> tuple[Array, None]:
-            return constrain(eqx.combine(block_params, static)(h, cos, sin, segment_ids, mask)), None
-
-        policy = REMAT_POLICIES[self.config.remat]
-        x, _ = jax.lax.scan(run_block if policy is None else jax.checkpoint(run_block, policy=policy), x, dynamic)
+        x, inputs = block_inputs(self.config, self.embed, tokens, segment_ids)
+        x, _ = scan_blocks(self.layers, x, self.config.remat, lambda block, h: (block(h, *inputs), None))
         return self.final_norm(x)
+
+    def hidden_states_and_aux(
+        self, tokens: Int[Array, "batch seq"], segment_ids: Int[Array, "batch seq"] | None = None
+    ) -> tuple[Float[Array, "batch seq hidden"], Float[Array, ""], dict[str, Array]]:
+        """The training forward: hidden states, the model's own auxiliary loss and its metrics (none for a Llama)."""
+        return self.hidden_states(tokens, segment_ids), jnp.zeros((), jnp.float32), {}
+
+    def logical_axes(self) -> dict[str, tuple[str, ...]]:
+        """Logical axis names of every weight, keyed by its path (see `logical_axes`)."""
+        return logical_axes(self, PARAM_AXES)
+
+
+def decoder_ends(
+    config: LlamaConfig, k_embed: PRNGKeyArray, k_head: PRNGKeyArray
+) -> tuple[Float[Array, "vocab hidden"], RMSNorm, Float[Array, "hidden vocab"] | None]:
+    """A decoder's token embedding, final norm and output head (None when tied to the embedding), initialized."""
+    embed = normal_init(k_embed, (config.vocab_size, config.hidden_dim), config.initializer_std)
+    head = (
+        None
+        if config.tie_embeddings
+        else normal_init(k_head, (config.hidden_dim, config.vocab_size), config.initializer_std)
+    )
+    return embed, RMSNorm(config.hidden_dim, config.norm_eps), head
+
+
+def stack_blocks(make_block: Callable[[PRNGKeyArray], eqx.Module], count: int, key: PRNGKeyArray) -> eqx.Module:
+    """`count` blocks of `make_block(key)` with their weights stacked on a leading layer axis (for `scan_blocks`)."""
+    return eqx.filter_vmap(make_block)(jax.random.split(key, count))
+
+
+BlockInputs = tuple[Array, Array, Int[Array, "batch seq"] | None, Array | None]
+"""What every block of a forward pass takes besides the hidden states: (cos, sin, segment_ids, mask)."""
+
+
+def block_inputs(
+    config: LlamaConfig,
+    embed: Float[Array, "vocab hidden"],
+    tokens: Int[Array, "batch seq"],
+    segment_ids: Int[Array, "batch seq"] | None,
+) -> tuple[Float[Array, "batch seq hidden"], BlockInputs]:
+    """The embedded tokens and the inputs every block shares: RoPE tables and the XLA path's attention mask."""
+    batch, seq = tokens.shape
+    x = constrain(embed[tokens])
+    cos, sin = rope_tables(seq, config.resolved_head_dim, config.rope_theta, config.rope_scaling)
+    cudnn = resolve_attention(config.attention, x.dtype) == "cudnn"
+    mask = None if cudnn else attention_mask(segment_ids, batch, seq)
+    return x, (cos, sin, segment_ids, mask)
+
+
+def scan_blocks(
+    stack: eqx.Module, x: Float[Array, "batch seq hidden"], remat: str, call: Callable[[Any, Array], tuple[Array, Any]]
+) -> tuple[Float[Array, "batch seq hidden"], Any]:
+    """Run stacked blocks over `x` with `scan` under the `remat` policy; `call(block, h)` gives (h, per-layer output).
+
+    The per-layer outputs come back stacked (`[layers, ...]`), as MoE router statistics do.
+    """
+    dynamic, static = eqx.partition(stack, eqx.is_array)
+
+    def run_block(h: Array, block_params: eqx.Module) -> tuple[Array, Any]:
+        h, out = call(eqx.combine(block_params, static), h)
+        return constrain(h), out
+
+    policy = REMAT_POLICIES[remat]
+    return jax.lax.scan(run_block if policy is None else jax.checkpoint(run_block, policy=policy), x, dynamic)
 
 
 PARAM_AXES: dict[str, tuple[str, ...]] = {
@@ -408,23 +466,26 @@ PARAM_AXES: dict[str, tuple[str, ...]] = {
 The dims of the annotations above; every RMSNorm scale is `weight`.
 """
 STACKED_AXIS = "layers"
-"""Logical name of the leading axis that stacking adds to every leaf under `LlamaModel.layers`."""
+"""Logical name of the leading axis that stacking adds to every leaf of a stack of blocks."""
+STACKED_FIELDS = ("layers", "dense")
+"""Model fields that hold stacked blocks (`LlamaModel.layers`; an MoE model's `layers` and leading `dense` blocks)."""
 
 
-def logical_axes(params: LlamaModel) -> dict[str, tuple[str, ...]]:
+def logical_axes(params: eqx.Module, param_axes: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
     """Logical axis names of every weight, keyed by its path: `.layers.attn.wq` → ("layers", "hidden", "qdim").
 
-    Sharding rules map these names to mesh axes (`tootsie.train.sharding`), so
-    the model says what its dimensions are and the trainer decides where they live.
+    `param_axes` names each weight field's dimensions. Sharding rules map the
+    names to mesh axes (`tootsie.train.sharding`), so the model says what its
+    dimensions are and the trainer decides where they live.
     """
     axes = {}
     for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
         name = jax.tree_util.keystr(path)
         field = getattr(path[-1], "name", None)
-        if field not in PARAM_AXES:
-            raise ValueError(f"weight {name} has no logical axes; add its field {field!r} to PARAM_AXES")
-        stacked = (STACKED_AXIS,) if getattr(path[0], "name", None) == "layers" else ()
-        axes[name] = stacked + PARAM_AXES[field]
+        if field not in param_axes:
+            raise ValueError(f"weight {name} has no logical axes; add its field {field!r} to the model's PARAM_AXES")
+        stacked = (STACKED_AXIS,) if getattr(path[0], "name", None) in STACKED_FIELDS else ()
+        axes[name] = stacked + param_axes[field]
         if len(axes[name]) != len(leaf.shape):
             raise ValueError(
                 f"weight {name} has shape {tuple(leaf.shape)} but logical axes {axes[name]}; fix PARAM_AXES"

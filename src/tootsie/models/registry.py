@@ -16,8 +16,8 @@ its kind, so the registry changed no step's hash.
 
 Example: `model: {kind: llama, hidden_dim: 256, qk_norm: true}` and the older
 `model: {hidden_dim: 256, qk_norm: true}` both load as
-`LlamaConfig(hidden_dim=256, qk_norm=True)`; `model: {kind: moe}` is refused
-with the registered kinds until an MoE config registers itself here.
+`LlamaConfig(hidden_dim=256, qk_norm=True)`, and `model: {kind: moe,
+num_experts: 8}` as a `MoeConfig` (`tootsie.models.moe`).
 """
 
 from collections.abc import Collection
@@ -29,8 +29,9 @@ from jaxtyping import PRNGKeyArray
 from tootsie.configfile import KIND_KEY, from_plain, kind_of, registry_union
 from tootsie.errors import TootsieError
 from tootsie.models.llama import LlamaConfig
+from tootsie.models.moe import MoeConfig
 
-MODELS: dict[str, type] = {"llama": LlamaConfig}
+MODELS: dict[str, type] = {"llama": LlamaConfig, "moe": MoeConfig}
 """Model kind → its config class; a new architecture is one entry."""
 LEGACY_KIND = "llama"
 """The kind of a model config recorded without `kind:` (every config and checkpoint from before the registry)."""
@@ -49,8 +50,12 @@ class ModelConfig(Protocol):
         """Parameter count, computed from the shapes (no arrays allocated)."""
         ...
 
+    def active_parameters(self, include_embeddings: bool = True) -> int:
+        """Parameters one token passes through (all of them, but in a mixture of experts)."""
+        ...
+
     def flops_per_token(self, seq_len: int, *, recompute: bool = False, dense_attention: bool = False) -> float:
-        """Training FLOPs per token at `seq_len` (forward and backward; see `LlamaConfig.flops_per_token`)."""
+        """Training FLOPs per token at `seq_len` on active parameters (see `LlamaConfig.flops_per_token`)."""
         ...
 
 

@@ -42,7 +42,17 @@ def next_token_loss(
     z_loss_weight: float,
 ) -> tuple[Float[Array, ""], tuple[Float[Array, ""], Float[Array, ""], Float[Array, ""]]]:
     """Masked mean loss to optimize, with (cross-entropy, z-loss, mean log Z) as auxiliaries."""
-    hidden = model.hidden_states(tokens, segment_ids)
+    return head_loss(model, model.hidden_states(tokens, segment_ids), tokens, loss_mask, z_loss_weight)
+
+
+def head_loss(
+    model: LlamaModel,
+    hidden: Float[Array, "b t h"],
+    tokens: Int[Array, "b t"],
+    loss_mask: Float[Array, "b t"],
+    z_loss_weight: float,
+) -> tuple[Float[Array, ""], tuple[Float[Array, ""], Float[Array, ""], Float[Array, ""]]]:
+    """`next_token_loss` from hidden states the caller computed (the MoE training forward's, with its router terms)."""
     weights = loss_mask.astype(jnp.float32) / jnp.maximum(loss_mask.sum(), 1.0)
     targets = jnp.roll(tokens, -1, axis=1).reshape(-1)
     total, *aux = fused_head_loss(

@@ -14,7 +14,8 @@ scalar or a vector (logged as a list), averaged over microbatches with the
 objective's `batch_weight`. Diagnostics that are not losses go under `aux/`
 (`AUX_PREFIX`): `aux/log_z`, the mean log softmax normalizer, here; MoE router
 loads and attention-logit maxima later, returned by the model through its
-objective the same way.
+objective the same way (`moe/load_balancing_loss`, `moe/expert_load`, … from
+`tootsie.models.moe`).
 
 Example: `NextTokenObjective().loss(model, tokens, segments, mask, 1e-4)` gives
 `(cross_entropy + 1e-4 * z_loss, {"loss": cross_entropy, "z_loss": z_loss, "aux/log_z": log_z})`,
@@ -31,7 +32,7 @@ from jaxtyping import Array, Float, Int
 from tootsie.configfile import registry_union
 from tootsie.models.llama import LlamaModel
 from tootsie.train.dpo import dpo_loss, pair_logprobs, read_reference
-from tootsie.train.loss import next_token_loss
+from tootsie.train.loss import head_loss
 
 AUX_PREFIX = "aux/"
 """Record-name prefix of an objective's auxiliary metrics: values it reports that are not losses."""
@@ -49,9 +50,19 @@ class NextTokenObjective:
         loss_mask: Float[Array, "b t"],
         z_loss_weight: float,
     ) -> tuple[Float[Array, ""], dict[str, Float[Array, ""]]]:
-        """The scalar to minimize and the step metrics `loss` (cross-entropy), `z_loss` and `aux/log_z`."""
-        total, (cross_entropy, z_loss, log_z) = next_token_loss(model, tokens, segment_ids, loss_mask, z_loss_weight)
-        return total, {"loss": cross_entropy, "z_loss": z_loss, f"{AUX_PREFIX}log_z": log_z}
+        """The scalar to minimize and the step metrics `loss` (cross-entropy), `z_loss` and `aux/log_z`.
+
+        A model with auxiliary losses of its own (an MoE's router terms) adds them to the scalar and its metrics
+        (`moe/…`) to the dict, both from its training forward `hidden_states_and_aux`.
+        """
+        hidden, model_loss, model_metrics = model.hidden_states_and_aux(tokens, segment_ids)
+        total, (cross_entropy, z_loss, log_z) = head_loss(model, hidden, tokens, loss_mask, z_loss_weight)
+        return total + model_loss, {
+            "loss": cross_entropy,
+            "z_loss": z_loss,
+            f"{AUX_PREFIX}log_z": log_z,
+            **model_metrics,
+        }
 
     def batch_weight(
         self, tokens: Int[Array, "b t"], segment_ids: Int[Array, "b t"], loss_mask: Float[Array, "b t"]

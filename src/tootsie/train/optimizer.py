@@ -42,9 +42,9 @@ from tootsie.train.schedule import LearningRate as ScheduleLearningRate
 
 NO_DECAY_NAMES = ("embed", "norm", "bias")
 """Parameter-path substrings that get no weight decay."""
-ADAM_ONLY_NAMES = (*NO_DECAY_NAMES, "lm_head")
-"""Parameter-path substrings Muon leaves to AdamW (vectors, lookups and the output head)."""
-STACKED_NAMES = ("layers",)
+ADAM_ONLY_NAMES = (*NO_DECAY_NAMES, "lm_head", "router")
+"""Parameter-path substrings Muon leaves to AdamW (vectors, lookups, the output head and MoE routers)."""
+STACKED_NAMES = ("layers", "dense")
 """Parameter-path substrings whose leaves carry a leading num_layers axis."""
 
 LearningRate = Callable[[Int[Array, ""]], Float[Array, ""]]
@@ -67,18 +67,21 @@ def decay_mask(params: object) -> object:
 def muon_dimension_numbers(params: object) -> object:
     """Muon's spec per leaf: per-layer matrix axes for weight matrices, None (→ AdamW) for the rest.
 
-    A leaf under `layers` is a matrix when it is 3-D (`[num_layers, in, out]`);
-    any other leaf when it is 2-D (`[in, out]`). Embeddings, norms, biases and
-    the lm_head are never Muon's, whatever their shape.
+    A leaf under `layers` (or an MoE's leading `dense` blocks) is a matrix when
+    it is 3-D (`[num_layers, in, out]`), or a stack of matrices when 4-D (an
+    MoE's experts, `[num_layers, experts, in, out]`: one orthogonalisation per
+    expert); any other leaf when it is 2-D (`[in, out]`). Embeddings, norms,
+    biases, the lm_head and MoE routers are never Muon's, whatever their shape.
     """
 
     def spec(path: tuple[object, ...], leaf: jax.Array) -> optax.contrib.MuonDimensionNumbers | None:
         names = _path_name(path)
         if any(name in names for name in ADAM_ONLY_NAMES):
             return None
-        batch_axes = 1 if any(name in names for name in STACKED_NAMES) else 0
-        if leaf.ndim != batch_axes + 2:
+        stacked = any(name in names for name in STACKED_NAMES)
+        if leaf.ndim not in ((3, 4) if stacked else (2,)):
             return None
+        batch_axes = leaf.ndim - 2
         return optax.contrib.MuonDimensionNumbers(reduction_axis=batch_axes, output_axis=batch_axes + 1)
 
     return jax.tree_util.tree_map_with_path(spec, params)

@@ -3,7 +3,7 @@
 Design. A run's devices form a mesh with three named axes, `data × fsdp ×
 tensor` (`MeshConfig`; -1 takes the devices the other axes leave, so the
 default is data parallelism over every device). Every weight names its
-dimensions (`tootsie.models.llama.logical_axes`: `wq` is ("layers", "hidden",
+dimensions (the model's `logical_axes()`, e.g. `tootsie.models.llama.logical_axes`: `wq` is ("layers", "hidden",
 "qdim")) and `LOGICAL_RULES` maps the names to mesh axes: the hidden dimension,
 which every matrix has, over `fsdp` (so FSDP / ZeRO-3 shards every matrix and
 its optimizer moments), the other matrix dimension (vocab, heads, MLP width)
@@ -41,7 +41,6 @@ from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.source import DataSource
 from tootsie.errors import TootsieError
-from tootsie.models.llama import logical_axes
 
 logger = logging.getLogger(__name__)
 MESH_AXES = ("data", "fsdp", "tensor")
@@ -56,6 +55,7 @@ LOGICAL_RULES: dict[str, str | None] = {
     "inter": "tensor",
     "layers": None,
     "norm": None,
+    "experts": None,
 }
 """Mesh axis of every logical axis name of the model's weights (None: replicated)."""
 ENV_COORDINATOR, ENV_NUM_PROCESSES, ENV_PROCESS_ID = (
@@ -207,7 +207,7 @@ def make_layout(mesh: Mesh, params: Any, opt_state: Any) -> Layout:
     """Shardings on `mesh` for (abstract or concrete) params and optimizer state."""
     named = {jax.tree_util.keystr(path): leaf for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]}
     specs = partition_specs(
-        logical_axes(params), {name: tuple(leaf.shape) for name, leaf in named.items()}, dict(mesh.shape)
+        params.logical_axes(), {name: tuple(leaf.shape) for name, leaf in named.items()}, dict(mesh.shape)
     )
     by_param = {name: (tuple(named[name].shape), NamedSharding(mesh, spec)) for name, spec in specs.items()}
     replicated = NamedSharding(mesh, PartitionSpec())

@@ -97,9 +97,5 @@ def make_train_step(config: TrainConfig, optimizer: optax.GradientTransformation
 
 
 def host_metrics(metrics: dict[str, jax.Array]) -> dict[str, object]:
-    """The step's metrics on the host: a float per scalar, a list of floats per vector (per-layer norms)."""
-    values: dict[str, object] = {}
-    for name, value in metrics.items():
-        array = np.asarray(value)
-        values[name] = float(array) if array.ndim == 0 else [float(v) for v in array]
-    return values
+    """The step's metrics on the host: a float per scalar, nested lists per array (`[layers][experts]` loads)."""
+    return {name: np.asarray(value, dtype=np.float64).tolist() for name, value in metrics.items()}
