@@ -33,14 +33,15 @@ MODEL = LlamaConfig(vocab_size=40, hidden_dim=16, intermediate_dim=32, num_layer
 RUNS = Path(__file__).with_name("sharded_runs.py")
 
 
-def _abstract_mesh(data: int, fsdp: int, tensor: int) -> AbstractMesh:
-    return AbstractMesh((data, fsdp, tensor), MESH_AXES, axis_types=(AxisType.Auto,) * 3)
+def _abstract_mesh(data: int, fsdp: int, tensor: int, expert: int = 1) -> AbstractMesh:
+    return AbstractMesh((data, expert, fsdp, tensor), MESH_AXES, axis_types=(AxisType.Auto,) * 4)
 
 
 def test_mesh_sizes_resolve_and_misfits_say_how_to_fix() -> None:
-    assert MeshConfig().shape(8) == (8, 1, 1)
-    assert MeshConfig(data=2, fsdp=-1).shape(8) == (2, 4, 1)
-    assert MeshConfig(data=-1, fsdp=2, tensor=2).shape(8) == (2, 2, 2)
+    assert MeshConfig().shape(8) == (8, 1, 1, 1)
+    assert MeshConfig(data=2, fsdp=-1).shape(8) == (2, 1, 4, 1)
+    assert MeshConfig(data=-1, fsdp=2, tensor=2).shape(8) == (2, 1, 2, 2)
+    assert MeshConfig(data=2, expert=-1).shape(8) == (2, 4, 1, 1)
     with pytest.raises(TootsieError, match="set one axis to -1"):
         MeshConfig(data=2, fsdp=2).shape(8)
     with pytest.raises(TootsieError, match="does not fit the 8 devices"):
@@ -81,8 +82,8 @@ def test_optimizer_moments_take_their_parameter_sharding_and_statistics_are_repl
     }
     assert len(moments) == 2 and set(moments.values()) == {PartitionSpec(None, "fsdp", None)}
     assert named[".inner_state[1].history"] == PartitionSpec() and named[".losses"] == PartitionSpec()
-    assert layout.batch.spec == PartitionSpec(("data", "fsdp"))
-    with pytest.raises(TootsieError, match="do not split over data × fsdp = 8"):
+    assert layout.batch.spec == PartitionSpec(("data", "expert", "fsdp"))
+    with pytest.raises(TootsieError, match="do not split over data × expert × fsdp = 8"):
         check_batch_sizes(BatchSchedule(((0, 8), (3, 12))), _abstract_mesh(2, 4, 1))
 
 

@@ -153,7 +153,7 @@ class TrainConfig:
     profile_steps: tuple[int, int] | None = unhashed(None)
     """Capture a JAX profiler trace of steps [a, b) into `<out>/profile/` (not hashed)."""
     mesh: MeshConfig = unhashed(MeshConfig())
-    """Device mesh data × fsdp × tensor (default: data parallel over every device).
+    """Device mesh data × expert × fsdp × tensor (default: data parallel over every device).
 
     Not hashed, see the module docstring.
     """

@@ -1,17 +1,18 @@
 """Sharded training: a device mesh, shardings by logical axis names, multi-host setup and per-host batches.
 
-Design. A run's devices form a mesh with three named axes, `data × fsdp ×
-tensor` (`MeshConfig`; -1 takes the devices the other axes leave, so the
+Design. A run's devices form a mesh with four named axes, `data × expert ×
+fsdp × tensor` (`MeshConfig`; -1 takes the devices the other axes leave, so the
 default is data parallelism over every device). Every weight names its
 dimensions (the model's `logical_axes()`, e.g. `tootsie.models.llama.logical_axes`: `wq` is ("layers", "hidden",
 "qdim")) and `LOGICAL_RULES` maps the names to mesh axes: the hidden dimension,
 which every matrix has, over `fsdp` (so FSDP / ZeRO-3 shards every matrix and
 its optimizer moments), the other matrix dimension (vocab, heads, MLP width)
-over `tensor`, the layer axis and the norm scales over nothing. A dimension the
+over `tensor`, an MoE's expert dimension over `expert`, the layer axis and
+the norm scales over nothing. A dimension the
 mesh axis does not divide stays replicated (logged). An optimizer-state tensor
 named after a parameter and shaped like it (`….mu.layers.attn.wq`) takes that
 parameter's sharding; every other one (counts, histories) is replicated.
-Batch rows are split over `data × fsdp`; XLA's SPMD partitioner inserts the
+Batch rows are split over `data × expert × fsdp`; XLA's SPMD partitioner inserts the
 all-gathers of weights and reduce-scatters of gradients.
 
 Multi-host: every host runs the same command, `jax.distributed.initialize`
@@ -43,10 +44,10 @@ from tootsie.data.source import DataSource
 from tootsie.errors import TootsieError
 
 logger = logging.getLogger(__name__)
-MESH_AXES = ("data", "fsdp", "tensor")
-"""Names of the mesh axes, outermost first (data parallel groups, FSDP shards, tensor-parallel shards)."""
-BATCH_AXES = ("data", "fsdp")
-"""Mesh axes that batch rows are split over."""
+MESH_AXES = ("data", "expert", "fsdp", "tensor")
+"""Names of the mesh axes, outermost first (data parallel groups, expert shards, FSDP shards, tensor shards)."""
+BATCH_AXES = ("data", "expert", "fsdp")
+"""Mesh axes that batch rows are split over (an expert-parallel group holds different rows on each device)."""
 LOGICAL_RULES: dict[str, str | None] = {
     "hidden": "fsdp",
     "vocab": "tensor",
@@ -55,7 +56,7 @@ LOGICAL_RULES: dict[str, str | None] = {
     "inter": "tensor",
     "layers": None,
     "norm": None,
-    "experts": None,
+    "experts": "expert",
 }
 """Mesh axis of every logical axis name of the model's weights (None: replicated)."""
 ENV_COORDINATOR, ENV_NUM_PROCESSES, ENV_PROCESS_ID = (
@@ -67,38 +68,40 @@ ENV_COORDINATOR, ENV_NUM_PROCESSES, ENV_PROCESS_ID = (
 
 @dataclass(frozen=True)
 class MeshConfig:
-    """Devices per mesh axis; `data × fsdp × tensor` must equal the run's device count.
+    """Devices per mesh axis; `data × expert × fsdp × tensor` must equal the run's device count.
 
     One axis may be -1 (the rest).
     """
 
     data: int = -1
     """Data-parallel groups (-1: every device the other axes leave)."""
+    expert: int = 1
+    """Devices an MoE's experts are split over (expert parallelism); batch rows are split over it too."""
     fsdp: int = 1
     """Devices each weight matrix and its optimizer moments are split over (on the hidden dimension).
 
-    Batch rows are split over data × fsdp.
+    Batch rows are split over data × expert × fsdp.
     """
     tensor: int = 1
     """Devices the other matrix dimension (vocab, attention heads, MLP width) is split over."""
 
     def __post_init__(self) -> None:
-        sizes = {"data": self.data, "fsdp": self.fsdp, "tensor": self.tensor}
+        sizes = {"data": self.data, "expert": self.expert, "fsdp": self.fsdp, "tensor": self.tensor}
         bad = {name: size for name, size in sizes.items() if size == 0 or size < -1}
         if bad:
             raise ValueError(f"mesh axis sizes must be positive or -1 (the rest), got {bad}")
         if list(sizes.values()).count(-1) > 1:
             raise ValueError(f"at most one mesh axis may be -1, got {sizes}; give the others explicit sizes")
 
-    def shape(self, device_count: int) -> tuple[int, int, int]:
-        """The (data, fsdp, tensor) sizes on `device_count` devices, -1 resolved."""
-        sizes = (self.data, self.fsdp, self.tensor)
+    def shape(self, device_count: int) -> tuple[int, int, int, int]:
+        """The (data, expert, fsdp, tensor) sizes on `device_count` devices, -1 resolved."""
+        sizes = (self.data, self.expert, self.fsdp, self.tensor)
         known = int(np.prod([size for size in sizes if size != -1]))
         if -1 in sizes and device_count % known == 0:
             sizes = tuple(device_count // known if size == -1 else size for size in sizes)
         if int(np.prod(sizes)) != device_count:
             raise TootsieError(
-                f"mesh data={self.data} × fsdp={self.fsdp} × tensor={self.tensor} "
+                f"mesh data={self.data} × expert={self.expert} × fsdp={self.fsdp} × tensor={self.tensor} "
                 f"does not fit the {device_count} devices of this run; "
                 "make the product equal the device count, or set one axis to -1 to take the rest"
             )
@@ -200,7 +203,7 @@ class Layout:
     opt_state: Any
     """A sharding per optimizer-state tensor, in its tree structure."""
     batch: NamedSharding
-    """Batch rows over data × fsdp."""
+    """Batch rows over data × expert × fsdp."""
 
 
 def make_layout(mesh: Mesh, params: Any, opt_state: Any) -> Layout:
@@ -228,13 +231,13 @@ def make_layout(mesh: Mesh, params: Any, opt_state: Any) -> Layout:
 
 
 def check_batch_sizes(schedule: BatchSchedule, mesh: Mesh) -> None:
-    """Every batch size must split evenly over the data × fsdp devices."""
+    """Every batch size must split evenly over the data × expert × fsdp devices."""
     groups = int(np.prod([mesh.shape[axis] for axis in BATCH_AXES]))
     uneven = [(step, size) for step, size in schedule.stages if size % groups]
     if uneven:
         raise TootsieError(
             f"batch sizes {[size for _, size in uneven]} (from steps {[step for step, _ in uneven]}) "
-            f"do not split over data × fsdp = {groups} devices; choose batch sizes divisible by it, "
+            f"do not split over data × expert × fsdp = {groups} devices; choose batch sizes divisible by it, "
             "or a mesh with fewer data/fsdp devices (more tensor)"
         )
 
