@@ -5,9 +5,10 @@ architecture tables; the 8B model card) and the Llama 3 tokenizer's vocabulary
 of 128,256 ids. The MoE presets (`moe-1e23`, `moe-1e22`) take what the weekly
 update (`seeds/marin-weekly-update.md`) gives; every other value is marked
 `NOT IN SEEDS` where it is set, with where it came from. `PRESETS[name]` is
-the registry; `tiny` is the CPU benchmark shape of issue 5 (8.4 M parameters with vocab 8192). `PresetName`, the
-`Literal` of its names, types every field that names a preset (a recipe
-phase's `model`), so a misspelt name is refused with the list of presets.
+the registry; `tiny` is the CPU benchmark shape of issue 5 (8.4 M parameters
+with vocab 8192). `PresetName`, the `Literal` of its names, types every field
+that names a preset (a recipe phase's `model`), so a misspelt name is refused
+with the list of presets.
 """
 
 import dataclasses
