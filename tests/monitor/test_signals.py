@@ -1,4 +1,4 @@
-"""Signal extraction: named scalar series, the per-layer norm matrix and the rewind record."""
+"""Signal extraction: named scalar series, the per-layer norm matrix, MoE expert loads and the rewind record."""
 
 import json
 import math
@@ -6,7 +6,7 @@ import math
 import pytest
 
 from tootsie.errors import TootsieError
-from tootsie.monitor.signals import REWINDS_FILE, layer_norms, read_rewinds, series
+from tootsie.monitor.signals import REWINDS_FILE, expert_loads, layer_norms, read_rewinds, series
 
 
 def _records() -> list[dict[str, object]]:
@@ -32,6 +32,20 @@ def test_layer_norms_are_layers_by_steps_with_gaps_as_nan() -> None:
     assert layers.values[1, 0] == 0.3 and math.isnan(layers.values[1, 1]) and math.isnan(layers.values[1, 2])
     assert layers.layer(1).steps.tolist() == [0] and layers.layer(1).values.tolist() == [0.3]
     assert layer_norms([{"step": 0, "loss": 1.0}]) is None
+
+
+def test_expert_loads_are_evenly_spaced_steps_ending_at_the_latest_with_damage_as_nan() -> None:
+    records = [{"step": s, "moe/expert_load": [[s / 10, 1 - s / 10], [0.5, 0.5]]} for s in range(10)]
+    records[9]["moe/expert_load"] = [[0.9, None], [0.5]]  # damaged entries: NaN, not a dropped step
+    records.append({"step": 10, "moe/expert_load": [0.5, 0.5]})  # a flat list is not a [layers][experts] matrix
+    records.append({"step": 11, "loss": 1.0})
+    loads = expert_loads(list(reversed(records)), count=4)
+    assert [load.step for load in loads] == [0, 3, 6, 9] and loads[1].shares.tolist() == [[0.3, 0.7], [0.5, 0.5]]
+    latest = expert_loads(records)[0]
+    assert latest.step == 9 and latest.num_experts == 2 and math.isnan(latest.shares[0, 1])
+    assert math.isnan(latest.shares[1, 1]) and latest.shares[1, 0] == 0.5
+    assert expert_loads(records, count=50)[-1].step == 9 and len(expert_loads(records, count=50)) == 10
+    assert expert_loads(_records()) == ()
 
 
 def test_rewinds_are_read_with_their_skipped_window(tmp_path) -> None:

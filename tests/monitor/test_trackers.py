@@ -20,10 +20,12 @@ from tootsie.monitor.trackers import (
     text_fields,
 )
 
+LOADS = [[0.5, 0.25, 0.125, 0.125], [0.25, 0.25, 0.25, 0.25]]
+"""An MoE run's `moe/expert_load`: 2 layers × 4 experts."""
 RECORDS = [
     {"loss": 3.0, "phase": "warmup", "layer_update_norms": [0.1, 0.2], "mfu": None, "skip/skipped": 0.0},
     {"loss": 2.5, "phase": "warmup", "layer_update_norms": [0.3, 0.4], "mfu": None, "skip/skipped": 1.0},
-    {"loss": 2.0, "phase": "stable", "layer_update_norms": [0.5, 0.6], "mfu": None, "skip/skipped": 0.0},
+    {"loss": 2.0, "phase": "stable", "layer_update_norms": [0.5, 0.6], "mfu": None, "moe/expert_load": LOADS},
 ]
 
 
@@ -70,6 +72,20 @@ def test_records_split_into_chartable_numbers_and_text() -> None:
     assert text_fields(record) == {"phase": "decay"}
 
 
+def test_a_layers_by_experts_list_becomes_each_layers_busiest_and_idlest_share() -> None:
+    damaged = [[0.7, float("nan"), 0.3], [], "x", [0.5, 0.5, None]]
+    assert numeric_fields({"moe/expert_load": LOADS + damaged}) == {
+        "moe/expert_load/0/max": 0.5,
+        "moe/expert_load/0/min": 0.125,
+        "moe/expert_load/1/max": 0.25,
+        "moe/expert_load/1/min": 0.25,
+        "moe/expert_load/2/max": 0.7,  # the NaN is left out, not the row
+        "moe/expert_load/2/min": 0.3,
+        "moe/expert_load/5/max": 0.5,
+        "moe/expert_load/5/min": 0.5,
+    }
+
+
 def test_jsonl_is_always_on_and_a_rewind_drops_the_superseded_records(tmp_path: Path) -> None:
     trackers = open_trackers(tmp_path, (), {}, start_step=0)
     for step, record in enumerate(RECORDS):
@@ -114,6 +130,8 @@ def test_tensorboard_writes_scalars_phase_changes_and_a_purge_on_rewind(tmp_path
         scalars[("loss", 1)] == 2.5
         and scalars[("layer_update_norms/1", 2)] == pytest.approx(0.6)
         and scalars[("skip/skipped", 1)] == 1.0
+        and scalars[("moe/expert_load/0/max", 2)] == 0.5
+        and scalars[("moe/expert_load/0/min", 2)] == 0.125
     )
     assert not any(tag == "mfu" for tag, _ in scalars)
     texts = [
@@ -188,6 +206,7 @@ def test_wandb_offline_run_holds_the_logged_history_and_resumes_the_same_run(
         (2, 2.0, "stable"),
     ]
     assert rows[2]["layer_update_norms/1"] == 0.6 and "mfu" not in rows[0]
+    assert rows[2]["moe/expert_load/1/min"] == 0.25 and "moe/expert_load/0/max" not in rows[0]
     reopened = open_trackers(tmp_path, (config,), {"num_steps": 3}, start_step=2)
     reopened.close()
     # The resume continued the same run id (wandb names a second directory in the same second `...-<id>-1`).

@@ -10,6 +10,7 @@ import os
 import select
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ANSWER_SECONDS = 120
@@ -57,6 +58,18 @@ class DevTools:
             if answer.get("id") == self._next:
                 assert "error" not in answer, (method, answer)
                 return answer["result"]
+
+    def open_page(self, url: str) -> Callable[[str], object]:
+        """Open `url` in a new tab; return a function evaluating a JavaScript expression there (its value)."""
+        target = self.call("Target.createTarget", url=url)["targetId"]
+        session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+
+        def evaluate(expression: str) -> object:
+            return self.call("Runtime.evaluate", session, expression=expression, returnByValue=True)["result"].get(
+                "value"
+            )
+
+        return evaluate
 
     def close(self) -> None:
         """Close the browser (and kill it if it does not exit)."""

@@ -123,12 +123,7 @@ def test_a_live_page_plots_a_training_run_overlaid_on_a_finished_one(make_cache,
     dashboard = start_in_thread(RunRegistry(root_labels([root])))
     browser = DevTools(chromium, tmp_path / "profile")
     try:
-        target = browser.call("Target.createTarget", url=dashboard.url)["targetId"]
-        session = browser.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
-
-        def page(expression: str) -> object:
-            answer = browser.call("Runtime.evaluate", session, expression=expression, returnByValue=True)
-            return answer["result"].get("value")
+        page = browser.open_page(dashboard.url)
 
         def plotted(at_least: int) -> int | None:
             """The live run's last plotted step (its table row's data-plotted-step) once it reaches `at_least`."""

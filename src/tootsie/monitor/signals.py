@@ -4,7 +4,8 @@ Pure functions from metric records (the lines of `metrics.jsonl`) to arrays,
 so every reader takes the same fields the same way: a scalar series by name
 (`loss`, `grad_norm`, `adam/mu_norm`, `eval/bpb/code`, ...; `SCALAR_SIGNALS`
 names the fixed ones for the dashboard), the per-layer update norms as a
-layers × steps matrix, and the rewinds a run performed (`rewinds.json`, with
+layers × steps matrix, an MoE run's per-layer expert loads at a few steps
+(`expert_loads`), and the rewinds a run performed (`rewinds.json`, with
 its one writer), with the train steps each one re-ran on fresh data (its
 skipped-data window).
 
@@ -42,8 +43,16 @@ SCALAR_SIGNALS: dict[str, str] = {
     "tokens_per_s": "throughput",
     "mfu": "model FLOP utilization",
     "step_seconds": "wall time of the step",
+    "moe/load_balancing_loss": "MoE load-balancing loss E·Σ f_i·P_i, mean over MoE layers (1.0 = uniform load)",
+    "moe/router_z_loss": "MoE router z-loss: mean squared logsumexp of the router logits, mean over MoE layers",
+    "moe/dropped_fraction": "share of routed token-slots dropped at expert capacity, mean over MoE layers",
+    "moe/max_load": "the busiest expert's share of routed slots, mean over MoE layers (1/E = uniform)",
+    "moe/router_entropy": "mean entropy of the router distribution in nats, mean over MoE layers (log E = uniform)",
 }
 """The scalar series with a fixed name and what each is (the dashboard lists them); `eval/...` are found by prefix."""
+
+EXPERT_LOAD = "moe/expert_load"
+"""An MoE run's per-step expert loads: a [layers][experts] list, each expert's share of its layer's routed slots."""
 
 Records = list[dict[str, object]]
 
@@ -72,6 +81,19 @@ class LayerNorms:
         """One layer's finite values as a series."""
         keep = np.isfinite(self.values[index])
         return Series(self.steps[keep], self.values[index][keep])
+
+
+@dataclass(frozen=True)
+class ExpertLoad:
+    """Each MoE layer's expert shares at one step: `shares[layer, expert]`, NaN where an entry was damaged."""
+
+    step: int
+    shares: np.ndarray
+
+    @property
+    def num_experts(self) -> int:
+        """Columns of the matrix (1/num_experts is the uniform share)."""
+        return int(self.shares.shape[1])
 
 
 @dataclass(frozen=True)
@@ -129,6 +151,35 @@ def layer_norms(records: Records, key: str = LAYER_NORMS) -> LayerNorms | None:
             if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
                 matrix[layer, column] = float(value)
     return LayerNorms(steps, matrix)
+
+
+def _is_matrix(value: object) -> bool:
+    """A non-empty list of lists with at least one entry (the shape of `moe/expert_load`)."""
+    rows = value if isinstance(value, (list, tuple)) else ()
+    return bool(rows) and all(isinstance(row, (list, tuple)) for row in rows) and any(rows)
+
+
+def expert_loads(records: Records, count: int = 1, key: str = EXPERT_LOAD) -> tuple[ExpertLoad, ...]:
+    """Up to `count` logged expert-load matrices, evenly spaced over the steps that logged one and ending at the latest.
+
+    Only the chosen records are parsed, so a long run costs a scan, not a steps × layers × experts array.
+    Records whose value is not a list of lists are left out; short rows or non-finite entries leave NaN.
+    """
+    by_step = {r["step"]: r[key] for r in records if isinstance(r.get("step"), int) and _is_matrix(r.get(key))}
+    logged = sorted(by_step.items(), key=lambda item: item[0])
+    if not logged or count < 1:
+        return ()
+    picks = sorted({int(i) for i in np.linspace(len(logged) - 1, 0, min(count, len(logged))).round()})
+    loads = []
+    for index in picks:
+        step, rows = logged[index]
+        matrix = np.full((len(rows), max(len(row) for row in rows)), np.nan)
+        for layer, row in enumerate(rows):
+            for expert, value in enumerate(row):
+                if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+                    matrix[layer, expert] = float(value)
+        loads.append(ExpertLoad(int(step), matrix))
+    return tuple(loads)
 
 
 def read_rewinds(directory: str | Path) -> tuple[Rewind, ...]:

@@ -9,7 +9,12 @@ Each names its extra (`EXTRA`); `require_trackers` checks them all, which
 
 A record is the trainer's dict for one step. Backends that only chart numbers
 get the numeric fields (`numeric_fields`: lists such as `layer_update_norms`
-become `layer_update_norms/0`, `/1`, ...; None is left out) and the string
+become `layer_update_norms/0`, `/1`, ...; a list of lists, an MoE run's
+`moe/expert_load` [layers][experts], becomes each row's extremes,
+`moe/expert_load/<layer>/max` and `/min`, the busiest and idlest expert's
+share, two scalars a layer instead of layers × experts charts; the whole
+matrix stays in `metrics.jsonl`, where the report and the dashboard draw it;
+None is left out) and the string
 fields (`phase`) as text: TensorBoard writes a text entry when the value
 changes, W&B stores it in the run history. A resume or a rewind restarts the
 run at an earlier step (`Tracker.rewind`): the JSONL log drops the records at
@@ -56,11 +61,21 @@ class Tracker(Protocol):
 
 
 def numeric_fields(record: dict[str, object]) -> dict[str, float]:
-    """The chartable fields: numbers (bools as 0/1) and lists of numbers flattened to `name/i`; None left out."""
+    """The chartable fields: numbers (bools as 0/1), lists of numbers flattened to `name/i`, None left out.
+
+    A list of lists (`moe/expert_load`, [layers][experts]) gives each row's extremes, `name/i/max` and
+    `name/i/min` (over its finite numbers), not one chart per entry.
+    """
     values: dict[str, float] = {}
     for name, value in record.items():
         if isinstance(value, (bool, int, float)):
             values[name] = float(value)
+        elif isinstance(value, (list, tuple)) and any(isinstance(row, (list, tuple)) for row in value):
+            for i, row in enumerate(value):
+                numbers = row if isinstance(row, (list, tuple)) else ()
+                finite = [float(v) for v in numbers if isinstance(v, (int, float)) and math.isfinite(v)]
+                if finite:
+                    values |= {f"{name}/{i}/max": max(finite), f"{name}/{i}/min": min(finite)}
         elif isinstance(value, (list, tuple)):
             values |= {
                 f"{name}/{i}": float(item) for i, item in enumerate(value) if isinstance(item, (bool, int, float))

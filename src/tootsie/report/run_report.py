@@ -6,7 +6,9 @@ config from the executor's `.executor_info.json` or `tootsie train`'s
 with its `run` (pretrain, cooldown) and whose `summary.json` names each run's
 directory and holds offline bits-per-byte. The page shows the guide's panels
 in its order — held-out BPB per domain, train loss raw and smoothed, gradient
-norm, update norm, learning rate with schedule phases, throughput and MFU,
+norm, update norm, the optimizer's inner signals, for an MoE run its router
+panels (`moe_panels`: expert load per block, drops and balance, router losses;
+absent for a dense run), learning rate with schedule phases, throughput and MFU,
 clip/skip events — then the spike table (`find_spikes`), the data mixture by
 phase, the configs, and what was skipped reading damaged metrics (unparseable
 lines, non-finite values, step gaps): a damaged file still gives a report.
@@ -37,6 +39,7 @@ from tootsie.report.data import (
     steps_to_tokens,
 )
 from tootsie.report.html import ReportContent, RunConfig, render_page
+from tootsie.report.moe_panels import moe_panels
 from tootsie.report.panels import (
     Records,
     Span,
@@ -194,6 +197,12 @@ def _grad_limits(runs: tuple[RunData, ...]) -> dict[str, float]:
     }
 
 
+def _first_moe_block(run: RunData) -> int:
+    """The model's index of a run's first MoE block: its `model.dense_layers` (0 when absent)."""
+    dense = get(run.config, "model", "dense_layers")
+    return dense if isinstance(dense, int) else 0
+
+
 def find_run_spikes(data: RunDirectory) -> dict[str, object]:
     """The spike report of every compared directory (spikes tagged with its `run`), or of the one directory."""
     groups = sorted({run.group for run in data.runs})
@@ -308,6 +317,7 @@ def build_content(
             "Norm of the output projection (the embedding when tied): steady growth is normal,"
             " a jump means the logits' scale moved.",
         ),
+        *moe_panels(runs, timeline, {run.label: _first_moe_block(run) for run in shown.runs}),
         lr_panel(runs, timeline),
         throughput_panel(runs, timeline),
         events_panel(events, timeline, settings),

@@ -12,13 +12,19 @@ const PANELS = [
   { id: "loss", title: "Train loss: raw (thin) and smoothed (thick); rewinds and skipped-data windows in red", keys: ["loss"], smooth: true, marks: true },
   { id: "bpb", title: "Held-out bits-per-byte per domain (dashed: EMA weights)", prefix: "eval/bpb/" },
   { id: "grad_norm", keys: ["grad_norm"] },
-  { id: "update_norm", keys: ["update_norm", "clip_update/threshold"] },
+  { id: "update_norm", keys: ["update_norm", "clip_update/threshold"], dashed: ["clip_update/threshold"] },
   { id: "lr", title: "Learning rate, schedule phases shaded (warmup yellow, stable green, decay blue)", keys: ["lr"], phases: true },
   { id: "throughput", title: "Throughput: tokens/s (left) and MFU % (right, dotted)", keys: ["tokens_per_s"], right: "mfu", skipFirst: true },
   { id: "adam_mu", keys: ["adam/mu_norm"] },
   { id: "adam_nu", keys: ["adam/nu_norm"] },
   { id: "lm_head", keys: ["lm_head_norm"] },
+  // An MoE run's router signals (a dense run logs none, so these panels are not drawn for it).
+  { id: "moe_drops", title: "MoE: dropped fraction of routed slots (solid) and the busiest expert's share (dashed; 1/E = even), mean over MoE blocks", keys: ["moe/dropped_fraction", "moe/max_load"], dashed: ["moe/max_load"] },
+  { id: "moe_balance", keys: ["moe/load_balancing_loss"] },
+  { id: "moe_entropy", keys: ["moe/router_entropy"] },
+  { id: "moe_z", keys: ["moe/router_z_loss"] },
 ];
+const EXPERT_LOAD = "moe/expert_load"; // [blocks][experts] shares of routed slots, drawn as a heatmap per run
 
 const state = { runs: new Map(), signals: {}, charts: new Map(), dirty: false, x: "step", log: false, smoothing: 0.9 };
 const $ = (id) => document.getElementById(id);
@@ -109,7 +115,7 @@ function buildPanel(panel, runs) {
     keys.forEach((key) => {
       const [xs, ys] = table(run, key, panel.skipFirst);
       if (!xs.length) return;
-      const dashed = key.endsWith("_ema") || key === "clip_update/threshold";
+      const dashed = key.endsWith("_ema") || (panel.dashed || []).includes(key);
       const name = keys.length > 1 ? `${run.name} ${key.replace(panel.prefix || "", "")}` : run.name;
       if (panel.smooth) {
         tables.push([xs, ys]);
@@ -257,14 +263,8 @@ function viridis(t) {
 function renderHeatmap(run, container) {
   // Per-layer update norms: one row per layer (layer 0 on top), one column per step bin, colour = log10(norm).
   const rows = run.records.filter((r) => Array.isArray(r.layer_update_norms));
-  let box = container.querySelector(`[data-run="${CSS.escape(run.id)}"]`);
-  if (!rows.length) { if (box) box.remove(); return; }
-  if (!box) {
-    box = document.createElement("div");
-    box.className = "heatmap"; box.dataset.run = run.id;
-    box.innerHTML = "<h2></h2><canvas></canvas><div class=readout></div>";
-    container.appendChild(box);
-  }
+  const box = heatmapBox(run, container, "update-norms", rows.length > 0);
+  if (!box) return;
   const layers = Math.max(...rows.map((r) => r.layer_update_norms.length));
   const canvas = box.querySelector("canvas");
   const width = Math.max(200, box.clientWidth - 12), height = Math.min(300, Math.max(60, layers * 14));
@@ -293,12 +293,71 @@ function renderHeatmap(run, container) {
   };
 }
 
+function heatmapBox(run, container, kind, wanted) {
+  // The run's heatmap box of this kind: made when wanted and missing, removed (null) when no longer wanted.
+  let box = container.querySelector(`[data-run="${CSS.escape(run.id)}"][data-kind="${kind}"]`);
+  if (!wanted) { if (box) box.remove(); return null; }
+  if (!box) {
+    box = document.createElement("div");
+    box.className = "heatmap"; box.dataset.run = run.id; box.dataset.kind = kind;
+    box.innerHTML = "<h2></h2><canvas></canvas><div class=readout></div>";
+    container.appendChild(box);
+  }
+  return box;
+}
+
+function loadColor(ratio, top) {
+  // An expert's share as a multiple of the even share: blue (0, starved) through white (1, even) to red (top).
+  const [blue, white, red] = [[37, 99, 235], [255, 255, 255], [220, 38, 38]];
+  const [from, to, t] = ratio <= 1 ? [blue, white, Math.max(ratio, 0)] : [white, red, Math.min((ratio - 1) / (top - 1), 1)];
+  return `rgb(${from.map((c, j) => Math.round(c + t * (to[j] - c))).join(",")})`;
+}
+
+function renderExpertLoad(run, container) {
+  // The latest step's expert loads: one row per MoE block (first on top), one column per expert, colour = share × E.
+  let latest = null;
+  for (let i = run.records.length - 1; i >= 0 && !latest; i--) if (Array.isArray(run.records[i][EXPERT_LOAD])) latest = run.records[i];
+  const box = heatmapBox(run, container, "expert-load", latest !== null);
+  if (!box) return;
+  const rows = latest[EXPERT_LOAD].map((row) => (Array.isArray(row) ? row : []));
+  const blocks = rows.length, experts = Math.max(1, ...rows.map((row) => row.length));
+  const ratios = rows.map((row) => row.map((v) => (finite(v) ? v * experts : NaN)));
+  const top = Math.max(2, ...ratios.flat().filter(finite));
+  const canvas = box.querySelector("canvas");
+  const width = Math.max(200, box.clientWidth - 12), height = Math.min(400, Math.max(60, blocks * 18));
+  canvas.width = width; canvas.height = height; canvas.style.height = height + "px";
+  const ctx = canvas.getContext("2d"), cellW = width / experts, cellH = height / blocks;
+  ctx.font = "10px sans-serif"; ctx.textAlign = "center"; ctx.textBaseline = "middle";
+  ratios.forEach((row, block) => {
+    for (let expert = 0; expert < experts; expert++) {
+      const ratio = row[expert];
+      ctx.fillStyle = finite(ratio) ? loadColor(ratio, top) : "#d1d5db";
+      ctx.fillRect(expert * cellW, block * cellH, Math.ceil(cellW), Math.ceil(cellH));
+      if (finite(ratio) && cellW >= 28 && cellH >= 12) {
+        ctx.fillStyle = "#111827";
+        ctx.fillText(ratio.toFixed(1), (expert + 0.5) * cellW, (block + 0.5) * cellH);
+      }
+    }
+  });
+  box.querySelector("h2").textContent = `Expert load per MoE block, ${run.id}, step ${latest.step}: ${blocks} blocks (first on top) × ` +
+    `${experts} experts, colour = share of routed slots × ${experts}: white even, red overloaded (up to ${top.toFixed(1)}×), blue starved`;
+  canvas.onmousemove = (event) => {
+    const bounds = canvas.getBoundingClientRect();
+    const expert = Math.min(experts - 1, Math.floor(((event.clientX - bounds.left) / bounds.width) * experts));
+    const block = Math.min(blocks - 1, Math.floor(((event.clientY - bounds.top) / bounds.height) * blocks));
+    const share = rows[block][expert];
+    box.querySelector(".readout").textContent = finite(share)
+      ? `step ${latest.step}, MoE block ${block}, expert ${expert}: ${(100 * share).toFixed(1)}% of routed slots (${(share * experts).toFixed(2)}× even)`
+      : `MoE block ${block}, expert ${expert}: not logged`;
+  };
+}
+
 function render() {
   const runs = chosenRuns();
   renderPanels(runs);
   const heatmaps = $("heatmaps");
   for (const box of [...heatmaps.children]) if (!runs.some((run) => run.id === box.dataset.run)) box.remove();
-  for (const run of runs) renderHeatmap(run, heatmaps);
+  for (const run of runs) { renderHeatmap(run, heatmaps); renderExpertLoad(run, heatmaps); }
   for (const run of runs) run.tr.dataset.plottedStep = String(run.records[run.records.length - 1].step);
   const last = Math.max(-1, ...runs.map((run) => run.records[run.records.length - 1].step));
   document.body.dataset.lastStep = String(last);
