@@ -1,14 +1,18 @@
 """The memory planner: exact state bytes per device, activations within a measured tolerance of XLA's analysis."""
 
+import dataclasses
+
 import pytest
 
 from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.errors import TootsieError
 from tootsie.models.llama import LlamaConfig
+from tootsie.models.moe import MoeConfig
 from tootsie.models.presets import PRESETS
 from tootsie.train.config import TrainConfig
 from tootsie.train.memory_plan import (
+    MOE_DISPATCH_COPIES,
     analytic_bytes,
     compiled_bytes,
     compiled_bytes_in_subprocess,
@@ -101,3 +105,55 @@ def test_bad_mesh_text_is_a_one_line_error(text: str) -> None:
 def test_unknown_device_kind_names_the_known_ones() -> None:
     with pytest.raises(TootsieError, match="h100"):
         device_kind("tpu9")
+
+
+MOE = MoeConfig(
+    vocab_size=1024,
+    hidden_dim=64,
+    intermediate_dim=128,
+    num_layers=2,
+    num_heads=4,
+    num_kv_heads=4,
+    num_experts=8,
+    experts_per_token=2,
+    capacity_factor=1.25,
+)
+
+
+def test_expert_axis_splits_expert_weights_and_their_moments_and_the_batch_rows() -> None:
+    config = _config(MOE, 64, 16, parse_mesh("data=2,expert=4"), ema=None)
+    parts = analytic_bytes(config, 8, fused_attention=True, auto_expert_backend="padded")
+    h, layers = MOE.hidden_dim, MOE.num_layers
+    # the experts and the router's experts dimension are split in quarters over expert=4; the rest is whole
+    experts = layers * MOE.num_experts * h * (3 * MOE.intermediate_dim + 1)
+    assert parts["params"] == 4 * (MOE.num_parameters() - experts + experts // 4)
+    assert parts["optimizer"] == 2 * parts["params"] + 2 * 4  # Adam's mu and nu shard as the params do
+    assert parts["rows_per_device"] == 16 // 8  # rows over data × expert × fsdp
+    # 2 rows × 64 tokens per device; capacity on the layer's 1024 tokens: ceil(1.25 · 1024 · 2 / 8) = 320 slots
+    # per expert, 8 × 320 rows of [experts, capacity, hidden] buffers split over the 8 batch devices.
+    assert parts["moe_dispatch_rows"] == 8 * 320 // 8
+    assert parts["moe_dispatch_buffers"] == 320 * MOE_DISPATCH_COPIES * h * 4
+    ragged = analytic_bytes(config, 8, fused_attention=True, auto_expert_backend="ragged")
+    assert ragged["moe_dispatch_rows"] == 2 * 128  # k × tokens: no padding
+
+
+def test_plan_json_gives_total_and_active_parameters() -> None:
+    plan = plan_memory(_config(MOE, 64, 8, parse_mesh("expert=2")), 2, "h100", compile_step=False).to_json()
+    assert (plan["params_total"], plan["params_active"]) == (MOE.num_parameters(), MOE.active_parameters())
+    assert plan["params_total"] > plan["params_active"]
+    assert plan["mesh"] == {"data": 1, "expert": 2, "fsdp": 1, "tensor": 1}
+    assert {"per_device", "device_bytes", "fits", "notes", "analytic", "xla", "device_kind"} <= set(plan)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_moe_step_memory_agrees_with_xla_on_a_small_shape() -> None:
+    """Measured 0.85-1.06x over 7 shapes with finite capacity (cf 1-2, 8-16 experts, k 2-4, shared experts or
+    none, full and no remat); dropless padded buffers (every expert sized for every token) came out at 0.78x."""
+    model = dataclasses.replace(MOE, hidden_dim=128, intermediate_dim=512, vocab_size=2048, expert_backend="padded")
+    config = _config(model, 128, 8, MeshConfig(data=1))
+    parts, xla = analytic_bytes(config, 1, fused_attention=False), compiled_bytes(config)
+    state = parts["params"] + parts["optimizer"]
+    assert xla["arguments"] == pytest.approx(state, rel=0.01)
+    step = parts["gradients"] + parts["activations"] + parts["temporaries"]
+    assert xla["peak"] - state == pytest.approx(step, rel=STEP_TOLERANCE)

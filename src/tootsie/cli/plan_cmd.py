@@ -1,14 +1,18 @@
 """`tootsie plan memory`: will a training config fit its devices? Bytes per device, before launch.
 
-    tootsie plan memory --config run.yaml [--devices N] [--mesh data=..,fsdp=..,tensor=..] \
+    tootsie plan memory --config run.yaml [--devices N] [--mesh data=..,expert=..,fsdp=..,tensor=..] \
         [--device-kind h100|h200|a100|v5p|cpu] [--json]
     tootsie plan memory --model 8b --seq-len 4096 --batch-size 256 --mesh fsdp=8 --device-kind h100 --json
+    tootsie plan memory --model moe-1e23 --seq-len 4096 --batch-size 2048 --mesh data=4,expert=4,fsdp=32 --no-compile
 
 `--model` takes a preset name (`tootsie.models.presets`; `8b` and `32b` mean
-`marin-8b` and `marin-32b`). The planner is `tootsie.train.memory_plan`.
+`marin-8b` and `marin-32b`). The planner is `tootsie.train.memory_plan`. The
+JSON has `params_total` and `params_active` (they differ for an MoE: memory
+holds every expert, a token passes through k of them).
 """
 
 import argparse
+import math
 from dataclasses import replace
 
 from tootsie.cli.options import add_output_flags
@@ -58,15 +62,16 @@ def _devices(args: argparse.Namespace, config: TrainConfig) -> int:
     """`--devices`, else the product of an explicit mesh."""
     if args.devices is not None:
         return args.devices
-    sizes = (config.mesh.data, config.mesh.fsdp, config.mesh.tensor)
+    sizes = (config.mesh.data, config.mesh.expert, config.mesh.fsdp, config.mesh.tensor)
     if -1 in sizes:
         raise TootsieError(f"the mesh {config.mesh} leaves an axis at -1; give --devices N or every axis a size")
-    return sizes[0] * sizes[1] * sizes[2]
+    return math.prod(sizes)
 
 
 def _table(plan: MemoryPlan) -> str:
     """The plan as a readable table in GiB."""
     lines = [f"memory per device on {plan.device_kind}, mesh {plan.mesh}:"]
+    lines.append(f"  {'parameters':<12} {plan.params_total:,} total, {plan.params_active:,} active")
     lines += [f"  {part:<12} {plan.per_device[part] / GIB:10.2f} GiB" for part in (*PARTS, "total")]
     lines.append(f"  {'device':<12} {plan.device_bytes / GIB:10.2f} GiB: {'fits' if plan.fits else 'does NOT fit'}")
     return "\n".join(lines + [f"  note: {note}" for note in plan.notes])
@@ -93,7 +98,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     memory.add_argument("--seq-len", type=int, help="tokens per sequence (with --model)")
     memory.add_argument("--batch-size", type=int, help="global sequences per step (with --model)")
     memory.add_argument("--devices", type=int, help="device count (default: the product of the mesh's axes)")
-    memory.add_argument("--mesh", help="data=..,fsdp=..,tensor=.. (overrides the config's mesh)")
+    memory.add_argument("--mesh", help="data=..,expert=..,fsdp=..,tensor=.. (overrides the config's mesh)")
     memory.add_argument("--device-kind", default="h100", help=f"one of {', '.join(DEVICE_KINDS)} (default h100)")
     memory.add_argument("--compute-dtype", choices=COMPUTE_DTYPES, help="override the config's compute dtype")
     memory.add_argument("--no-compile", action="store_true", help="analytic only: skip XLA's compiled analysis")

@@ -17,6 +17,15 @@ plan also compiles it on abstract shapes over fake CPU devices and reports
 `memory_analysis()` per device; fake devices must exist before JAX starts, so
 that compile runs in a subprocess (`python -m tootsie.train.memory_plan`).
 
+An MoE (`MoeConfig`) is counted the same way: its expert weights and their
+moments are split over the `expert` axis by the layout (their hidden dimension
+over `fsdp`), batch rows over data × expert × fsdp, and each MoE block's working
+set holds its dispatch buffers: `experts × capacity` rows per layer
+(`capacity_slots`, so sized by the capacity factor) for the padded backend,
+`k × tokens` rows for `ragged_dot`, each with the routed experts'
+`[rows, intermediate]` intermediates. The plan reports `params_total` (what
+memory holds) beside `params_active` (what a token's compute touches).
+
 Example: the 8B preset (8.03e9 params) on `fsdp=8` holds 4.01 GB of params,
 8.03 GB of Adam moments and 4.01 GB of EMA per device; with seq 4096 and 256
 rows (32 per device, full remat) the 32 saved block inputs add 2 copies × 32
@@ -41,6 +50,9 @@ from jax.sharding import AbstractMesh, AxisType, NamedSharding, PartitionSpec
 
 from tootsie.configfile import from_plain, to_plain
 from tootsie.errors import TootsieError
+from tootsie.models.llama import LlamaConfig
+from tootsie.models.moe import MoeConfig
+from tootsie.models.routing import capacity_slots
 from tootsie.train.config import TrainConfig
 from tootsie.train.sharding import BATCH_AXES, MESH_AXES, Layout, MeshConfig, make_layout
 from tootsie.train.state import abstract_state, build_optimizer
@@ -55,6 +67,8 @@ BLOCK_INTER_COPIES = 5
 """Live `[rows, seq, intermediate]` tensors in one block's backward (gate, up, silu, product, their gradient)."""
 BLOCK_HIDDEN_COPIES = 9
 """Live fp32 `[rows, seq, hidden]` tensors in one block's backward (norms, q/k/v/out, residual gradients)."""
+MOE_DISPATCH_COPIES = 4
+"""Live `[dispatch rows, hidden]` tensors in one MoE block's backward (expert inputs, outputs, their gradients)."""
 SCORE_COPIES = 2
 """fp32 `[rows, heads, seq, seq]` tensors of materialized attention (scores and their gradient)."""
 LOSS_CHUNK_COPIES = 2
@@ -135,8 +149,56 @@ def _shard_bytes(tree: Any, shardings: Any) -> int:
     return sum(int(np.prod(s.shard_shape(leaf.shape))) * leaf.dtype.itemsize for leaf, s in zip(leaves, specs))
 
 
-def analytic_bytes(config: TrainConfig, devices: int, fused_attention: bool) -> dict[str, int]:
-    """Per-device bytes of each part (and their pieces), from the shapes and the layout alone."""
+def _moe_dispatch_rows(model: MoeConfig, tokens: int, batch_devices: int, backend: str) -> int:
+    """Expert-input rows one device holds in one MoE layer: `experts × capacity` (padded), `k × tokens` (ragged).
+
+    Capacity is sized on the layer's global tokens (`capacity_slots`, as the model does) and its buffers
+    split evenly over the devices the batch is split over.
+    """
+    if backend == "ragged":
+        return model.experts_per_token * tokens
+    capacity = capacity_slots(tokens * batch_devices, model.num_experts, model.experts_per_token, model.capacity_factor)
+    return -(-model.num_experts * capacity // batch_devices)
+
+
+def _mlp_kinds(model: LlamaConfig, tokens: int, mesh: dict[str, int], backend: str) -> list[dict[str, int]]:
+    """Each kind of block's MLP on one device: `layers`, the `[rows, width]` intermediates and its local weights.
+
+    A dense decoder has one kind; an MoE has its MoE blocks (routed rows through experts `intermediate_dim`
+    wide, plus the shared experts on every token) and, with `dense_layers`, its leading dense blocks.
+    """
+    tensor, hidden = mesh["tensor"], model.hidden_dim
+    if not isinstance(model, MoeConfig):
+        inter = model.intermediate_dim // tensor
+        return [dict(layers=model.num_layers, rows=0, tokens_inter=inter, rows_inter=0, weights=3 * hidden * inter)]
+    batch_devices = math.prod(mesh[axis] for axis in BATCH_AXES)
+    rows = _moe_dispatch_rows(model, tokens, batch_devices, backend)
+    inter, shared = model.intermediate_dim // tensor, model.num_shared_experts * model.intermediate_dim // tensor
+    local_experts = -(-model.num_experts // mesh["expert"])
+    kinds = [
+        dict(
+            layers=model.moe_layers,
+            rows=rows,
+            tokens_inter=shared,
+            rows_inter=inter,
+            weights=hidden * model.num_experts + 3 * hidden * (local_experts * inter + shared),
+        )
+    ]
+    if model.dense_layers:
+        width = model.dense_width // tensor
+        kinds.append(
+            dict(layers=model.dense_layers, rows=0, tokens_inter=width, rows_inter=0, weights=3 * hidden * width)
+        )
+    return kinds
+
+
+def analytic_bytes(
+    config: TrainConfig, devices: int, fused_attention: bool, auto_expert_backend: str = "ragged"
+) -> dict[str, int]:
+    """Per-device bytes of each part (and their pieces), from the shapes and the layout alone.
+
+    An MoE's expert backend `auto` is taken as `auto_expert_backend` (`padded` on CPU, `ragged` elsewhere).
+    """
     layout, params, _, opt_state = _abstract_layout(config, devices)
     mesh = dict(layout.mesh.shape)
     model, tensor = config.model, mesh["tensor"]
@@ -144,26 +206,40 @@ def analytic_bytes(config: TrainConfig, devices: int, fused_attention: bool) -> 
     rows = -(-rows // math.prod(mesh[axis] for axis in BATCH_AXES))
     micro_rows = -(-rows // config.microbatches)
     seq, hidden, vocab = config.data.seq_len, model.hidden_dim, model.vocab_size
-    inter, heads = model.intermediate_dim // tensor, max(model.num_heads // tensor, 1)
+    heads = max(model.num_heads // tensor, 1)
     qkv = (model.num_heads + 2 * model.num_kv_heads) * model.resolved_head_dim // tensor
+    attention_weights = hidden * (qkv + model.num_heads * model.resolved_head_dim // tensor)
     compute = jnp.dtype(config.compute_dtype).itemsize
     tokens = micro_rows * seq
+    backend = getattr(model, "expert_backend", "auto")
+    kinds = _mlp_kinds(model, tokens, mesh, auto_expert_backend if backend == "auto" else backend)
 
     param_bytes = _shard_bytes(params, layout.params)
     ema = param_bytes if config.ema is not None else 0
     grads = param_bytes * (2 if config.microbatches > 1 else 1)
-    block = tokens * (BLOCK_INTER_COPIES * inter * compute + BLOCK_HIDDEN_COPIES * hidden * 4)
     scores = 0 if fused_attention else micro_rows * seq * seq * (SCORE_COPIES * heads * 4 + 1)
+    blocks = [
+        tokens * (BLOCK_INTER_COPIES * kind["tokens_inter"] * compute + BLOCK_HIDDEN_COPIES * hidden * 4)
+        + kind["rows"] * (BLOCK_INTER_COPIES * kind["rows_inter"] + MOE_DISPATCH_COPIES * hidden) * compute
+        for kind in kinds
+    ]
+    block = max(blocks)
     saved_input = RESIDUAL_COPIES * model.num_layers * tokens * hidden * compute
     saved = {
         "full": 0,
-        "dots": model.num_layers * tokens * (qkv + 3 * hidden + 2 * inter) * compute,
-        "none": model.num_layers * (block + scores),
+        "dots": sum(
+            kind["layers"]
+            * (tokens * (qkv + 3 * hidden + 2 * kind["tokens_inter"]) + kind["rows"] * 2 * kind["rows_inter"])
+            * compute
+            for kind in kinds
+        ),
+        "none": sum(kind["layers"] * (one + scores) for kind, one in zip(kinds, blocks, strict=True)),
     }[model.remat]
-    layer_params = model.num_parameters(include_embeddings=False) // model.num_layers // tensor
+    layer_params = attention_weights + max(kind["weights"] for kind in kinds)
     gathered = (2 * layer_params + vocab * hidden // tensor) * compute if mesh["fsdp"] > 1 else 0
     cast = param_bytes // 4 * compute if compute != 4 else 0
     loss = min(LOSS_CHUNK_TOKENS, tokens) * vocab // tensor * 4 * LOSS_CHUNK_COPIES + hidden * vocab // tensor * 4
+    dispatch_rows = max(kind["rows"] for kind in kinds)
     return {
         "params": param_bytes,
         "optimizer": _shard_bytes(opt_state, layout.opt_state) + ema,
@@ -173,6 +249,8 @@ def analytic_bytes(config: TrainConfig, devices: int, fused_attention: bool) -> 
         "ema": ema,
         "saved_block_inputs": saved_input,
         "attention_scores": scores,
+        "moe_dispatch_rows": dispatch_rows,
+        "moe_dispatch_buffers": dispatch_rows * MOE_DISPATCH_COPIES * hidden * compute,
         "fsdp_gathered_weights": gathered,
         "updated_params": param_bytes,
         "rows_per_device": rows,
@@ -252,6 +330,10 @@ class MemoryPlan:
     xla: dict[str, Any] | None
     mesh: dict[str, int]
     device_kind: str
+    params_total: int
+    """Every parameter of the model (an MoE's every expert): what memory holds."""
+    params_active: int
+    """Parameters a token passes through (an MoE's router, k experts and shared ones): what compute touches."""
 
     def to_json(self) -> dict[str, Any]:
         """The `tootsie plan memory --json` object."""
@@ -270,8 +352,16 @@ def plan_memory(
     """
     kind = device_kind(kind_name)
     sizes = dict(zip(MESH_AXES, config.mesh.shape(devices), strict=True))
-    analytic = analytic_bytes(config, devices, kind.fused_attention)
+    auto_backend = "padded" if kind_name == "cpu" else "ragged"
+    analytic = analytic_bytes(config, devices, kind.fused_attention, auto_backend)
     notes = [kind.note, f"fits = total <= {HEADROOM:.0%} of device memory (runtime, allocator and NCCL headroom)"]
+    if isinstance(config.model, MoeConfig):
+        notes.append(
+            f"MoE: expert weights and moments split over expert={sizes['expert']} (hidden over fsdp); "
+            f"{analytic['moe_dispatch_rows']} expert-input rows per layer per device "
+            f"({config.model.expert_backend} backend, auto = {auto_backend}; capacity factor "
+            f"{config.model.capacity_factor})"
+        )
     if config.ema is not None:
         notes.append("optimizer includes the fp32 EMA copy of the weights")
     per_device = {part: analytic[part] for part in PARTS}
@@ -297,7 +387,16 @@ def plan_memory(
     per_device["total"] = sum(per_device[part] for part in PARTS)
     budget = int(kind.memory_bytes * HEADROOM)
     return MemoryPlan(
-        per_device, kind.memory_bytes, per_device["total"] <= budget, tuple(notes), analytic, xla, sizes, kind_name
+        per_device,
+        kind.memory_bytes,
+        per_device["total"] <= budget,
+        tuple(notes),
+        analytic,
+        xla,
+        sizes,
+        kind_name,
+        params_total=config.model.num_parameters(),
+        params_active=config.model.active_parameters(),
     )
 
 
