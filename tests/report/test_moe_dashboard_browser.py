@@ -23,7 +23,7 @@ MOE_PANELS = {"moe_drops", "moe_balance", "moe_entropy", "moe_z"}
 
 def _write(directory: Path, moe: bool) -> None:
     directory.mkdir(parents=True)
-    lines = (json.dumps({**_record(step, moe), "tokens": 64 * (step + 1)}) + "\n" for step in range(STEPS))
+    lines = (json.dumps(_record(step, moe)) + "\n" for step in range(STEPS))
     directory.joinpath("metrics.jsonl").write_text("".join(lines), encoding="utf-8")
     directory.joinpath("config.json").write_text(json.dumps({"num_steps": STEPS, "model": {}}), encoding="utf-8")
 

@@ -12,12 +12,13 @@ MOE_TITLES = (
     "MoE drops and balance: dropped fraction and max expert load",
     "MoE router: load-balancing loss, router entropy and z-loss",
 )
-STEPS, BLOCKS, EXPERTS, DENSE = 20, 3, 4, 1
+STEPS, BLOCKS, EXPERTS, DENSE, TOKENS = 20, 3, 4, 1, 64
 
 
 def _record(step: int, moe: bool) -> dict[str, object]:
     """A step of a run; an MoE run's first MoE block collapses onto expert 0 over the run."""
     record: dict[str, object] = {"step": step, "loss": 4.0 - 0.05 * step, "lr": 1e-3, "phase": "stable"}
+    record["tokens"] = TOKENS * (step + 1)
     if moe:
         busy = 0.25 + 0.5 * step / (STEPS - 1)  # expert 0's share in block 0: even, then three times even
         collapsing = [busy, *[(1 - busy) / (EXPERTS - 1)] * (EXPERTS - 1)]
@@ -51,6 +52,13 @@ def test_an_moe_run_gets_its_panels_and_a_dense_run_beside_it_draws_nothing_on_t
     # the latest step's extremes, blocks numbered after the dense block: block 1 collapsed onto expert 0
     assert f"<td>moe</td><td>{STEPS - 1}</td><td>{DENSE}</td><td>0 (75.0%)</td><td>1 (8.3%)</td><td>25.0%</td>" in page
     assert f"<td>{DENSE + BLOCKS - 1}</td><td>0 (25.0%)</td>" in page and f"<td>{DENSE + BLOCKS}</td>" not in page
+
+
+def test_against_tokens_the_snapshots_are_named_by_tokens(tmp_path: Path) -> None:
+    result = write_report(_run(tmp_path / "moe", moe=True), tmp_path / "tokens.html", x="tokens")
+    page = (tmp_path / "tokens.html").read_text(encoding="utf-8")
+    assert result["traces"][MOE_TITLES[0]] == ["moe"] * 4
+    assert "<th>tokens</th><th>block</th>" in page and f"<td>moe</td><td>{TOKENS * STEPS}</td><td>{DENSE}</td>" in page
 
 
 def test_runs_without_moe_metrics_get_no_moe_panels() -> None:

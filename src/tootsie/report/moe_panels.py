@@ -69,7 +69,7 @@ def moe_panels(runs: dict[str, Records], timeline: Timeline, first_block: dict[s
     experts = {load[-1].num_experts for load in loads.values()}
     num_experts = experts.pop() if len(experts) == 1 else None
     return (
-        expert_load_panel(loads, first_block),
+        expert_load_panel(loads, first_block, timeline.x_label),
         routing_panel(runs, timeline, num_experts),
         router_loss_panel(runs, timeline, num_experts),
     )
@@ -80,8 +80,13 @@ def _relative(load: ExpertLoad) -> np.ma.MaskedArray:
     return np.ma.masked_invalid(load.shares * load.num_experts)
 
 
-def expert_load_panel(loads: dict[str, tuple[ExpertLoad, ...]], first_block: dict[str, int]) -> Panel:
-    """Per-block expert load (share × E) at a few steps, one strip per run, and each block's extremes at the last."""
+def expert_load_panel(
+    loads: dict[str, tuple[ExpertLoad, ...]], first_block: dict[str, int], x_label: str = "step"
+) -> Panel:
+    """Per-block expert load (share × E) at a few steps, one strip per run, and each block's extremes at the last.
+
+    `x_label` names what a record's `step` holds (`tokens` when the report is drawn against tokens).
+    """
     title = "MoE expert load per block (share of routed slots × experts)"
     if not loads:
         return Panel(title, None, f"`{EXPERT_LOAD}` was not logged (only the averaged `moe/` scalars were).")
@@ -110,7 +115,7 @@ def expert_load_panel(loads: dict[str, tuple[ExpertLoad, ...]], first_block: dic
                 for (layer, expert), value in np.ndenumerate(relative.filled(np.nan)):
                     if math.isfinite(value):
                         axis.text(expert, layer, f"{value:.1f}", ha="center", va="center", fontsize=7)
-            axis.set_title(f"{label} step {load.step}".strip(), fontsize=8)
+            axis.set_title(f"{label} {x_label} {load.step}".strip(), fontsize=8)
             axis.set_xticks(range(experts) if experts <= 16 else np.linspace(0, experts - 1, 9).round())
             axis.tick_params(labelsize=7)
             ticks = range(layers) if layers <= 12 else np.linspace(0, layers - 1, 7).round().astype(int)
@@ -129,11 +134,11 @@ def expert_load_panel(loads: dict[str, tuple[ExpertLoad, ...]], first_block: dic
         " experts: 1.0 (white) is an even share, 2.0 (red) twice it, 0 (blue) an expert nobody picks."
         f" Columns: up to {SNAPSHOTS} logged steps, evenly spaced, the last the latest; one step's batch is noisy,"
         " so read a block that stays red across columns. Blocks are numbered as in the model (dense blocks first).",
-        _extremes_table(loads, first_block),
+        _extremes_table(loads, first_block, x_label),
     )
 
 
-def _extremes_table(loads: dict[str, tuple[ExpertLoad, ...]], first_block: dict[str, int]) -> Table:
+def _extremes_table(loads: dict[str, tuple[ExpertLoad, ...]], first_block: dict[str, int], x_label: str) -> Table:
     """Per run and block at its latest logged step: the busiest and the idlest expert with their shares."""
     rows = []
     for label, found in loads.items():
@@ -152,7 +157,7 @@ def _extremes_table(loads: dict[str, tuple[ExpertLoad, ...]], first_block: dict[
                     f"{100 / latest.num_experts:.1f}%",
                 )
             )
-    return Table(("run", "step", "block", "busiest expert", "idlest expert", "even share"), tuple(rows))
+    return Table(("run", x_label, "block", "busiest expert", "idlest expert", "even share"), tuple(rows))
 
 
 def _uniform_line(axis: Axes, value: float, text: str) -> None:
