@@ -19,7 +19,8 @@ factor is None (dropless) or at least `experts / k`.
 The statistics the objective and the run log read come out of the same pass
 (`RouterStats`): the Switch load-balancing loss `E · Σ_i f_i · P_i` (f_i: the
 share of routed slots sent to expert i before drops, P_i: its mean router
-probability; 1.0 at uniform load, E at total collapse), the router z-loss
+probability; 1.0 at uniform load, E/k when every token sends its k
+choices to the same k experts), the router z-loss
 (mean squared logsumexp of the logits, ST-MoE), the dropped fraction, the
 busiest expert's share, and the router entropy.
 
