@@ -2,6 +2,7 @@
 mode flags (`--example-config`, `--evaluate`) still parse as those verbs."""
 
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -18,6 +19,7 @@ SHAPES = [
     ),
     (["train", "example-config", "--prefix", "p"], train_cmd.print_example_config),
     (["train", "--example-config", "--prefix", "p"], train_cmd.print_example_config),
+    (["train", "--example-config", "--moe"], train_cmd.print_example_config),
     (["sft", "--config", "c.yaml", "--out", "run"], train_cmd.train_command),
     (["sft", "example-config", "--tiny"], sft_cmd.print_example_config),
     (["sft", "--example-config", "--prefix", "p"], sft_cmd.print_example_config),
@@ -65,3 +67,23 @@ def test_an_example_config_prints_as_yaml_or_as_one_json_object(capsys) -> None:
     assert "window: 7\n" in capsys.readouterr().out
     assert train_cmd.print_built_config(parse_args(["train", "example-config", "--json"]), lambda: config) == 0
     assert json.loads(capsys.readouterr().out.splitlines()[-1]) == to_plain(config)
+
+
+def test_the_moe_example_is_the_dense_one_with_8_experts_of_which_each_token_uses_2(monkeypatch) -> None:
+    from tootsie.demos import train_demo
+    from tootsie.models.moe import MoeConfig
+
+    def built(steps: list, prefix: str) -> SimpleNamespace:
+        return SimpleNamespace(
+            ok=True, steps=[SimpleNamespace(name=s.name, output_path=f"{prefix}/{s.name}") for s in steps]
+        )
+
+    monkeypatch.setattr(train_demo, "run_experiment", built)
+    assert parse_args(["train", "--example-config", "--moe"]).moe
+    assert not parse_args(["train", "example-config"]).moe
+    dense, moe = train_demo.train_example("p"), train_demo.train_example("p", moe=True)
+    assert isinstance(moe.model, MoeConfig) and not isinstance(dense.model, MoeConfig)
+    assert (moe.model.num_experts, moe.model.experts_per_token) == (8, 2)
+    assert moe.data == dense.data and moe.num_steps == dense.num_steps
+    router = moe.model.num_layers * moe.model.hidden_dim * moe.model.num_experts
+    assert moe.model.active_parameters() == dense.model.num_parameters() + router  # the dense MLP's width, routed

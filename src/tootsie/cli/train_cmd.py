@@ -1,14 +1,14 @@
 """`tootsie train`: train from a YAML/JSON config; rerun on the same `--out` to resume.
 
     tootsie train --config FILE --out DIR [--profile A:B] [--tracker NAME]... [--allow-config-change]
-    tootsie train example-config [--prefix DIR] > train.yaml      (old shape: train --example-config)
+    tootsie train example-config [--prefix DIR] [--moe] > train.yaml      (old shape: train --example-config)
 
 `--profile A:B` traces steps [A, B) with the JAX profiler and `--tracker
 tensorboard` / `--tracker wandb` adds a tracker; neither changes the weights.
 Every tracker's extra is checked before training starts. `example-config`
 prints a complete config for a tiny model on the demo corpus
-(`demos.train_demo`), building the demo's token caches first if they are not
-there.
+(`demos.train_demo`; `--moe`: an 8-expert, k = 2 mixture of experts), building
+the demo's token caches first if they are not there.
 
 `sft` and `dpo` (and later `rl`) have the same shape, built here: `NAME
 --config FILE --out DIR` trains exactly as `train` does, and each mode is a
@@ -40,8 +40,11 @@ EVALUATE = "evaluate"
 def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     """Add `tootsie train` and its `example-config` verb."""
     verbs = add_training_command(subparsers, "train", "train a model from a config file (rerun to resume)")
-    add_example_verb(
+    example = add_example_verb(
         verbs, "print a complete config for a tiny model on the demo corpus", print_example_config, tiny=False
+    )
+    example.add_argument(
+        "--moe", action="store_true", help="a mixture of experts (8 experts, k = 2) instead of the dense Llama"
     )
 
 
@@ -166,7 +169,7 @@ def print_example_config(args: argparse.Namespace) -> int:
     """Print the example config, building the demo corpus if needed."""
     from tootsie.demos.train_demo import train_example
 
-    return print_built_config(args, lambda: train_example(demo_prefix(args.prefix)))
+    return print_built_config(args, lambda: train_example(demo_prefix(args.prefix), moe=args.moe))
 
 
 def print_built_config(args: argparse.Namespace, build: Callable[[], object]) -> int:
