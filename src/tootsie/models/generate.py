@@ -30,8 +30,14 @@ import numpy as np
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
 from tootsie.errors import TootsieError
-from tootsie.models.kv_cache import CachedDecoder, KVCache, cached_decoder, decode_mask, prefill_mask
-from tootsie.models.llama import LlamaModel
+from tootsie.models.kv_cache import (
+    CachedDecoder,
+    DecoderModel,
+    KVCache,
+    cached_decoder,
+    decode_mask,
+    prefill_mask,
+)
 
 MIN_BUCKET = 16
 """Shortest padded prompt: shorter buckets save little and add compiles."""
@@ -117,15 +123,15 @@ def sample(
     return jax.lax.cond(temperature > 0, draw, lambda _: greedy, None)
 
 
-def _next_token(model: LlamaModel, hidden: Float[Array, "batch hidden"], settings: tuple, key: PRNGKeyArray) -> Array:
+def _next_token(model: DecoderModel, hidden: Float[Array, "batch hidden"], settings: tuple, key: PRNGKeyArray) -> Array:
     temperature, top_k, top_p = settings
     return sample(hidden @ model.output_head().astype(hidden.dtype), temperature, top_k, top_p, key=key)
 
 
 @partial(jax.jit, static_argnames=("static", "decoder", "max_len"))
 def _prefill(
-    params: LlamaModel,
-    static: LlamaModel,
+    params: DecoderModel,
+    static: DecoderModel,
     decoder: CachedDecoder,
     tokens: Array,
     lengths: Array,
@@ -145,8 +151,8 @@ def _prefill(
 
 @partial(jax.jit, static_argnames=("static", "decoder"), donate_argnames=("cache",))
 def _decode(
-    params: LlamaModel,
-    static: LlamaModel,
+    params: DecoderModel,
+    static: DecoderModel,
     decoder: CachedDecoder,
     cache: KVCache,
     tokens: Array,
@@ -175,7 +181,7 @@ def _stop_reason(tokens: list[int], sampling: SamplingConfig, decode: Callable[[
 
 
 def generate(
-    model: LlamaModel,
+    model: DecoderModel,
     prompts: Sequence[Sequence[int]],
     sampling: SamplingConfig,
     decode: Callable[[list[int]], str] | None = None,

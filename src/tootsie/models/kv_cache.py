@@ -21,12 +21,16 @@ slot 8 at position 5 and sees slots 0-4 and 8.
 
 Generation dispatches on the model kind (`tootsie.models.registry`):
 `CACHED_DECODERS` holds each kind's empty cache and cached forward pass, and
-`cached_decoder` refuses a kind without one by name.
+`cached_decoder` refuses a kind without one by name. An MoE model (`moe`)
+shares Llama's: its leading dense blocks then its MoE blocks each scan over
+their own layers of one cache, and the experts route dropless, so a token's
+output never depends on the other rows of the batch.
 """
 
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import equinox as eqx
@@ -34,7 +38,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int
 
-from tootsie.models.llama import Block, LlamaModel, rope_tables
+from tootsie.models.llama import LlamaModel, rope_tables
+from tootsie.models.moe import MoeModel
 from tootsie.models.registry import model_kind, require_kind
 
 
@@ -50,9 +55,12 @@ class KVCache:
 
 jax.tree_util.register_dataclass(KVCache, data_fields=["keys", "values"], meta_fields=[])
 
+DecoderModel = LlamaModel | MoeModel
+"""The models `CACHED_DECODERS` decode."""
 
-def empty_cache(model: LlamaModel, batch: int, max_len: int, dtype: jnp.dtype) -> KVCache:
-    """A zeroed cache of `max_len` slots per row."""
+
+def empty_cache(model: DecoderModel, batch: int, max_len: int, dtype: jnp.dtype) -> KVCache:
+    """A zeroed cache of `max_len` slots per row, for every layer (an MoE model's dense ones included)."""
     config = model.config
     shape = (config.num_layers, batch, config.num_kv_heads, max_len, config.resolved_head_dim)
     return KVCache(jnp.zeros(shape, dtype), jnp.zeros(shape, dtype))
@@ -89,24 +97,34 @@ def cached_attention(
     return jnp.einsum("bkgts,bksd->btkgd", probs, values).reshape(batch, seq, heads, dim)
 
 
+def block_stacks(model: DecoderModel) -> list[eqx.Module]:
+    """The model's stacked blocks in the order they run: an MoE model's leading dense blocks (if any), then `layers`."""
+    return [stack for stack in (getattr(model, "dense", None), model.layers) if stack is not None]
+
+
 def forward_cached(
-    model: LlamaModel,
+    model: DecoderModel,
     cache: KVCache,
     tokens: Int[Array, "batch seq"],
     positions: Int[Array, "batch seq"],
     slot: Int[Array, ""],
     mask: Bool[Array, "batch seq max_len"],
 ) -> tuple[Float[Array, "batch seq hidden"], KVCache]:
-    """Final-normed hidden states of `tokens` (at RoPE `positions`), their keys/values written from `slot` on."""
+    """Final-normed hidden states of `tokens` (at RoPE `positions`), their keys/values written from `slot` on.
+
+    Each stack of `block_stacks` is one `scan` over its own slice of the cache's layers. Every block has
+    `.attn_norm .attn .mlp_norm .mlp`; an MoE block's `mlp` is its dropless inference output.
+    """
     config = model.config
     x = model.embed[tokens]
     cos_table, sin_table = rope_tables(
         cache.keys.shape[3], config.resolved_head_dim, config.rope_theta, config.rope_scaling
     )
     cos, sin = cos_table[positions], sin_table[positions]
-    dynamic, static = eqx.partition(model.layers, eqx.is_array)
 
-    def run_block(carry: tuple[Array, Array, Array], layer: tuple[Block, Array]) -> tuple[tuple, None]:
+    def run_block(
+        static: eqx.Module, carry: tuple[Array, Array, Array], layer: tuple[eqx.Module, Array]
+    ) -> tuple[tuple, None]:
         h, keys, values = carry
         params, index = layer
         block = eqx.combine(params, static)
@@ -117,8 +135,13 @@ def forward_cached(
         h = h + block.attn.merge(cached_attention(q, keys[index], values[index], mask), h.dtype)
         return (h + block.mlp(block.mlp_norm(h)), keys, values), None
 
-    layers = jnp.arange(config.num_layers)
-    (x, keys, values), _ = jax.lax.scan(run_block, (x, cache.keys, cache.values), (dynamic, layers))
+    carry, first = (x, cache.keys, cache.values), 0
+    for stack in block_stacks(model):
+        dynamic, static = eqx.partition(stack, eqx.is_array)
+        count = jax.tree_util.tree_leaves(dynamic)[0].shape[0]
+        carry, _ = jax.lax.scan(partial(run_block, static), carry, (dynamic, first + jnp.arange(count)))
+        first += count
+    x, keys, values = carry
     return model.final_norm(x), KVCache(keys, values)
 
 
@@ -132,8 +155,13 @@ class CachedDecoder:
     """(model, cache, tokens, positions, slot, mask) → final-normed hidden states and the updated cache."""
 
 
-CACHED_DECODERS: dict[str, CachedDecoder] = {"llama": CachedDecoder(empty_cache, forward_cached)}
-"""Model kind → its cached decoder; a kind missing here cannot be sampled from with a cache."""
+CACHED_DECODERS: dict[str, CachedDecoder] = {
+    "llama": CachedDecoder(empty_cache, forward_cached),
+    "moe": CachedDecoder(empty_cache, forward_cached),
+}
+"""Model kind → its cached decoder; a kind missing here cannot be sampled from with a cache.
+
+An MoE model decodes as a Llama one: its dense then MoE stacks share one cache, its experts routed dropless."""
 
 
 def cached_decoder(model: eqx.Module) -> CachedDecoder:

@@ -9,6 +9,15 @@ Qwen3's. A checkpoint therefore exports as `LlamaForCausalLM` or
 chosen class cannot express is refused with the feature named, instead of being
 exported into a model that computes something else.
 
+The `moe` decoder is Mixtral's (`MixtralForCausalLM`) without QK-norm and
+Qwen3-MoE's (`Qwen3MoeForCausalLM`) with it: both route each token to the top
+k of a softmax over experts, dropless at inference as tootsie's inference is.
+`router_weights` is Qwen3-MoE's `norm_topk_prob` (Mixtral always renormalizes)
+and the leading dense blocks are its `mlp_only_layers`. Neither class has
+shared experts, and Mixtral has no dense blocks (`moe_refusals`). The capacity
+factor and the router loss weights shape training only, so they export as they
+are (the loss weight as transformers' `router_aux_loss_coef`).
+
 Example: `LlamaConfig(hidden_dim=128, num_heads=4, qk_norm=True)` exports as
 `{"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 128, "head_dim": 32, ...}`.
 """
@@ -18,12 +27,20 @@ import dataclasses
 from tootsie.configfile import KIND_KEY, to_plain
 from tootsie.errors import TootsieError
 from tootsie.models.llama import Llama3RopeScaling, LlamaConfig
-from tootsie.models.registry import ModelConfig, model_kind, recorded_model, require_kind
+from tootsie.models.moe import MoeConfig
+from tootsie.models.registry import MODELS, ModelConfig, model_kind, recorded_model, require_kind
 
-EXPORTED_KINDS = ("llama",)
+EXPORTED_KINDS = ("llama", "moe")
 """Model kinds with a Hugging Face counterpart (`tootsie.models.registry`); the others cannot be exported."""
-ARCHITECTURES = {"llama": ("LlamaForCausalLM", "llama"), "qwen3": ("Qwen3ForCausalLM", "qwen3")}
+ARCHITECTURES = {
+    "llama": ("LlamaForCausalLM", "llama"),
+    "qwen3": ("Qwen3ForCausalLM", "qwen3"),
+    "mixtral": ("MixtralForCausalLM", "mixtral"),
+    "qwen3_moe": ("Qwen3MoeForCausalLM", "qwen3_moe"),
+}
 """Export name → (HF architecture class, HF model_type)."""
+KIND_ARCHITECTURES = {"llama": ("llama", "qwen3"), "moe": ("mixtral", "qwen3_moe")}
+"""Model kind → its export names (without QK-norm, with QK-norm)."""
 FIELD_NAMES = {
     "vocab_size": "vocab_size",
     "hidden_dim": "hidden_size",
@@ -39,8 +56,31 @@ FIELD_NAMES = {
 """tootsie `LlamaConfig` field → HF config key, for fields that are a plain rename."""
 HANDLED_FIELDS = frozenset(FIELD_NAMES) | {"head_dim", "rope_scaling", "qk_norm", "remat", "attention"}
 """Fields the export maps (`remat` and the `attention` kernel change how the model is computed, not what)."""
+MOE_FIELDS = frozenset(
+    {
+        "num_experts",
+        "experts_per_token",
+        "num_shared_experts",
+        "dense_layers",
+        "dense_intermediate_dim",
+        "router_weights",
+        "capacity_factor",
+        "load_balancing_weight",
+        "router_z_loss_weight",
+        "expert_backend",
+    }
+)
+"""`MoeConfig` fields the export maps or refuses by name (`moe_refusals`); the capacity factor, the router loss
+weights and the expert backend shape training or how experts are computed, not the inference function."""
 FIXED_HF_VALUES = {"hidden_act": "silu", "attention_bias": False, "mlp_bias": False, "use_sliding_window": False}
 """HF settings tootsie's decoder always has; an import with another value is refused."""
+FIXED_KEYS = {
+    "llama": ("hidden_act", "attention_bias", "mlp_bias"),
+    "qwen3": ("hidden_act", "attention_bias", "use_sliding_window"),
+    "mixtral": ("hidden_act",),
+    "qwen3_moe": ("hidden_act", "attention_bias", "use_sliding_window"),
+}
+"""The `FIXED_HF_VALUES` keys each architecture's config has (Mixtral's attention never has biases)."""
 
 
 def check_expressible(model: dict[str, object], where: str) -> None:
@@ -48,38 +88,70 @@ def check_expressible(model: dict[str, object], where: str) -> None:
 
     A feature is a field at a non-default value.
     """
-    require_kind(recorded_model(model)[KIND_KEY], EXPORTED_KINDS, f"Hugging Face export of {where}")
+    kind = recorded_model(model)[KIND_KEY]
+    require_kind(kind, EXPORTED_KINDS, f"Hugging Face export of {where}")
+    handled = HANDLED_FIELDS | (MOE_FIELDS if kind == "moe" else frozenset())
     defaults = {
-        f.name: to_plain(f.default) for f in dataclasses.fields(LlamaConfig) if f.default is not dataclasses.MISSING
+        f.name: to_plain(f.default) for f in dataclasses.fields(MODELS[kind]) if f.default is not dataclasses.MISSING
     }
+    classes = " or ".join(ARCHITECTURES[name][0] for name in KIND_ARCHITECTURES[kind])
     for name, value in model.items():
-        if name in HANDLED_FIELDS or name == KIND_KEY or (name in defaults and value == defaults[name]):
+        if name in handled or name == KIND_KEY or (name in defaults and value == defaults[name]):
             continue
         raise TootsieError(
             f"{where}: the model feature {name}={value!r} has no equivalent in Hugging Face "
-            f"LlamaForCausalLM or Qwen3ForCausalLM; only {', '.join(sorted(HANDLED_FIELDS))} "
+            f"{classes}; only {', '.join(sorted(handled))} "
             f"can be exported (train without {name} to release in HF format)"
         )
 
 
-def choose_architecture(config: ModelConfig, requested: str | None) -> str:
-    """The export architecture ("llama" or "qwen3"): Qwen3 exactly when QK-norm is on.
+def moe_refusals(config: MoeConfig, architecture: str) -> None:
+    """Refuse an MoE feature that `architecture` (mixtral or qwen3_moe) cannot express, naming the field."""
+    class_name = ARCHITECTURES[architecture][0]
+    if config.num_shared_experts:
+        raise TootsieError(
+            f"num_shared_experts: {class_name} has no always-on shared experts, and this model has "
+            f"{config.num_shared_experts}; train with num_shared_experts: 0 to release in HF format"
+        )
+    if architecture == "mixtral" and config.dense_layers:
+        raise TootsieError(
+            f"dense_layers: MixtralForCausalLM has experts in every layer, and this model's first "
+            f"{config.dense_layers} are dense; turn on qk_norm and export as qwen3_moe (its mlp_only_layers), "
+            "or train with dense_layers: 0"
+        )
+    if architecture == "mixtral" and config.router_weights != "renormalized":
+        raise TootsieError(
+            f"router_weights: MixtralForCausalLM always renormalizes the top-k router weights, and this model's "
+            f"are {config.router_weights!r}; Qwen3MoeForCausalLM expresses it (norm_topk_prob: false) with qk_norm"
+        )
 
-    A model kind outside `EXPORTED_KINDS`, or a request that cannot express the model, is an error.
+
+def choose_architecture(config: ModelConfig, requested: str | None) -> str:
+    """The export architecture: llama or qwen3 for a `llama` model, mixtral or qwen3_moe for an `moe` one,
+    the second exactly when QK-norm is on.
+
+    A model kind outside `EXPORTED_KINDS`, or a request that cannot express the model, is an error naming why.
     """
-    require_kind(model_kind(config), EXPORTED_KINDS, "Hugging Face export")
+    kind = model_kind(config)
+    require_kind(kind, EXPORTED_KINDS, "Hugging Face export")
     if requested is not None and requested not in ARCHITECTURES:
         raise TootsieError(f"unknown architecture {requested!r}; choose one of {sorted(ARCHITECTURES)}")
-    architecture = requested or ("qwen3" if config.qk_norm else "llama")
-    if architecture == "llama" and config.qk_norm:
+    plain, normed = KIND_ARCHITECTURES[kind]
+    if requested is not None and requested not in (plain, normed):
         raise TootsieError(
-            "qk_norm: LlamaForCausalLM has no per-head query/key RMSNorm, so "
-            "this QK-norm model cannot be exported as llama; export it as qwen3"
+            f"architecture {requested!r} cannot express a {kind!r} model; export it as {plain} or {normed}"
         )
-    if architecture == "qwen3" and not config.qk_norm:
+    architecture = requested or (normed if config.qk_norm else plain)
+    class_name = ARCHITECTURES[architecture][0]
+    if architecture == plain and config.qk_norm:
         raise TootsieError(
-            "qk_norm: Qwen3ForCausalLM always normalizes queries and keys per "
-            "head and this model does not (qk_norm is off); export it as llama"
+            f"qk_norm: {class_name} has no per-head query/key RMSNorm, so "
+            f"this QK-norm model cannot be exported as {plain}; export it as {normed}"
+        )
+    if architecture == normed and not config.qk_norm:
+        raise TootsieError(
+            f"qk_norm: {class_name} always normalizes queries and keys per "
+            f"head and this model does not (qk_norm is off); export it as {plain}"
         )
     if architecture == "llama" and config.hidden_dim % config.num_heads:
         raise TootsieError(
@@ -87,7 +159,33 @@ def choose_architecture(config: ModelConfig, requested: str | None) -> str:
             f"but this model has hidden_dim={config.hidden_dim}, num_heads={config.num_heads}, "
             f"head_dim={config.head_dim}; LlamaForCausalLM cannot express it"
         )
+    if isinstance(config, MoeConfig):
+        moe_refusals(config, architecture)
     return architecture
+
+
+def moe_hf_config(config: MoeConfig, architecture: str) -> dict[str, object]:
+    """The `config.json` keys of an MoE export beyond the Llama ones (experts, k, router; Qwen3-MoE's dense layers).
+
+    transformers' load-balancing loss sums over the k choices, so at the same loads it is k times tootsie's
+    Switch form: `router_aux_loss_coef` is `load_balancing_weight / k` (used only when fine-tuning with it on).
+    """
+    common = {
+        "num_experts_per_tok": config.experts_per_token,
+        "router_aux_loss_coef": config.load_balancing_weight / config.experts_per_token,
+        "output_router_logits": False,
+        "sliding_window": None,
+    }
+    if architecture == "mixtral":
+        return common | {"num_local_experts": config.num_experts, "router_jitter_noise": 0.0}
+    return common | {
+        "num_experts": config.num_experts,
+        "moe_intermediate_size": config.intermediate_dim,
+        "intermediate_size": config.dense_width,
+        "norm_topk_prob": config.router_weights == "renormalized",
+        "decoder_sparse_step": 1,
+        "mlp_only_layers": list(range(config.dense_layers)),
+    }
 
 
 def hf_config(
@@ -97,9 +195,7 @@ def hf_config(
     class_name, model_type = ARCHITECTURES[architecture]
     payload: dict[str, object] = {"architectures": [class_name], "model_type": model_type}
     payload |= {hf_key: getattr(config, field) for field, hf_key in FIELD_NAMES.items()}
-    payload |= {"hidden_act": "silu", "attention_bias": False} | (
-        {"use_sliding_window": False} if architecture == "qwen3" else {"mlp_bias": False}
-    )
+    payload |= {key: FIXED_HF_VALUES[key] for key in FIXED_KEYS[architecture]}
     payload |= {
         "head_dim": config.resolved_head_dim,
         "max_position_embeddings": max_position_embeddings,
@@ -117,6 +213,8 @@ def hf_config(
             "high_freq_factor": scaling.high_freq_factor,
             "original_max_position_embeddings": scaling.original_max_position,
         }
+    if isinstance(config, MoeConfig):
+        payload |= moe_hf_config(config, architecture)
     return payload
 
 

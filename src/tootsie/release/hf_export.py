@@ -1,8 +1,9 @@
 """`tootsie export hf`: a checkpoint as a Hugging Face model folder that `transformers` loads.
 
 The folder holds `config.json` (LlamaForCausalLM, or Qwen3ForCausalLM for
-QK-norm models), `model.safetensors` (or shards plus an index past
-`max_shard_bytes`), `generation_config.json`, the tokenizer files and
+QK-norm models; an MoE model's MixtralForCausalLM or Qwen3MoeForCausalLM),
+`model.safetensors` (or shards plus an index past `max_shard_bytes`),
+`generation_config.json`, the tokenizer files and
 `tootsie_export.json` (which checkpoint, step, tokens and weights it came from,
 so `tootsie import hf` restores the step). A chat model also ships its chat
 template and lists its end-of-turn token among the EOS ids (`hf_chat`). Any checkpoint exports, raw or EMA
@@ -143,7 +144,7 @@ def write_hf_folder(
     chat = chat if chat is not None else chat_export(checkpoint, tokenizer)
     special = write_tokenizer_files(tokenizer, directory, length, config.vocab_size, chat.source)
     files = write_safetensors(
-        to_hf_tensors(checkpoint_tensors(checkpoint, config, weights), config.num_layers), directory, max_shard_bytes
+        to_hf_tensors(checkpoint_tensors(checkpoint, config, weights), config, chosen), directory, max_shard_bytes
     )
     hf = hf_config(config, chosen, special["bos_token_id"], special["eos_token_id"], length)
     write_json_atomic(directory / "config.json", hf)

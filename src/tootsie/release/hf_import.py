@@ -37,8 +37,8 @@ def import_hf(directory: str | Path, out: str | Path) -> dict[str, object]:
         hf = json.loads(config_file.read_text(encoding="utf-8"))
     except json.JSONDecodeError as error:
         raise TootsieError(f"{config_file} is not valid JSON: {error}") from None
-    config, _ = llama_config_from_hf(hf, str(config_file))
-    model = from_hf_tensors(read_safetensors(source), config, source)
+    config, architecture = llama_config_from_hf(hf, str(config_file))
+    model = from_hf_tensors(read_safetensors(source), config, architecture, source)
     record = read_json(source / EXPORT_RECORD) or {}
     step, tokens = int(record.get("step", 0)), int(record.get("tokens", 0))
     existing = checkpoint_dir(target / CHECKPOINTS, step)

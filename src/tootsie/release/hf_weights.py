@@ -1,4 +1,4 @@
-"""tootsie tensors ↔ Hugging Face Llama/Qwen3 tensors, and sharded safetensors files.
+"""tootsie tensors ↔ Hugging Face Llama/Qwen3/Mixtral/Qwen3-MoE tensors, and sharded safetensors files.
 
 tootsie stacks every block's weights on a leading layer axis and stores
 matrices as `[in, out]` (`x @ w`); HF stores one tensor per layer as
@@ -6,6 +6,12 @@ matrices as `[in, out]` (`x @ w`); HF stores one tensor per layer as
 `model.layers.{i}.self_attn.q_proj.weight` transposed. Both sides rotate the
 query/key halves the same way (tootsie's `apply_rope` is HF's `rotate_half`
 layout), so no head permutation is needed.
+
+An MoE model's leading `.dense` blocks are HF layers 0..D-1 and its `.layers`
+blocks D..L-1. Its router `[hidden, experts]` is the HF gate `[experts,
+hidden]`, and expert e of `experts_gate [experts, hidden, inter]` is Mixtral's
+`experts.{e}.w1` (Qwen3-MoE's `gate_proj`) `[inter, hidden]`, each transposed
+(`EXPERT_TENSORS`).
 
 Files follow the `transformers` convention: one `model.safetensors`, or past
 `max_shard_bytes` shards `model-00001-of-0000N.safetensors` with a
@@ -19,6 +25,7 @@ import json
 import os
 from pathlib import Path
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -26,23 +33,42 @@ from safetensors import safe_open
 from safetensors.numpy import save_file
 
 from tootsie.errors import TootsieError
-from tootsie.models.llama import LlamaConfig, LlamaModel
 from tootsie.models.registry import ModelConfig
+from tootsie.release.hf_config import ARCHITECTURES
 
-LAYER_TENSORS = {
-    ".layers.attn.wq": ("self_attn.q_proj.weight", True),
-    ".layers.attn.wk": ("self_attn.k_proj.weight", True),
-    ".layers.attn.wv": ("self_attn.v_proj.weight", True),
-    ".layers.attn.wo": ("self_attn.o_proj.weight", True),
-    ".layers.attn.q_norm.weight": ("self_attn.q_norm.weight", False),
-    ".layers.attn.k_norm.weight": ("self_attn.k_norm.weight", False),
-    ".layers.attn_norm.weight": ("input_layernorm.weight", False),
-    ".layers.mlp_norm.weight": ("post_attention_layernorm.weight", False),
-    ".layers.mlp.w_gate": ("mlp.gate_proj.weight", True),
-    ".layers.mlp.w_up": ("mlp.up_proj.weight", True),
-    ".layers.mlp.w_down": ("mlp.down_proj.weight", True),
+BLOCK_TENSORS = {
+    "attn.wq": ("self_attn.q_proj.weight", True),
+    "attn.wk": ("self_attn.k_proj.weight", True),
+    "attn.wv": ("self_attn.v_proj.weight", True),
+    "attn.wo": ("self_attn.o_proj.weight", True),
+    "attn.q_norm.weight": ("self_attn.q_norm.weight", False),
+    "attn.k_norm.weight": ("self_attn.k_norm.weight", False),
+    "attn_norm.weight": ("input_layernorm.weight", False),
+    "mlp_norm.weight": ("post_attention_layernorm.weight", False),
+    "mlp.w_gate": ("mlp.gate_proj.weight", True),
+    "mlp.w_up": ("mlp.up_proj.weight", True),
+    "mlp.w_down": ("mlp.down_proj.weight", True),
 }
-"""Stacked tootsie tensor → (HF name inside `model.layers.{i}.`, transposed?)."""
+"""A block's tootsie tensor (its path inside `.layers.` or `.dense.`) → (HF name inside `model.layers.{i}.`,
+transposed?)."""
+EXPERT_TENSORS = {
+    "mixtral": {
+        "mlp.router": ("block_sparse_moe.gate.weight", True),
+        "mlp.experts_gate": ("block_sparse_moe.experts.{expert}.w1.weight", True),
+        "mlp.experts_up": ("block_sparse_moe.experts.{expert}.w3.weight", True),
+        "mlp.experts_down": ("block_sparse_moe.experts.{expert}.w2.weight", True),
+    },
+    "qwen3_moe": {
+        "mlp.router": ("mlp.gate.weight", True),
+        "mlp.experts_gate": ("mlp.experts.{expert}.gate_proj.weight", True),
+        "mlp.experts_up": ("mlp.experts.{expert}.up_proj.weight", True),
+        "mlp.experts_down": ("mlp.experts.{expert}.down_proj.weight", True),
+    },
+}
+"""An MoE block's router and stacked experts → (HF name inside `model.layers.{i}.`, transposed?) per architecture.
+
+`{expert}` names one tensor per expert (the Hub layout, which transformers 5 fuses into `gate_up_proj` on load
+and splits again in `save_pretrained`)."""
 GLOBAL_TENSORS = {
     ".embed": ("model.embed_tokens.weight", False),
     ".final_norm.weight": ("model.norm.weight", False),
@@ -54,30 +80,58 @@ INDEX_FILE = "model.safetensors.index.json"
 IGNORED_HF_SUFFIXES = ("rotary_emb.inv_freq",)
 """Buffers some older HF checkpoints saved; recomputed from the config, so they are skipped on import."""
 
+HfLayout = dict[str, tuple[str, tuple[int, ...], bool]]
+"""HF tensor name → (tootsie tensor name, index into it: () or (layer,) or (layer, expert), transposed?)."""
+
 
 def _hf(matrix: np.ndarray, transposed: bool) -> np.ndarray:
     return np.ascontiguousarray(matrix.T if transposed else matrix)
 
 
-def to_hf_tensors(tensors: dict[str, np.ndarray], num_layers: int) -> dict[str, np.ndarray]:
-    """HF tensors (in file order: embeddings, layer by layer, norm, head) from tootsie's flat checkpoint tensors."""
-    unknown = sorted(set(tensors) - set(LAYER_TENSORS) - set(GLOBAL_TENSORS))
+def block_stacks(config: ModelConfig) -> list[tuple[str, int]]:
+    """The stacked-block fields in HF layer order with their block counts: an MoE's dense blocks, then `layers`."""
+    dense = getattr(config, "dense_layers", 0)
+    return [(".dense", dense)] * bool(dense) + [(".layers", config.num_layers - dense)]
+
+
+def hf_layout(names: list[str], config: ModelConfig, architecture: str) -> HfLayout:
+    """Where each HF tensor of `config` exported as `architecture` comes from, in file order (embeddings,
+    layer by layer, norm, head), for a model with tootsie tensors `names`; a tensor without one is an error."""
+    layout: HfLayout = {}
+    mapped = set()
+    block = BLOCK_TENSORS | EXPERT_TENSORS.get(architecture, {})
+    if ".embed" in names:
+        layout["model.embed_tokens.weight"] = (".embed", (), False)
+    layer = 0
+    for prefix, count in block_stacks(config):
+        fields = [(f"{prefix}.{field}", hf_name, transposed) for field, (hf_name, transposed) in block.items()]
+        fields = [field for field in fields if field[0] in names]
+        mapped |= {name for name, _, _ in fields}
+        for index in range(count):
+            for name, hf_name, transposed in fields:
+                where = f"model.layers.{layer + index}.{hf_name}"
+                experts = range(config.num_experts) if "{expert}" in hf_name else [None]
+                layout |= {
+                    where.format(expert=e): (name, (index,) if e is None else (index, e), transposed) for e in experts
+                }
+        layer += count
+    for name in (".final_norm.weight", ".lm_head"):
+        if name in names:
+            hf_name, transposed = GLOBAL_TENSORS[name]
+            layout[hf_name] = (name, (), transposed)
+    unknown = sorted(set(names) - mapped - set(GLOBAL_TENSORS))
     if unknown:
         raise TootsieError(
-            f"tensors {unknown[:3]} have no Hugging Face Llama/Qwen3 counterpart; this model cannot be exported"
+            f"tensors {unknown[:3]} have no Hugging Face {ARCHITECTURES[architecture][0]} counterpart; "
+            "this model cannot be exported"
         )
-    out = {}
-    if ".embed" in tensors:
-        out["model.embed_tokens.weight"] = _hf(tensors[".embed"], False)
-    for i in range(num_layers):
-        for name, (hf_name, transposed) in LAYER_TENSORS.items():
-            if name in tensors:
-                out[f"model.layers.{i}.{hf_name}"] = _hf(tensors[name][i], transposed)
-    for name in (".final_norm.weight", ".lm_head"):
-        if name in tensors:
-            hf_name, transposed = GLOBAL_TENSORS[name]
-            out[hf_name] = _hf(tensors[name], transposed)
-    return out
+    return layout
+
+
+def to_hf_tensors(tensors: dict[str, np.ndarray], config: ModelConfig, architecture: str) -> dict[str, np.ndarray]:
+    """HF tensors (in file order) of `config` exported as `architecture`, from tootsie's flat checkpoint tensors."""
+    layout = hf_layout(list(tensors), config, architecture)
+    return {hf_name: _hf(tensors[name][index], transposed) for hf_name, (name, index, transposed) in layout.items()}
 
 
 def model_layout(config: ModelConfig) -> tuple[list[str], list[jax.ShapeDtypeStruct], jax.tree_util.PyTreeDef]:
@@ -91,23 +145,13 @@ def model_layout(config: ModelConfig) -> tuple[list[str], list[jax.ShapeDtypeStr
     )
 
 
-def _expected_hf_names(names: list[str], num_layers: int) -> dict[str, tuple[str, int | None, bool]]:
-    """HF tensor name → (tootsie name, layer index or None, transposed?) for a model with tootsie tensors `names`."""
-    expected: dict[str, tuple[str, int | None, bool]] = {}
-    for name in names:
-        if name in GLOBAL_TENSORS:
-            hf_name, transposed = GLOBAL_TENSORS[name]
-            expected[hf_name] = (name, None, transposed)
-        else:
-            hf_name, transposed = LAYER_TENSORS[name]
-            expected |= {f"model.layers.{i}.{hf_name}": (name, i, transposed) for i in range(num_layers)}
-    return expected
-
-
-def from_hf_tensors(hf_tensors: dict[str, np.ndarray], config: LlamaConfig, source: Path) -> LlamaModel:
-    """The tootsie model whose weights are `hf_tensors`; a missing, extra or misshapen tensor is an error naming it."""
+def from_hf_tensors(
+    hf_tensors: dict[str, np.ndarray], config: ModelConfig, architecture: str, source: Path
+) -> eqx.Module:
+    """The tootsie model whose weights are `hf_tensors` (exported as `architecture`); a missing, extra or
+    misshapen tensor is an error naming it."""
     names, shapes, treedef = model_layout(config)
-    expected = _expected_hf_names(names, config.num_layers)
+    expected = hf_layout(names, config, architecture)
     present = {
         k
         for k in hf_tensors
@@ -118,23 +162,16 @@ def from_hf_tensors(hf_tensors: dict[str, np.ndarray], config: LlamaConfig, sour
         raise TootsieError(
             f"{source}: tensors do not match the config: missing {missing[:3]}, unexpected {unexpected[:3]}"
         )
-    flat: dict[str, np.ndarray] = {}
-    per_layer: dict[str, dict[int, np.ndarray]] = {}
-    for hf_name, (name, layer, transposed) in expected.items():
-        value = _hf(np.asarray(hf_tensors[hf_name], dtype=np.float32), transposed)
-        if layer is None:
-            flat[name] = value
-        else:
-            per_layer.setdefault(name, {})[layer] = value
-    flat |= {name: np.stack([layers[i] for i in range(config.num_layers)]) for name, layers in per_layer.items()}
-    leaves = []
-    for name, shape in zip(names, shapes):
-        if flat[name].shape != shape.shape:
+    flat = {name: np.zeros(shape.shape, np.float32) for name, shape in zip(names, shapes)}
+    for hf_name, (name, index, transposed) in expected.items():
+        value, slot = _hf(np.asarray(hf_tensors[hf_name], dtype=np.float32), transposed), flat[name][index]
+        if value.shape != slot.shape:
             raise TootsieError(
-                f"{source}: {name} has shape {flat[name].shape} after conversion, the config implies {shape.shape}"
+                f"{source}: {hf_name} has shape {hf_tensors[hf_name].shape}, "
+                f"the config implies {_hf(slot, transposed).shape}"
             )
-        leaves.append(jnp.asarray(flat[name], dtype=shape.dtype))
-    return jax.tree_util.tree_unflatten(treedef, leaves)
+        flat[name][index] = value
+    return jax.tree_util.tree_unflatten(treedef, [jnp.asarray(flat[n], dtype=s.dtype) for n, s in zip(names, shapes)])
 
 
 def _shards(tensors: dict[str, np.ndarray], max_shard_bytes: int) -> list[list[str]]:
