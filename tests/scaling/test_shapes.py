@@ -5,6 +5,7 @@ import jax
 import pytest
 
 from tootsie.models.llama import LlamaModel
+from tootsie.models.moe import MoeConfig
 from tootsie.scaling.shapes import WidthRule, count_params, flops_per_token
 
 
@@ -27,6 +28,19 @@ def test_parameter_count_matches_the_built_model() -> None:
     assert count_params(config) == sum(leaf.size for leaf in jax.tree_util.tree_leaves(arrays))
     assert count_params(config) - count_params(config, include_embeddings=False) == 2 * 256 * 32
     assert flops_per_token(config, 128) > 6 * count_params(config, include_embeddings=False)
+
+
+def test_an_moe_counts_active_parameters_for_compute_and_total_for_memory() -> None:
+    moe = MoeConfig(
+        vocab_size=256, hidden_dim=32, intermediate_dim=16, num_layers=2, num_experts=8, experts_per_token=2
+    )
+    dense = moe.dense_config(layers=2)  # one MLP as wide as a token's two experts
+    router = 2 * 32 * 8
+    assert count_params(moe, active=True) == count_params(dense) + router
+    assert count_params(moe) - count_params(moe, active=True) == 2 * 3 * 32 * 16 * (8 - 2)
+    assert count_params(dense, active=True) == count_params(dense)
+    # FLOPs follow the active count: the MoE's exceed the dense twin's by the router's matmul alone.
+    assert flops_per_token(moe, 128) - flops_per_token(dense, 128) == 6 * router
 
 
 def test_bad_widths_and_rules() -> None:

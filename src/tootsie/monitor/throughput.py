@@ -1,6 +1,8 @@
 """Model FLOPs utilization: achieved training FLOPs over the accelerator's peak.
 
-MFU = flops_per_token × tokens/s ÷ (peak FLOP/s × devices). Peaks are dense
+MFU = flops_per_token × tokens/s ÷ (peak FLOP/s × devices), with the model's
+`flops_per_token`: an MoE's counts its active parameters (router, the k chosen
+experts, shared experts), not the experts a token skips. Peaks are dense
 bf16 figures from the vendors' data sheets (no sparsity); an unknown device
 (a CPU, say) has no peak and MFU is reported as None rather than invented.
 `TOOTSIE_PEAK_FLOPS` overrides the table (FLOP/s per device), e.g. for a CPU

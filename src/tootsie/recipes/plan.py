@@ -3,11 +3,12 @@
 Everything is read off the built `TrainConfig`s (the objects a run would use),
 not recomputed from the tables: tokens from the batch schedule
 (`tokens_before(end) - tokens_before(start)`), FLOPs as the model's
-`flops_per_token(seq_len)` times those tokens, the LR at a phase's first and
-last step from the schedule's own function. Sub-phases (one training step
-each) are grouped under their retrospective phase; `total_tokens` counts only
-the released model's lineage (the 32B total excludes the abandoned Bison
-cooldown, as the retrospective's does).
+`flops_per_token(seq_len)` times those tokens (an MoE's on its active
+parameters, listed beside the total as `active_parameters`), the LR at a
+phase's first and last step from the schedule's own function. Sub-phases (one
+training step each) are grouped under their retrospective phase;
+`total_tokens` counts only the released model's lineage (the 32B total
+excludes the abandoned Bison cooldown, as the retrospective's does).
 
 Each warm start also says which optimizer-state tensors start fresh
 (`optimizer_state_fresh`: statistics only the new phase has, such as the
@@ -153,6 +154,7 @@ def step_plan(
         "tokens": tokens,
         "model": phase.model,
         "parameters": config.model.num_parameters(),
+        "active_parameters": config.model.active_parameters(),
         "flops_per_token": flops_per_token,
         "model_flops": float(flops_per_token * tokens),
         "batch_schedule": _batch_schedule(config, start, end),

@@ -17,7 +17,10 @@ Example: `WidthRule.tiny().model(128, vocab_size=4096)` is 4 layers
 Parameters are counted the Chinchilla/Marin way, embeddings included (input and
 output matrices), unless `include_embeddings=False`; FLOPs per token come from
 `LlamaConfig.flops_per_token` (matmuls, LM head and attention, forward and
-backward).
+backward). For a mixture of experts the two counts differ: compute (FLOPs,
+`6·N·D`, tokens per parameter) uses the active parameters, the router, k
+experts and the shared ones a token passes through (`active=True`), and
+memory uses the total, every expert.
 """
 
 import math
@@ -81,11 +84,19 @@ class WidthRule:
         )
 
 
-def count_params(model: LlamaConfig, include_embeddings: bool = True) -> int:
-    """Parameters of `model`: all of them (Chinchilla/Marin), or without the input and output embeddings (Kaplan)."""
+def count_params(model: LlamaConfig, include_embeddings: bool = True, active: bool = False) -> int:
+    """Parameters of `model`: with embeddings (Chinchilla/Marin) or without (Kaplan); total, or `active` per token.
+
+    Total and active differ only for an MoE: active is what compute sees, total what memory holds.
+    """
+    if active:
+        return model.active_parameters(include_embeddings=include_embeddings)
     return model.num_parameters(include_embeddings=include_embeddings)
 
 
 def flops_per_token(model: LlamaConfig, seq_len: int) -> float:
-    """Training FLOPs per token (forward + backward), matmuls, LM head and causal attention included."""
+    """Training FLOPs per token (forward + backward), matmuls, LM head and causal attention included.
+
+    An MoE's are on its active parameters (router, k experts, shared experts).
+    """
     return model.flops_per_token(seq_len)

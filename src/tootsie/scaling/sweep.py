@@ -4,9 +4,11 @@ A plan is pure arithmetic (no training): every (budget, width) pair gets the
 width rule's shape, its parameter count, a learning rate, and the number of
 steps at a fixed batch whose training FLOPs match the budget, either the
 exact count (`flops_rule="exact"`: `LlamaConfig.flops_per_token`, with the LM
-head and attention) or Chinchilla's `6·N·D` (`"6nd"`). Both counts are written
-for every run, so either can be checked. Pairs that would train for fewer than
-`min_steps` steps are listed under `skipped` with the reason, never dropped.
+head and attention) or Chinchilla's `6·N·D` (`"6nd"`), N being the parameters
+a token passes through (an MoE's active ones; `shapes.count_params`). Both
+counts are written for every run, so either can be checked. Pairs that would
+train for fewer than `min_steps` steps are listed under `skipped` with the
+reason, never dropped.
 
 Example: budget 1e12, width 64 with `WidthRule.tiny()` and vocab 4096 is 2
 layers, 655,680 parameters (embeddings included), 2.46 MFLOP per token at seq
@@ -114,9 +116,9 @@ class PlannedRun:
     model: LlamaConfig
     """The full shape."""
     params: int
-    """Parameters, counted as the sweep's `include_embeddings` says."""
+    """Parameters a token passes through (an MoE's active ones), counted as the sweep's `include_embeddings` says."""
     params_non_embedding: int
-    """Parameters without the input and output embeddings."""
+    """Active parameters without the input and output embeddings."""
     tokens: int
     """Training tokens (steps × batch_size × seq_len)."""
     steps: int
@@ -124,7 +126,7 @@ class PlannedRun:
     flops: float
     """Exact training FLOPs of these tokens (flops_per_token × tokens)."""
     flops_6nd: float
-    """6 × params × tokens."""
+    """6 × params × tokens (active params: an MoE's compute)."""
     learning_rate: float
     """Peak learning rate."""
     warmup_steps: int
@@ -167,7 +169,7 @@ def _windowed(config: SweepConfig, budget: float) -> tuple[int, ...]:
     ratios = []
     for width in widths:
         model = config.rule.model(width, config.vocab_size)
-        params = count_params(model, config.include_embeddings)
+        params = count_params(model, config.include_embeddings, active=True)
         ratios.append(abs(math.log(_tokens_for(config, model, budget) / params / config.tokens_per_param)))
     centre = min(range(len(widths)), key=ratios.__getitem__)
     start = min(max(0, centre - config.window // 2), len(widths) - config.window)
@@ -178,7 +180,7 @@ def _tokens_for(config: SweepConfig, model: LlamaConfig, budget: float) -> float
     per_token = (
         flops_per_token(model, config.seq_len)
         if config.flops_rule == "exact"
-        else 6 * count_params(model, config.include_embeddings)
+        else 6 * count_params(model, config.include_embeddings, active=True)
     )
     return budget / per_token
 
@@ -201,7 +203,7 @@ def plan_sweep(config: SweepConfig) -> SweepPlan:
                 )
                 continue
             tokens = steps * tokens_per_step
-            params = count_params(model, config.include_embeddings)
+            params = count_params(model, config.include_embeddings, active=True)
             warmup = round(config.warmup_fraction * steps)
             decay = min(round(config.decay_fraction * steps), steps - warmup)
             runs.extend(
@@ -211,7 +213,7 @@ def plan_sweep(config: SweepConfig) -> SweepPlan:
                     width=width,
                     model=model,
                     params=params,
-                    params_non_embedding=count_params(model, include_embeddings=False),
+                    params_non_embedding=count_params(model, include_embeddings=False, active=True),
                     tokens=tokens,
                     steps=steps,
                     flops=flops_per_token(model, config.seq_len) * tokens,
