@@ -20,6 +20,10 @@ from tootsie.models.llama import Llama3RopeScaling, LlamaConfig
 from tootsie.models.moe import MoeConfig
 from tootsie.release.hf_config import choose_architecture
 from tootsie.release.hf_export import export_hf
+from tootsie.release.hf_import import import_hf
+from tootsie.release.model_card import architecture_section
+from tootsie.train.checkpoint import read_tensors
+from tootsie.train.loading import model_config_of
 
 MIXTRAL = MoeConfig(
     **{f.name: getattr(LLAMA, f.name) for f in fields(LlamaConfig)} | {"intermediate_dim": 16},
@@ -57,11 +61,34 @@ def test_moe_refusals_name_the_field() -> None:
         choose_architecture(LLAMA, "mixtral")
 
 
+def test_model_card_lists_experts_k_capacity_and_active_parameters() -> None:
+    card = architecture_section(QWEN3_MOE, {"architecture": "Qwen3MoeForCausalLM"})
+    for row in (
+        f"| Parameters (total) | {QWEN3_MOE.num_parameters():,} (",
+        f"| Active parameters per token | {QWEN3_MOE.active_parameters():,} (",
+        "| Experts per MoE layer | 4 |",
+        "| Experts per token (k) | 2 |",
+        "| Leading dense layers | 1 (feedforward size 48) |",
+        "| Capacity factor (training) | 1.25; inference (and transformers) route dropless |",
+    ):
+        assert row in card
+
+
 def test_refused_export_writes_nothing(tmp_path, tokenizer_file) -> None:
     checkpoint = make_checkpoint(tmp_path / "run", replace(MIXTRAL, num_shared_experts=1), ema=False)
     with pytest.raises(TootsieError, match="num_shared_experts"):
         export_hf(checkpoint, tmp_path / "hf", tokenizer=tokenizer_file)
     assert not (tmp_path / "hf").exists()
+
+
+@pytest.mark.parametrize("config", [MIXTRAL, QWEN3_MOE], ids=["mixtral", "qwen3_moe"])
+def test_import_restores_the_exported_moe(tmp_path, tokenizer_file, config) -> None:
+    checkpoint = make_checkpoint(tmp_path / "run", config, ema=False)
+    export_hf(checkpoint, tmp_path / "hf", tokenizer=tokenizer_file)
+    imported = import_hf(tmp_path / "hf", tmp_path / "imported")["checkpoint"]
+    assert model_config_of(imported) == replace(config, capacity_factor=None)  # transformers routes dropless
+    original, restored = read_tensors(checkpoint, "model"), read_tensors(imported, "model")
+    assert original.keys() == restored.keys() and all(np.array_equal(original[k], restored[k]) for k in original)
 
 
 torch = pytest.importorskip(

@@ -43,7 +43,8 @@ def _add_export_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--architecture",
         choices=sorted(ARCHITECTURES),
-        help="HF architecture (default: qwen3 when the model has QK-norm, else llama)",
+        help="HF architecture (default: qwen3 when the model has QK-norm, else llama; "
+        "for an MoE model qwen3_moe or mixtral)",
     )
     parser.add_argument(
         "--max-shard-size",

@@ -246,8 +246,43 @@ def _rope(hf: dict[str, object], where: str) -> tuple[float, Llama3RopeScaling |
     return theta, scaling
 
 
-def llama_config_from_hf(hf: dict[str, object], where: str) -> tuple[LlamaConfig, str]:
-    """The tootsie config and architecture name of an HF `config.json`.
+def moe_fields_from_hf(hf: dict[str, object], architecture: str, where: str) -> dict[str, object]:
+    """The `MoeConfig` fields of a Mixtral or Qwen3-MoE `config.json` (the inverse of `moe_hf_config`).
+
+    Imported models train dropless (`capacity_factor: null`), as transformers computes them; dense layers that
+    are not the leading ones, and Mixtral's sliding window, have no tootsie equivalent and are refused.
+    """
+    k = int(hf["num_experts_per_tok"])
+    fields: dict[str, object] = {
+        "experts_per_token": k,
+        "capacity_factor": None,
+        "load_balancing_weight": float(hf.get("router_aux_loss_coef", 0.001)) * k,
+    }
+    if architecture == "mixtral":
+        if hf.get("sliding_window") is not None:
+            raise TootsieError(f"{where}: sliding_window={hf['sliding_window']} has no tootsie equivalent")
+        return fields | {"num_experts": hf["num_local_experts"]}
+    dense = list(hf.get("mlp_only_layers") or [])
+    if dense != list(range(len(dense))) or hf.get("decoder_sparse_step", 1) != 1:
+        raise TootsieError(
+            f"{where}: mlp_only_layers={dense}, decoder_sparse_step={hf.get('decoder_sparse_step', 1)}: tootsie's "
+            "dense layers are the leading ones only (mlp_only_layers [0, ..., D-1], decoder_sparse_step 1)"
+        )
+    experts = hf.get("num_experts") or hf["num_local_experts"]  # transformers 5 saves its attribute_map name
+    width = int(hf["moe_intermediate_size"])
+    dense_width = int(hf["intermediate_size"]) if dense and hf["intermediate_size"] != k * width else None
+    return fields | {
+        "num_experts": experts,
+        "intermediate_dim": width,
+        "dense_layers": len(dense),
+        "dense_intermediate_dim": dense_width,
+        "router_weights": "renormalized" if hf.get("norm_topk_prob", False) else "softmax",
+    }
+
+
+def model_config_from_hf(hf: dict[str, object], where: str) -> tuple[LlamaConfig, str]:
+    """The tootsie config (a `LlamaConfig`, or a `MoeConfig` for Mixtral and Qwen3-MoE) and architecture name
+    of an HF `config.json`.
 
     Other architectures or settings are refused by name.
     """
@@ -268,9 +303,12 @@ def llama_config_from_hf(hf: dict[str, object], where: str) -> tuple[LlamaConfig
         head_dim = hf.get("head_dim")
         if head_dim is not None and head_dim * hf["num_attention_heads"] == hf["hidden_size"]:
             head_dim = None  # the default width: keep the config identical to the one exported
-        config = LlamaConfig(
-            **fields, head_dim=head_dim, rope_theta=theta, rope_scaling=scaling, qk_norm=architecture == "qwen3"
-        )
+        qk_norm = architecture in ("qwen3", "qwen3_moe")
+        common = fields | {"head_dim": head_dim, "rope_theta": theta, "rope_scaling": scaling, "qk_norm": qk_norm}
+        if architecture in KIND_ARCHITECTURES["moe"]:
+            config: LlamaConfig = MoeConfig(**(common | moe_fields_from_hf(hf, architecture, where)))
+        else:
+            config = LlamaConfig(**common)
     except KeyError as error:
         raise TootsieError(f"{where}: required key {error} is missing") from None
     except (TypeError, ValueError) as error:

@@ -1,4 +1,4 @@
-"""`tootsie import hf`: a local Hugging Face Llama/Qwen3 folder as a tootsie checkpoint, for warm starts.
+"""`tootsie import hf`: a local Hugging Face Llama/Qwen3/Mixtral/Qwen3-MoE folder as a tootsie checkpoint.
 
 The output is a training output directory (`<out>/checkpoints/step-N/` with
 its arrays and `state.json`), so `WarmStartConfig(checkpoint=<out>)`,
@@ -6,7 +6,9 @@ its arrays and `state.json`), so `WarmStartConfig(checkpoint=<out>)`,
 they are. A folder that tootsie exported keeps its step and token count (from
 `tootsie_export.json`); any other starts at step 0. The tokenizer.json, if the
 folder has one, is copied next to the checkpoints. Nothing is downloaded:
-DIR must be a local directory, and no model code from it is ever run.
+DIR must be a local directory, and no model code from it is ever run. A
+Mixtral or Qwen3-MoE folder imports as an `moe` model that trains dropless
+(`capacity_factor: null`), as transformers computes it.
 """
 
 import json
@@ -17,7 +19,7 @@ from tootsie.configfile import to_plain
 from tootsie.datakit.tokenizer import TOKENIZER_FILE
 from tootsie.errors import TootsieError
 from tootsie.jsonfile import read_json
-from tootsie.release.hf_config import llama_config_from_hf
+from tootsie.release.hf_config import model_config_from_hf
 from tootsie.release.hf_export import EXPORT_RECORD
 from tootsie.release.hf_weights import from_hf_tensors, read_safetensors
 from tootsie.train.checkpoint import checkpoint_dir, is_checkpoint, save_checkpoint
@@ -37,7 +39,7 @@ def import_hf(directory: str | Path, out: str | Path) -> dict[str, object]:
         hf = json.loads(config_file.read_text(encoding="utf-8"))
     except json.JSONDecodeError as error:
         raise TootsieError(f"{config_file} is not valid JSON: {error}") from None
-    config, architecture = llama_config_from_hf(hf, str(config_file))
+    config, architecture = model_config_from_hf(hf, str(config_file))
     model = from_hf_tensors(read_safetensors(source), config, architecture, source)
     record = read_json(source / EXPORT_RECORD) or {}
     step, tokens = int(record.get("step", 0)), int(record.get("tokens", 0))

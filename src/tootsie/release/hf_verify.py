@@ -18,7 +18,8 @@ import numpy as np
 from jaxtyping import Array, Float, Int
 
 from tootsie.extras import require
-from tootsie.models.llama import LlamaConfig, LlamaModel
+from tootsie.models.kv_cache import DecoderModel
+from tootsie.models.llama import LlamaConfig
 from tootsie.models.registry import model_kind, require_kind
 from tootsie.release.hf_config import EXPORTED_KINDS
 from tootsie.release.hf_export import checkpoint_tensors
@@ -27,7 +28,7 @@ from tootsie.train.checkpoint import PathOrUrl
 from tootsie.train.loading import model_config_of
 
 
-def checkpoint_model(checkpoint: PathOrUrl, config: LlamaConfig, weights: str) -> LlamaModel:
+def checkpoint_model(checkpoint: PathOrUrl, config: LlamaConfig, weights: str) -> DecoderModel:
     """The tootsie model of a checkpoint, built straight from its tensors (no throwaway random init)."""
     require_kind(model_kind(config), EXPORTED_KINDS, "checking a Hugging Face export")
     names, _, treedef = model_layout(config)
@@ -36,11 +37,11 @@ def checkpoint_model(checkpoint: PathOrUrl, config: LlamaConfig, weights: str) -
 
 
 @eqx.filter_jit
-def _logits(model: LlamaModel, tokens: Int[Array, "batch seq"]) -> Float[Array, "batch seq vocab"]:
+def _logits(model: DecoderModel, tokens: Int[Array, "batch seq"]) -> Float[Array, "batch seq vocab"]:
     return model(tokens)
 
 
-def greedy_tokens(model: LlamaModel, prompt: list[int], new_tokens: int, eos_id: int | Sequence[int]) -> list[int]:
+def greedy_tokens(model: DecoderModel, prompt: list[int], new_tokens: int, eos_id: int | Sequence[int]) -> list[int]:
     """Prompt plus up to `new_tokens` argmax continuations from tootsie, stopping after EOS (any of a list).
 
     Every step runs on one fixed-length buffer (compiled once): the model is

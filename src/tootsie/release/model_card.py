@@ -10,12 +10,13 @@ read from a recorded file (state.json, executor records, ledgers, bpb.json,
 metrics); a section whose source was not recorded says so instead of guessing.
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from tootsie.executor.hashing import STEP_KEY, TYPE_KEY
 from tootsie.models.llama import LlamaConfig
+from tootsie.models.moe import MoeConfig
 from tootsie.monitor.metrics_log import METRICS_FILE
 from tootsie.release.hf_chat import FROM_RUN
 from tootsie.release.manifest import MANIFEST_FILE
@@ -71,20 +72,44 @@ def _lookup(config: dict[str, Any] | None, path: str) -> object:
     return value
 
 
+ROUTER_WEIGHT_NOTES = {"renormalized": "renormalized to sum to 1", "softmax": "kept as they are (not renormalized)"}
+"""How the card describes each `MoeConfig.router_weights`."""
+
+
+def moe_rows(config: MoeConfig) -> list[tuple[str, object]]:
+    """The architecture rows of a mixture of experts: experts, k, dense blocks, router and capacity factor."""
+    dense = f"{config.dense_layers} (feedforward size {config.dense_width})" if config.dense_layers else "none"
+    capacity = "none (dropless)" if config.capacity_factor is None else f"{config.capacity_factor:g}"
+    return [
+        ("Experts per MoE layer", config.num_experts),
+        ("Experts per token (k)", config.experts_per_token),
+        ("Shared experts", config.num_shared_experts),
+        ("Leading dense layers", dense),
+        ("Router weights", "softmax over experts, the top k " + ROUTER_WEIGHT_NOTES[config.router_weights]),
+        ("Capacity factor (training)", capacity + "; inference (and transformers) route dropless"),
+    ]
+
+
+def _parameters(count: Callable[..., int]) -> str:
+    """A parameter count with and without embeddings (`count(include_embeddings=...)`)."""
+    return f"{count():,} ({count(include_embeddings=False):,} without embeddings)"
+
+
 def architecture_section(config: LlamaConfig, export: dict[str, Any]) -> str:
-    """The architecture table (Marin's "Architecture Details")."""
+    """The architecture table (Marin's "Architecture Details"); a mixture of experts adds its
+    active parameters and `moe_rows`."""
     scaling = config.rope_scaling
+    moe = isinstance(config, MoeConfig)
+    parameters = [("Parameters" + (" (total)" if moe else ""), _parameters(config.num_parameters))]
+    if moe:
+        parameters.append(("Active parameters per token", _parameters(config.active_parameters)))
+    qk_note = " (Llama with Qwen3-style QK-norm)" if config.qk_norm and not moe else ""
     rows = [
-        (
-            "Architecture",
-            f"`{export['architecture']}`" + (" (Llama with Qwen3-style QK-norm)" if config.qk_norm else ""),
-        ),
-        (
-            "Parameters",
-            f"{config.num_parameters():,} ({config.num_parameters(include_embeddings=False):,} without embeddings)",
-        ),
+        ("Architecture", f"`{export['architecture']}`{qk_note}"),
+        *parameters,
         ("Hidden size", config.hidden_dim),
-        ("Feedforward size", config.intermediate_dim),
+        ("Feedforward size" + (" (each expert)" if moe else ""), config.intermediate_dim),
+        *(moe_rows(config) if moe else []),
         ("Number of layers", config.num_layers),
         ("Number of attention heads", config.num_heads),
         ("Number of KV heads", config.num_kv_heads),
@@ -349,7 +374,13 @@ def model_card(
     front = "---\nlibrary_name: transformers\npipeline_tag: text-generation\ntags:\n- tootsie\n---"
     intro = (
         f"# Model Card for {name}\n\n"
-        f"A {_tokens(config.num_parameters())}-parameter decoder-only language model trained with tootsie. "
+        f"A {_tokens(config.num_parameters())}-parameter decoder-only language model"
+        + (
+            f" (a mixture of experts, {_tokens(config.active_parameters())} active per token)"
+            if isinstance(config, MoeConfig)
+            else ""
+        )
+        + " trained with tootsie. "
         f"This folder holds revision `{final.revision}`: step {final.step} after {final.tokens:,} training tokens "
         f"over {len(history.phases)} phase(s), exported from `{Path(export['checkpoint'])}` with {weights}."
     )
