@@ -23,7 +23,10 @@ over `fsdp`), batch rows over data × expert × fsdp, and each MoE block's worki
 set holds its dispatch buffers: `experts × capacity` rows per layer
 (`capacity_slots`, so sized by the capacity factor) for the padded backend,
 `k × tokens` rows for `ragged_dot`, each with the routed experts'
-`[rows, intermediate]` intermediates. The plan reports `params_total` (what
+`[rows, intermediate]` intermediates. With `expert` = G > 1 the tokens are
+those of a ring group (G devices' rows, gathered) and a device holds its E/G
+experts' buffers; without an expert axis every device routes the whole batch
+(`_moe_dispatch_rows`). The plan reports `params_total` (what
 memory holds) beside `params_active` (what a token's compute touches).
 
 Example: the 8B preset (8.03e9 params) on `fsdp=8` holds 4.01 GB of params,
@@ -69,6 +72,8 @@ BLOCK_HIDDEN_COPIES = 9
 """Live fp32 `[rows, seq, hidden]` tensors in one block's backward (norms, q/k/v/out, residual gradients)."""
 MOE_DISPATCH_COPIES = 4
 """Live `[dispatch rows, hidden]` tensors in one MoE block's backward (expert inputs, outputs, their gradients)."""
+RING_GATHERED_COPIES = 2
+"""`[G·T, hidden]` tensors of ring expert parallelism besides its `[k, G·T, hidden]` outputs (gathered rows, sum)."""
 SCORE_COPIES = 2
 """fp32 `[rows, heads, seq, seq]` tensors of materialized attention (scores and their gradient)."""
 LOSS_CHUNK_COPIES = 2
@@ -149,46 +154,58 @@ def _shard_bytes(tree: Any, shardings: Any) -> int:
     return sum(int(np.prod(s.shard_shape(leaf.shape))) * leaf.dtype.itemsize for leaf, s in zip(leaves, specs))
 
 
-def _moe_dispatch_rows(model: MoeConfig, tokens: int, batch_devices: int, backend: str) -> int:
-    """Expert-input rows one device holds in one MoE layer: `experts × capacity` (padded), `k × tokens` (ragged).
+def _moe_dispatch_rows(model: MoeConfig, tokens: int, mesh: dict[str, int], backend: str) -> tuple[int, int]:
+    """(expert-input rows, ring-gathered rows) one device holds in one MoE layer.
 
-    Capacity is sized on the layer's global tokens (`capacity_slots`, as the model does) and its buffers
-    split evenly over the devices the batch is split over.
+    With `expert` = G > 1 the ring (`tootsie.models.expert_parallel`) gathers its group's G·T rows onto
+    every device of the group, which holds `E/G × capacity_slots(G·T)` padded rows or all `k·G·T`
+    sorted assignments (ragged). Without it the layer routes the whole batch (capacity on its global
+    tokens) and XLA's partitioner does not split that routing: every batch device holds the whole
+    batch's `experts × capacity` buffers or `k × tokens` assignments (XLA CPU, data=8: 3.5x the
+    split estimate).
     """
+    experts, k, group = model.num_experts, model.experts_per_token, mesh["expert"]
+    routed = group * tokens if group > 1 else tokens * math.prod(mesh[axis] for axis in BATCH_AXES)
     if backend == "ragged":
-        return model.experts_per_token * tokens
-    capacity = capacity_slots(tokens * batch_devices, model.num_experts, model.experts_per_token, model.capacity_factor)
-    return -(-model.num_experts * capacity // batch_devices)
+        rows = k * routed
+    else:
+        rows = -(-experts // group) * capacity_slots(routed, experts, k, model.capacity_factor)
+    return rows, routed if group > 1 else 0
 
 
-def _mlp_kinds(model: LlamaConfig, tokens: int, mesh: dict[str, int], backend: str) -> list[dict[str, int]]:
-    """Each kind of block's MLP on one device: `layers`, the `[rows, width]` intermediates and its local weights.
+@dataclass(frozen=True)
+class _Mlp:
+    """One kind of block's MLP on one device (a dense decoder has one kind; an MoE its MoE and dense blocks)."""
 
-    A dense decoder has one kind; an MoE has its MoE blocks (routed rows through experts `intermediate_dim`
-    wide, plus the shared experts on every token) and, with `dense_layers`, its leading dense blocks.
-    """
+    layers: int
+    """Blocks of this kind."""
+    weights: int
+    """Weights of the MLP this device holds once FSDP gathers them (an MoE's local experts, router, shared ones)."""
+    tokens_inter: int
+    """Width of the `[tokens, width]` intermediates (the dense MLP, or an MoE's shared experts)."""
+    rows: int = 0
+    """Expert-input rows (an MoE's dispatch buffers or sorted assignments)."""
+    rows_inter: int = 0
+    """Width of the `[rows, width]` expert intermediates."""
+    ring_rows: int = 0
+    """`[rows, hidden]` rows held for ring expert parallelism (gathered inputs, outputs, their sum)."""
+
+
+def _mlp_kinds(model: LlamaConfig, tokens: int, mesh: dict[str, int], backend: str) -> list[_Mlp]:
+    """Each kind of block's MLP on one device: the dense blocks, or an MoE's MoE blocks and leading dense ones."""
     tensor, hidden = mesh["tensor"], model.hidden_dim
     if not isinstance(model, MoeConfig):
         inter = model.intermediate_dim // tensor
-        return [dict(layers=model.num_layers, rows=0, tokens_inter=inter, rows_inter=0, weights=3 * hidden * inter)]
-    batch_devices = math.prod(mesh[axis] for axis in BATCH_AXES)
-    rows = _moe_dispatch_rows(model, tokens, batch_devices, backend)
+        return [_Mlp(model.num_layers, 3 * hidden * inter, inter)]
+    rows, gathered = _moe_dispatch_rows(model, tokens, mesh, backend)
     inter, shared = model.intermediate_dim // tensor, model.num_shared_experts * model.intermediate_dim // tensor
     local_experts = -(-model.num_experts // mesh["expert"])
-    kinds = [
-        dict(
-            layers=model.moe_layers,
-            rows=rows,
-            tokens_inter=shared,
-            rows_inter=inter,
-            weights=hidden * model.num_experts + 3 * hidden * (local_experts * inter + shared),
-        )
-    ]
+    weights = hidden * model.num_experts + 3 * hidden * (local_experts * inter + shared)
+    ring_rows = gathered * (model.experts_per_token + RING_GATHERED_COPIES)
+    kinds = [_Mlp(model.moe_layers, weights, shared, rows, inter, ring_rows)]
     if model.dense_layers:
         width = model.dense_width // tensor
-        kinds.append(
-            dict(layers=model.dense_layers, rows=0, tokens_inter=width, rows_inter=0, weights=3 * hidden * width)
-        )
+        kinds.append(_Mlp(model.dense_layers, 3 * hidden * width, width))
     return kinds
 
 
@@ -219,8 +236,9 @@ def analytic_bytes(
     grads = param_bytes * (2 if config.microbatches > 1 else 1)
     scores = 0 if fused_attention else micro_rows * seq * seq * (SCORE_COPIES * heads * 4 + 1)
     blocks = [
-        tokens * (BLOCK_INTER_COPIES * kind["tokens_inter"] * compute + BLOCK_HIDDEN_COPIES * hidden * 4)
-        + kind["rows"] * (BLOCK_INTER_COPIES * kind["rows_inter"] + MOE_DISPATCH_COPIES * hidden) * compute
+        tokens * (BLOCK_INTER_COPIES * kind.tokens_inter * compute + BLOCK_HIDDEN_COPIES * hidden * 4)
+        + kind.rows * (BLOCK_INTER_COPIES * kind.rows_inter + MOE_DISPATCH_COPIES * hidden) * compute
+        + kind.ring_rows * hidden * compute
         for kind in kinds
     ]
     block = max(blocks)
@@ -228,18 +246,18 @@ def analytic_bytes(
     saved = {
         "full": 0,
         "dots": sum(
-            kind["layers"]
-            * (tokens * (qkv + 3 * hidden + 2 * kind["tokens_inter"]) + kind["rows"] * 2 * kind["rows_inter"])
+            kind.layers
+            * (tokens * (qkv + 3 * hidden + 2 * kind.tokens_inter) + kind.rows * 2 * kind.rows_inter)
             * compute
             for kind in kinds
         ),
-        "none": sum(kind["layers"] * (one + scores) for kind, one in zip(kinds, blocks, strict=True)),
+        "none": sum(kind.layers * (one + scores) for kind, one in zip(kinds, blocks, strict=True)),
     }[model.remat]
-    layer_params = attention_weights + max(kind["weights"] for kind in kinds)
+    layer_params = attention_weights + max(kind.weights for kind in kinds)
     gathered = (2 * layer_params + vocab * hidden // tensor) * compute if mesh["fsdp"] > 1 else 0
     cast = param_bytes // 4 * compute if compute != 4 else 0
     loss = min(LOSS_CHUNK_TOKENS, tokens) * vocab // tensor * 4 * LOSS_CHUNK_COPIES + hidden * vocab // tensor * 4
-    dispatch_rows = max(kind["rows"] for kind in kinds)
+    dispatch_rows = max(kind.rows for kind in kinds)
     return {
         "params": param_bytes,
         "optimizer": _shard_bytes(opt_state, layout.opt_state) + ema,
@@ -356,8 +374,13 @@ def plan_memory(
     analytic = analytic_bytes(config, devices, kind.fused_attention, auto_backend)
     notes = [kind.note, f"fits = total <= {HEADROOM:.0%} of device memory (runtime, allocator and NCCL headroom)"]
     if isinstance(config.model, MoeConfig):
+        routing = (
+            f"ring expert parallelism routes each group of expert={sizes['expert']} devices' rows"
+            if sizes["expert"] > 1
+            else "without an expert axis every device routes the whole batch"
+        )
         notes.append(
-            f"MoE: expert weights and moments split over expert={sizes['expert']} (hidden over fsdp); "
+            f"MoE: expert weights and moments split over expert={sizes['expert']} (hidden over fsdp); {routing}: "
             f"{analytic['moe_dispatch_rows']} expert-input rows per layer per device "
             f"({config.model.expert_backend} backend, auto = {auto_backend}; capacity factor "
             f"{config.model.capacity_factor})"
