@@ -6,6 +6,9 @@ Steps (see `tootsie.recipes.moe`):
     moe_exp/moe-e96-cf{1,1.25,2,4}-lb0.01/seed{0,1,2}
                                                 the MoE of experiments/moe_vs_dense.py at each capacity factor
                                                 (cf 4 is that experiment's MoE arm: the same runs)
+    moe_capacity/throughput-e96                 throughput.json: the gradient step's tokens/s per factor, timed in
+                                                interleaved rounds in one process (the runs' own tokens/s move
+                                                with the shared machine's load from run to run)
     moe_capacity/analysis-e96                   figure.png + results.json
 
 The seeds' 1e22 run went from macro 2.459 and 19 % MFU at cf 1 to 2.290 and
@@ -17,9 +20,12 @@ throughput to go the other way.
 """
 
 from tootsie.executor import Step
+from tootsie.recipes.cases.common import CASE_BATCH
 from tootsie.recipes.moe.analysis import CapacityConfig, analyze_capacity
 from tootsie.recipes.moe.runs import EXPERT_DIM, SEEDS, SETTINGS, RunSettings, moe_model, seed_runs
+from tootsie.recipes.moe.throughput import THROUGHPUT_FILE, ThroughputConfig, time_capacity_factors
 from tootsie.recipes.tiny.data import tiny_data_steps
+from tootsie.recipes.tiny.scale import TINY_SEQ_LEN
 
 CAPACITY_FACTORS = (1.0, 1.25, 2.0, 4.0)
 
@@ -36,7 +42,13 @@ def build_steps(
         f"{cf:g}": tuple(step.ref() for step in seed_runs(moe_model(expert_dim, cf), seeds, data, settings))
         for cf in factors
     }
-    return [Step(f"moe_capacity/analysis-e{expert_dim}", analyze_capacity, CapacityConfig(runs=runs))]
+    timing = Step(
+        f"moe_capacity/throughput-e{expert_dim}",
+        time_capacity_factors,
+        ThroughputConfig(moe_model(expert_dim), factors, CASE_BATCH, TINY_SEQ_LEN),
+    )
+    config = CapacityConfig(runs=runs, throughput=timing.ref(THROUGHPUT_FILE))
+    return [Step(f"moe_capacity/analysis-e{expert_dim}", analyze_capacity, config)]
 
 
 STEPS = build_steps()

@@ -1,4 +1,7 @@
-"""The MoE experiments: shared runs between the three files, matched parameters, and the analyses on synthetic logs."""
+"""The MoE experiments: shared runs between the three files, matched parameters, the analyses on synthetic logs.
+
+Slow: the throughput test compiles a tiny MoE's gradient twice.
+"""
 
 import json
 from pathlib import Path
@@ -18,6 +21,7 @@ from tootsie.recipes.moe.analysis import (
     mean_and_se,
 )
 from tootsie.recipes.moe.runs import RunSettings, arm_name, matched_dense, moe_model
+from tootsie.recipes.moe.throughput import THROUGHPUT_FILE, ThroughputConfig, time_capacity_factors
 
 from .helpers import load_experiment_module
 
@@ -113,13 +117,29 @@ def test_capacity_ablation_reads_drops_bpb_and_throughput_per_factor(tmp_path: P
         )
         for cf, drop in (("1", 0.2), ("2", 0.05), ("4", 0.0))
     }
-    results = analyze_capacity(CapacityConfig(runs=runs), str(tmp_path / "out"))
+    timed = {"factors": {cf: {"tokens_per_s": 100.0 / float(cf)} for cf in runs}}
+    (tmp_path / "throughput.json").write_text(json.dumps(timed), encoding="utf-8")
+    results = analyze_capacity(
+        CapacityConfig(runs=runs, throughput=str(tmp_path / "throughput.json")), str(tmp_path / "out")
+    )
     rows = results["capacity_factors"]
     assert [rows[cf]["dropped_fraction"]["mean"] for cf in ("1", "2", "4")] == pytest.approx([0.2, 0.05, 0.0])
     assert results["dropped_fraction_falls_monotonically"]
     assert rows["4"]["tokens_per_s"]["mean"] == pytest.approx(250.0)  # the compile step is left out
     assert rows["1"]["heldout_macro_bpb"]["per_seed"] == pytest.approx([2.45, 2.46])
     assert results["bpb_highest_minus_lowest_cf"]["mean"] == pytest.approx(-0.15)
+    assert results["interleaved_tokens_per_s"] == {"1": 100.0, "2": 50.0, "4": 25.0}
+
+
+@pytest.mark.slow
+def test_throughput_times_every_factor_in_each_round(tmp_path: Path) -> None:
+    model = MoeConfig(
+        vocab_size=64, hidden_dim=16, intermediate_dim=8, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=None
+    )
+    results = time_capacity_factors(ThroughputConfig(model, (1.0, 4.0), 2, 8, rounds=2), str(tmp_path))
+    assert set(results["factors"]) == {"1", "4"} and results["tokens_per_step"] == 16
+    assert all(len(row["seconds"]) == 2 and row["tokens_per_s"] > 0 for row in results["factors"].values())
+    assert json.loads((tmp_path / THROUGHPUT_FILE).read_text())["rounds"] == 2
 
 
 def test_load_balance_compares_the_final_max_load_with_uniform_and_collapsed(tmp_path: Path) -> None:

@@ -29,6 +29,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from tootsie.errors import TootsieError
+from tootsie.jsonfile import read_json
 from tootsie.recipes.cases.common import metric_series, trailing_mean, write_results
 
 BPB = "eval/bpb/macro_avg"
@@ -133,6 +134,8 @@ class CapacityConfig:
 
     runs: dict[str, tuple[str, ...]]
     """Capacity factor (as written, e.g. "1.25") → its runs, seed by seed."""
+    throughput: str | None = None
+    """A `throughput.json` of interleaved step timings per factor (`recipes.moe.throughput`), shown beside the runs'."""
     skip_steps: int = 5
     """Steps left out of the dropped-fraction mean and the throughput median (compile, early routing)."""
 
@@ -166,6 +169,9 @@ def analyze_capacity(config: CapacityConfig, output_path: str) -> dict[str, obje
             "se": math.hypot(hi["se"], lo["se"]),
         },
         "seeds_1e22": SEEDS_CF,
+        "interleaved_tokens_per_s": None
+        if config.throughput is None
+        else {cf: row["tokens_per_s"] for cf, row in read_json(config.throughput)["factors"].items()},
     }
     figure = Figure(figsize=(14, 4.5))
     drop_axis, bpb_axis, rate_axis = figure.subplots(1, 3)
@@ -175,14 +181,23 @@ def analyze_capacity(config: CapacityConfig, output_path: str) -> dict[str, obje
     x = [float(cf) for cf in factors]
     for axis, key, label in (
         (bpb_axis, "heldout_macro_bpb", "held-out macro BPB (mean ± 2 SE)"),
-        (rate_axis, "tokens_per_s", "tokens/s, median step (mean ± 2 SE)"),
+        (rate_axis, "tokens_per_s", "tokens/s (runs: median step, mean ± 2 SE)"),
     ):
         for cf in factors:
             axis.scatter([float(cf)] * len(rows[cf][key]["per_seed"]), rows[cf][key]["per_seed"], color="gray", s=12)
         axis.errorbar(
-            x, [rows[cf][key]["mean"] for cf in factors], yerr=[2 * rows[cf][key]["se"] for cf in factors], fmt="o-"
+            x,
+            [rows[cf][key]["mean"] for cf in factors],
+            yerr=[2 * rows[cf][key]["se"] for cf in factors],
+            fmt="o-",
+            label="runs",
         )
         axis.set_ylabel(label)
+    if results["interleaved_tokens_per_s"] is not None:
+        timed = results["interleaved_tokens_per_s"]
+        rate_axis.plot([float(cf) for cf in timed], list(timed.values()), "s--", label="gradient step, interleaved")
+        rate_axis.legend(fontsize=8)
+    for axis in (bpb_axis, rate_axis):
         axis.set_xscale("log", base=2)
         axis.set_xticks(x, factors)
         axis.set_xlabel("capacity factor")
