@@ -88,7 +88,7 @@ def _hf(matrix: np.ndarray, transposed: bool) -> np.ndarray:
     return np.ascontiguousarray(matrix.T if transposed else matrix)
 
 
-def block_stacks(config: ModelConfig) -> list[tuple[str, int]]:
+def layer_stacks(config: ModelConfig) -> list[tuple[str, int]]:
     """The stacked-block fields in HF layer order with their block counts: an MoE's dense blocks, then `layers`."""
     dense = getattr(config, "dense_layers", 0)
     return [(".dense", dense)] * bool(dense) + [(".layers", config.num_layers - dense)]
@@ -103,7 +103,7 @@ def hf_layout(names: list[str], config: ModelConfig, architecture: str) -> HfLay
     if ".embed" in names:
         layout["model.embed_tokens.weight"] = (".embed", (), False)
     layer = 0
-    for prefix, count in block_stacks(config):
+    for prefix, count in layer_stacks(config):
         fields = [(f"{prefix}.{field}", hf_name, transposed) for field, (hf_name, transposed) in block.items()]
         fields = [field for field in fields if field[0] in names]
         mapped |= {name for name, _, _ in fields}
