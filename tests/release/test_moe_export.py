@@ -91,12 +91,7 @@ def test_import_restores_the_exported_moe(tmp_path, tokenizer_file, config) -> N
     assert original.keys() == restored.keys() and all(np.array_equal(original[k], restored[k]) for k in original)
 
 
-torch = pytest.importorskip(
-    "torch", reason="the hf extra (torch==2.13.0, transformers) is not installed: pip install -e '.[hf]'"
-)
-transformers = pytest.importorskip(
-    "transformers", reason="the hf extra (torch==2.13.0, transformers) is not installed: pip install -e '.[hf]'"
-)
+HF_EXTRA = "the hf extra (torch==2.13.0, transformers) is not installed: pip install -e '.[hf]'"
 
 
 @pytest.mark.parametrize(
@@ -105,6 +100,8 @@ transformers = pytest.importorskip(
     ids=["mixtral", "qwen3_moe"],
 )
 def test_transformers_matches_tootsie_moe(tmp_path, tokenizer_file, config, hf_class) -> None:
+    torch = pytest.importorskip("torch", reason=HF_EXTRA)  # here, so the tests above run without the extra
+    transformers = pytest.importorskip("transformers", reason=HF_EXTRA)
     export_hf(make_checkpoint(tmp_path / "run", config, seed=0, ema=False), tmp_path / "hf", tokenizer=tokenizer_file)
     written = json.loads((tmp_path / "hf" / "config.json").read_text())
     assert written["num_experts_per_tok"] == 2 and written.get("mlp_only_layers", []) == list(
