@@ -171,8 +171,10 @@ def test_unexpressible_models_are_refused_with_the_feature_named(tmp_path, token
     (checkpoint / "state.json").write_text(json.dumps({**state, "model": {**state["model"], "logit_softcap": 30.0}}))
     with pytest.raises(TootsieError, match="model feature logit_softcap=30.0 has no equivalent"):
         export_hf(checkpoint, tmp_path / "d", tokenizer=tokenizer_file)
-    (checkpoint / "state.json").write_text(json.dumps({**state, "model": {**state["model"], "kind": "moe"}}))
-    with pytest.raises(TootsieError, match=r"state\.json does not handle model kind 'moe'; it handles \['llama'\]"):
+    (checkpoint / "state.json").write_text(json.dumps({**state, "model": {**state["model"], "kind": "mamba"}}))
+    with pytest.raises(
+        TootsieError, match=r"state\.json does not handle model kind 'mamba'; it handles \['llama', 'moe'\]"
+    ):
         export_hf(checkpoint, tmp_path / "e", tokenizer=tokenizer_file)
     assert not any((tmp_path / name).exists() for name in "abcde")
 
