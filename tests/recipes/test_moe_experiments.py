@@ -160,6 +160,7 @@ def test_load_balance_compares_the_final_max_load_with_uniform_and_collapsed(tmp
     assert results["arms"]["lb 0"]["max_load"]["mean"] == pytest.approx(rising[-10:].mean())
     assert results["arms"]["lb 0.01"]["max_load"]["mean"] == pytest.approx(0.14)
     assert results["arms"]["lb 0"]["max_load_first_step"] == [pytest.approx(0.125)]
+    assert results["arms"]["lb 0.01"]["heldout_macro_bpb"]["per_seed"] == [2.4]
     assert (results["uniform_max_load"], results["collapsed_max_load"]) == (0.125, 0.5)
 
 

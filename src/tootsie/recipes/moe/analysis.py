@@ -13,7 +13,7 @@ Each analysis reads the runs' metrics.jsonl and writes `results.json` and
   the seeds' numbers, and tokens/s (median over steps after `skip_steps`).
 - `analyze_load_balance`: `moe/max_load` over steps per arm, its mean over the
   last `tail_steps` steps against 1/E (uniform) and 1/k (every token on the
-  same k experts).
+  same k experts), and each arm's held-out BPB.
 
 Example: BPB 2.10, 2.12, 2.11 (MoE) against 2.20, 2.19, 2.21 (dense) give
 means 2.110 ± 0.006 and 2.200 ± 0.006, a difference of 0.090 ± 0.008
@@ -243,6 +243,7 @@ def analyze_load_balance(config: LoadBalanceConfig, output_path: str) -> dict[st
                 axis.plot(steps, trailing_mean(values, 5), color=color, alpha=0.7, label=arm if index == 0 else None)
         arms[arm] = {name.removeprefix("moe/"): {"per_seed": v, **mean_and_se(v)} for name, v in tails.items()}
         arms[arm]["max_load_first_step"] = [float(metric_series(run, "moe/max_load")[1][0]) for run in runs]
+        arms[arm]["heldout_macro_bpb"] = _bpb_by_seed(runs)
     uniform, collapsed = 1 / config.num_experts, 1 / config.experts_per_token
     for value, label in ((uniform, f"1/E = {uniform:g} (uniform)"), (collapsed, f"1/k = {collapsed:g}")):
         load_axis.axhline(value, color="gray", linestyle=":", linewidth=1)
