@@ -10,6 +10,8 @@ gather the weights instead (what FSDP means).
 
 The trainer sets the sharding around its loss (`with activation_sharding(s):`);
 the model calls `constrain(x)`, a no-op when none is set (one device, eval).
+An MoE layer reads the sharding's mesh (`current_mesh`) to run its experts
+split over the `expert` axis (`tootsie.models.expert_parallel`).
 """
 
 import contextlib
@@ -17,8 +19,10 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 
 import jax
-from jax.sharding import Sharding
+from jax.sharding import Mesh, NamedSharding, Sharding
 
+BATCH_AXES = ("data", "expert", "fsdp")
+"""Mesh axes that batch rows are split over (an expert-parallel group holds different rows on each device)."""
 _SHARDING: ContextVar[Sharding | None] = ContextVar("activation_sharding", default=None)
 
 
@@ -36,3 +40,9 @@ def constrain(x: jax.Array) -> jax.Array:
     """`x` pinned to the current activation sharding (its leading axis is the batch); unchanged when none is set."""
     sharding = _SHARDING.get()
     return x if sharding is None else jax.lax.with_sharding_constraint(x, sharding)
+
+
+def current_mesh() -> Mesh | None:
+    """The mesh of the current activation sharding; None when none is set or it is not a `NamedSharding`."""
+    sharding = _SHARDING.get()
+    return sharding.mesh if isinstance(sharding, NamedSharding) else None

@@ -13,6 +13,8 @@ factor, drops overflow, and returns the weighted router losses with the
 per-layer router statistics as `moe/` metrics. Inference (`hidden_states`,
 `__call__`, the KV-cache decoder, held-out evaluation and export parity) is
 dropless, so a token's output never depends on the other tokens of its batch.
+Inside the trainer's step on a mesh with `expert` > 1, every layer's experts
+run split over that axis (`tootsie.models.expert_parallel`, ring EP).
 
 Parameter and FLOP counts distinguish total from active: a token passes
 through the router, its k experts and the shared ones (`active_parameters`,
@@ -33,6 +35,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
 from tootsie.configfile import unhashed
+from tootsie.models.expert_parallel import expert_parallel_mesh, ring_expert_parallel
 from tootsie.models.experts import EXPERT_BACKENDS, ExpertBackend, expert_outputs
 from tootsie.models.llama import (
     PARAM_AXES,
@@ -193,19 +196,37 @@ class MoeMLP(eqx.Module):
     def routed(
         self, x: Float[Array, "batch seq hidden"], capacity_factor: float | None
     ) -> tuple[Float[Array, "batch seq hidden"], RouterStats]:
-        """The output under `capacity_factor` (None: dropless) and this layer's router statistics."""
+        """The output under `capacity_factor` (None: dropless) and this layer's router statistics.
+
+        Under an activation sharding whose mesh has `expert` > 1 the experts run split over that axis
+        (`tootsie.models.expert_parallel`); otherwise every expert runs here.
+        """
         config = self.config
-        rows = x.reshape(-1, x.shape[-1])
-        logits = jnp.dot(rows, self.router.astype(x.dtype), preferred_element_type=jnp.float32)
-        capacity = capacity_slots(rows.shape[0], config.num_experts, config.experts_per_token, capacity_factor)
-        routing, stats = route(logits, config.experts_per_token, config.router_weights, capacity)
+        router = self.router.astype(x.dtype)
         weights = (
             self.experts_gate.astype(x.dtype),
             self.experts_up.astype(x.dtype),
             self.experts_down.astype(x.dtype),
         )
-        outputs = expert_outputs(config.expert_backend, rows, routing, weights, capacity)
-        out = jnp.einsum("ktd,kt->td", outputs, routing.weights.astype(x.dtype)).reshape(x.shape)
+        mesh = expert_parallel_mesh()
+        if mesh is not None:
+            out, stats = ring_expert_parallel(
+                mesh,
+                x,
+                router,
+                weights,
+                k=config.experts_per_token,
+                router_weights=config.router_weights,
+                capacity_factor=capacity_factor,
+                backend=config.expert_backend,
+            )
+        else:
+            rows = x.reshape(-1, x.shape[-1])
+            logits = jnp.dot(rows, router, preferred_element_type=jnp.float32)
+            capacity = capacity_slots(rows.shape[0], config.num_experts, config.experts_per_token, capacity_factor)
+            routing, stats = route(logits, config.experts_per_token, config.router_weights, capacity)
+            outputs = expert_outputs(config.expert_backend, rows, routing, weights, capacity)
+            out = jnp.einsum("ktd,kt->td", outputs, routing.weights.astype(x.dtype)).reshape(x.shape)
         return (out if self.shared is None else out + self.shared(x)), stats
 
 

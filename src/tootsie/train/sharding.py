@@ -42,12 +42,11 @@ from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.source import DataSource
 from tootsie.errors import TootsieError
+from tootsie.models.activation_sharding import BATCH_AXES
 
 logger = logging.getLogger(__name__)
 MESH_AXES = ("data", "expert", "fsdp", "tensor")
 """Names of the mesh axes, outermost first (data parallel groups, expert shards, FSDP shards, tensor shards)."""
-BATCH_AXES = ("data", "expert", "fsdp")
-"""Mesh axes that batch rows are split over (an expert-parallel group holds different rows on each device)."""
 LOGICAL_RULES: dict[str, str | None] = {
     "hidden": "fsdp",
     "vocab": "tensor",
