@@ -2,9 +2,9 @@
 
 Usage: `python moe_parallel_runs.py CONFIG.yaml OUT`: writes `OUT/results.json` with
 
-- `gradients`: for each mesh (`e8`: expert=8, `d2e4`: data=2 × expert=4) and expert backend, the max abs
-  difference of loss, gradients and `moe/` metrics from one device's, and whether the step ran the
-  expert-parallel `shard_map`;
+- `gradients`: for each of `CASES` (a mesh, `e8`: expert=8 or `d2e4`: data=2 × expert=4, an expert backend and a
+  capacity factor), the max abs difference of loss, gradients and `moe/` metrics from one device's, and
+  whether the step ran the expert-parallel `shard_map`;
 - `training`: the losses of an uninterrupted run on expert=8 (`straight`), of a run preempted (SIGTERM) after
   step `PREEMPT_AT` and resumed on the same mesh (`same`) and on data=2 × expert=4 (`other`), whether `same`'s
   final params and optimizer state equal `straight`'s bit for bit, and whether the preemption checkpoint,
@@ -56,8 +56,13 @@ def _max_diff(a: object, b: object) -> float:
     return max(float(np.max(np.abs(x - y))) for x, y in zip(_leaves(a), _leaves(b), strict=True))
 
 
-def gradients(config: TrainConfig, backends: dict[str, tuple[str, ...]]) -> dict[str, dict[str, object]]:
-    """Loss, gradients and metrics on each mesh (and backend) against one device's (padded), as max abs differences."""
+CASES = (("e8", "padded", None), ("d2e4", "padded", None), ("e8", "ragged", 1.0))
+"""(mesh, expert backend, capacity factor) of the gradient checks. On expert=8 (data=1) the expert group is the whole
+batch in its order, so even cf 1.0, which drops, must route as one device does."""
+
+
+def gradients(config: TrainConfig) -> dict[str, dict[str, object]]:
+    """Loss, gradients and metrics of each case against one device's (padded, same cf), as max abs differences."""
     rng = np.random.default_rng(0)
     tokens = jnp.asarray(rng.integers(0, config.model.vocab_size, (8, 16)), jnp.int32)
     segments, mask = jnp.ones_like(tokens), jnp.ones(tokens.shape, jnp.float32)
@@ -66,35 +71,38 @@ def gradients(config: TrainConfig, backends: dict[str, tuple[str, ...]]) -> dict
     def loss(model: eqx.Module, tokens: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
         return objective.loss(model, tokens, segments, mask, config.z_loss_weight)
 
-    def build(backend: str) -> eqx.Module:
-        return eqx.filter_jit(replace(config.model, expert_backend=backend).build)(key=jax.random.PRNGKey(1))
+    def build(backend: str, capacity_factor: float | None) -> eqx.Module:
+        model = replace(config.model, expert_backend=backend, capacity_factor=capacity_factor)
+        return eqx.filter_jit(model.build)(key=jax.random.PRNGKey(1))
 
     step = eqx.filter_jit(eqx.filter_value_and_grad(loss, has_aux=True))
-    (one_loss, one_metrics), one_grads = step(build("padded"), tokens)
+    one = {cf: step(build("padded", cf), tokens) for cf in sorted({cf for *_, cf in CASES}, key=str)}
     _log("one device: loss and gradients")
     results = {}
-    for name, mesh_config in MESHES.items():
-        for backend in backends[name]:
-            params, static = eqx.partition(build(backend), eqx.is_array)
-            layout = make_layout(mesh_config.build(), params, ())
-            placed = eqx.combine(place(params, layout.params), static)
-            batch = NamedSharding(layout.mesh, PartitionSpec(BATCH_AXES))
+    for name, backend, capacity_factor in CASES:
+        params, static = eqx.partition(build(backend, capacity_factor), eqx.is_array)
+        layout = make_layout(MESHES[name].build(), params, ())
+        placed = eqx.combine(place(params, layout.params), static)
+        batch = NamedSharding(layout.mesh, PartitionSpec(BATCH_AXES))
 
-            def sharded(model: eqx.Module, tokens: jax.Array, batch: NamedSharding = batch):
-                with activation_sharding(batch):
-                    return eqx.filter_value_and_grad(loss, has_aux=True)(model, tokens)
+        def sharded(model: eqx.Module, tokens: jax.Array, batch: NamedSharding = batch):
+            with activation_sharding(batch):
+                return eqx.filter_value_and_grad(loss, has_aux=True)(model, tokens)
 
-            jaxpr = str(jax.make_jaxpr(lambda m, t, f=sharded: f(m, t))(placed, tokens))
-            (ep_loss, ep_metrics), ep_grads = eqx.filter_jit(sharded)(placed, jax.device_put(tokens, batch))
-            results[f"{name}/{backend}"] = {
-                "loss": abs(float(ep_loss) - float(one_loss)),
-                "loss_value": float(one_loss),
-                "gradients": _max_diff(ep_grads, one_grads),
-                "gradient_scale": max(float(np.max(np.abs(leaf))) for leaf in _leaves(one_grads)),
-                "metrics": {key: _max_diff(ep_metrics[key], one_metrics[key]) for key in one_metrics},
-                "shard_map": "shard_map" in jaxpr and "reduce_scatter" in jaxpr,
-            }
-            _log(f"{name}/{backend}: loss and gradients")
+        jaxpr = str(jax.make_jaxpr(lambda m, t, f=sharded: f(m, t))(placed, tokens))
+        (ep_loss, ep_metrics), ep_grads = eqx.filter_jit(sharded)(placed, jax.device_put(tokens, batch))
+        (one_loss, one_metrics), one_grads = one[capacity_factor]
+        case = f"{name}/{backend}/{'dropless' if capacity_factor is None else f'cf{capacity_factor}'}"
+        results[case] = {
+            "loss": abs(float(ep_loss) - float(one_loss)),
+            "loss_value": float(one_loss),
+            "gradients": _max_diff(ep_grads, one_grads),
+            "gradient_scale": max(float(np.max(np.abs(leaf))) for leaf in _leaves(one_grads)),
+            "metrics": {key: _max_diff(ep_metrics[key], one_metrics[key]) for key in one_metrics},
+            "dropped_fraction": float(one_metrics["moe/dropped_fraction"]),
+            "shard_map": "shard_map" in jaxpr and "reduce_scatter" in jaxpr,
+        }
+        _log(f"{case}: loss and gradients")
     return results
 
 
@@ -168,7 +176,7 @@ def main(config_file: str, out: str) -> None:
     config = load_config(config_file, TrainConfig, root="train")
     results = {
         "devices": jax.device_count(),
-        "gradients": gradients(config, {"e8": ("padded", "ragged"), "d2e4": ("padded",)}),
+        "gradients": gradients(config),
         "training": training(config, Path(out)),
     }
     Path(out, "results.json").write_text(json.dumps(results, indent=1))
