@@ -17,15 +17,15 @@ Two modes, each printing one JSON line per measurement:
   step times), CPU s/step the process's user+sys seconds from the end of the
   compiling step to the end of the run over the timed steps (a step hook
   records them), peak RSS the process's. CPU s/step comes from inside the run
-  because compilation alone varied by over a minute of CPU between runs on
+  because the compiling step's time varied by tens of seconds between runs on
   the shared machine, more than a few steps' difference.
 - `layer`: one MoE layer's forward and backward (router, routing, experts,
   combine; gradients of input, router and experts) on `--tokens` random rows,
   each variant jitted once and then timed in `--rounds` interleaved rounds;
-  the table gives medians of wall and CPU (user+sys, all threads) time. Variants: `padded` at capacity factor 1 and
-  dropless (which takes the tile-padded layout), the capacity-buffer layout
-  dropless (`capacity_buffer_experts`, what `padded` did before), `ragged`
-  dropless.
+  the table gives medians of wall and CPU (user+sys, all threads) time.
+  Variants: `padded` at capacity factor 1 and dropless (which takes the
+  tile-padded layout), the capacity-buffer layout dropless
+  (`capacity_buffer_experts`, what `padded` did before), `ragged` dropless.
 
     python benchmarks/bench_moe.py train --model moe8 --steps 6
     python benchmarks/bench_moe.py layer --experts 8 --rounds 3
