@@ -2,8 +2,8 @@
 
 Usage: `python moe_parallel_runs.py CONFIG.yaml OUT`: writes `OUT/results.json` with
 
-- `gradients`: for each of `CASES` (a mesh, `e8`: expert=8 or `d2e4`: data=2 × expert=4, an expert backend and a
-  capacity factor), the max abs difference of loss, gradients and `moe/` metrics from one device's, and
+- `gradients`: for each of `CASES` (a mesh, `e8`: expert=8, `d2e4`: data=2 × expert=4 or `d8`: data=8, an expert
+  backend and a capacity factor), the max abs difference of loss, gradients and `moe/` metrics from one device's, and
   whether the step ran the expert-parallel `shard_map`;
 - `training`: the losses of an uninterrupted run on expert=8 (`straight`), of a run preempted (SIGTERM) after
   step `PREEMPT_AT` and resumed on the same mesh (`same`) and on data=2 × expert=4 (`other`), whether `same`'s
@@ -39,7 +39,7 @@ from tootsie.train.objectives import NextTokenObjective
 from tootsie.train.sharding import MeshConfig, make_layout, place
 from tootsie.train.state import abstract_state, build_optimizer
 
-MESHES = {"e8": MeshConfig(data=1, expert=8), "d2e4": MeshConfig(data=2, expert=4)}
+MESHES = {"e8": MeshConfig(data=1, expert=8), "d2e4": MeshConfig(data=2, expert=4), "d8": MeshConfig(data=8)}
 PREEMPT_AT = 2
 """The run is signalled after this many steps; it checkpoints and stops."""
 
@@ -56,9 +56,10 @@ def _max_diff(a: object, b: object) -> float:
     return max(float(np.max(np.abs(x - y))) for x, y in zip(_leaves(a), _leaves(b), strict=True))
 
 
-CASES = (("e8", "padded", None), ("d2e4", "padded", None), ("e8", "ragged", 1.0))
+CASES = (("e8", "padded", None), ("d2e4", "padded", None), ("d8", "padded", None), ("e8", "ragged", 1.0))
 """(mesh, expert backend, capacity factor) of the gradient checks. On expert=8 (data=1) the expert group is the whole
-batch in its order, so even cf 1.0, which drops, must route as one device does."""
+batch in its order, so even cf 1.0, which drops, must route as one device does. On data=8 (no expert axis) each
+device routes its own rows (groups of one)."""
 
 
 def gradients(config: TrainConfig) -> dict[str, dict[str, object]]:

@@ -59,10 +59,16 @@ def test_expert_parallel_matches_one_device_and_a_preempted_run_resumes_on_anoth
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["devices"] == 8
 
-    # Loss and gradients on expert=8 and data=2 × expert=4, dropless, equal one device's within test_sharding's
+    # Loss and gradients on expert=8, data=2 × expert=4 and data=8 (each device routing its own rows), dropless,
+    # equal one device's within test_sharding's
     # tolerance: they differ only in the order of float sums. So do they with drops (cf 1.0) and the ragged
     # backend on expert=8, where the one expert group holds the whole batch in order.
-    assert set(results["gradients"]) == {"e8/padded/dropless", "d2e4/padded/dropless", "e8/ragged/cf1.0"}
+    assert set(results["gradients"]) == {
+        "e8/padded/dropless",
+        "d2e4/padded/dropless",
+        "d8/padded/dropless",
+        "e8/ragged/cf1.0",
+    }
     assert results["gradients"]["e8/ragged/cf1.0"]["dropped_fraction"] > 0
     for name, check in results["gradients"].items():
         assert check["shard_map"], f"{name} did not take the expert-parallel path"

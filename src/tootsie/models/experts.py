@@ -52,6 +52,20 @@ def tile_rows(assignments: int, num_experts: int) -> int:
     return min(MAX_TILE_ROWS, max(8, 1 << (share.bit_length() - 1)))
 
 
+def _varying_axes(array: Array) -> frozenset[str]:
+    """The mesh axes `array` varies over inside `shard_map` (none outside it)."""
+    return jax.typeof(array).manual_axis_type.varying
+
+
+def varying_like(value: Array, reference: Array) -> Array:
+    """`value` typed as varying over every mesh axis `reference` varies over (inside `shard_map`; else unchanged).
+
+    A loop's carry must keep its type: zeros that a varying block is written into must vary like it.
+    """
+    axes = tuple(sorted(_varying_axes(reference) - _varying_axes(value)))
+    return jax.lax.pcast(value, axes, to="varying") if axes else value
+
+
 @functools.partial(jax.custom_vjp, nondiff_argnums=(4,))
 def tiled_matmul(
     rows: Float[Array, "r d"],
@@ -65,7 +79,7 @@ def tiled_matmul(
     A grouped matmul whose groups are whole tiles, one small matmul per tile in a loop: on XLA:CPU,
     `ragged_dot` multiplies every row by every expert. Rows past the used tiles are not read.
     """
-    out = jnp.zeros((rows.shape[0], weights.shape[2]), rows.dtype)
+    out = varying_like(jnp.zeros((rows.shape[0], weights.shape[2]), rows.dtype), rows)
 
     def one_tile(t: Array, out: Array) -> Array:
         block = jax.lax.dynamic_slice_in_dim(rows, t * tile, tile)
@@ -95,7 +109,8 @@ def _tiled_matmul_backward(tile: int, saved: tuple[Array, ...], grad: Array) -> 
         )
         return grad_rows, grad_weights
 
-    grad_rows, grad_weights = jax.lax.fori_loop(0, used, one_tile, (jnp.zeros_like(rows), jnp.zeros_like(weights)))
+    zeros = (varying_like(jnp.zeros_like(rows), grad), varying_like(jnp.zeros_like(weights), grad))
+    grad_rows, grad_weights = jax.lax.fori_loop(0, used, one_tile, zeros)
     return grad_rows, grad_weights, None, None
 
 
@@ -122,6 +137,9 @@ def tiled_experts(
     source = jnp.full((total,), tokens, jnp.int32).at[slot.reshape(-1)].set(token.reshape(-1), mode="drop")
     rows = jnp.concatenate([x, jnp.zeros((1, x.shape[1]), x.dtype)])[source]
     tile_expert, used = tile_expert.astype(jnp.int32), ends[-1].astype(jnp.int32)
+    # Under expert parallelism the weights vary over `expert` only and the rows over every batch axis; cast
+    # here, outside the custom VJP, so its gradient is summed over the axes the weights do not vary over.
+    gate, up, down = (varying_like(weight, rows) for weight in (gate, up, down))
     gated = jax.nn.silu(tiled_matmul(rows, gate, tile_expert, used, tile))
     hidden = gated * tiled_matmul(rows, up, tile_expert, used, tile)
     out = tiled_matmul(hidden, down, tile_expert, used, tile)

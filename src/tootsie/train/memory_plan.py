@@ -23,9 +23,9 @@ over `fsdp`), batch rows over data × expert × fsdp, and each MoE block's worki
 set holds its dispatch buffers: `experts × capacity` rows per layer
 (`capacity_slots`, so sized by the capacity factor) for the padded backend,
 `k × tokens` rows for `ragged_dot`, each with the routed experts'
-`[rows, intermediate]` intermediates. With `expert` = G > 1 the tokens are
+`[rows, intermediate]` intermediates. With `expert` = G the tokens are
 those of a ring group (G devices' rows, gathered) and a device holds its E/G
-experts' buffers; without an expert axis every device routes the whole batch
+experts' buffers; without an expert axis (G = 1) a device routes its own rows
 (`_moe_dispatch_rows`). The plan reports `params_total` (what
 memory holds) beside `params_active` (what a token's compute touches).
 
@@ -157,15 +157,12 @@ def _shard_bytes(tree: Any, shardings: Any) -> int:
 def _moe_dispatch_rows(model: MoeConfig, tokens: int, mesh: dict[str, int], backend: str) -> tuple[int, int]:
     """(expert-input rows, ring-gathered rows) one device holds in one MoE layer.
 
-    With `expert` = G > 1 the ring (`tootsie.models.expert_parallel`) gathers its group's G·T rows onto
+    With `expert` = G the ring (`tootsie.models.expert_parallel`) gathers its group's G·T rows onto
     every device of the group, which holds `E/G × capacity_slots(G·T)` padded rows or all `k·G·T`
-    sorted assignments (ragged). Without it the layer routes the whole batch (capacity on its global
-    tokens) and XLA's partitioner does not split that routing: every batch device holds the whole
-    batch's `experts × capacity` buffers or `k × tokens` assignments (XLA CPU, data=8: 3.5x the
-    split estimate).
+    sorted assignments (ragged); without an expert axis (G = 1) each device routes its own T rows.
     """
     experts, k, group = model.num_experts, model.experts_per_token, mesh["expert"]
-    routed = group * tokens if group > 1 else tokens * math.prod(mesh[axis] for axis in BATCH_AXES)
+    routed = group * tokens
     if backend == "ragged":
         rows = k * routed
     else:
@@ -377,7 +374,7 @@ def plan_memory(
         routing = (
             f"ring expert parallelism routes each group of expert={sizes['expert']} devices' rows"
             if sizes["expert"] > 1
-            else "without an expert axis every device routes the whole batch"
+            else "without an expert axis every device routes its own rows"
         )
         notes.append(
             f"MoE: expert weights and moments split over expert={sizes['expert']} (hidden over fsdp); {routing}: "
