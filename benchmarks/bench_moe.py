@@ -46,19 +46,14 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
-import numpy as np
+from bench_train_cpu import cpu_seconds, synthetic_run  # a sibling script, importable when this one runs as one
 
-from tootsie.data.batch_schedule import BatchSchedule
-from tootsie.data.mixture import MixtureConfig, MixtureStage
-from tootsie.datakit.token_cache import TokenCacheWriter
 from tootsie.eval.training import run_training
 from tootsie.models.experts import capacity_buffer_experts, padded_experts, ragged_experts
 from tootsie.models.llama import LlamaConfig
 from tootsie.models.moe import MoeConfig
 from tootsie.models.routing import capacity_slots, route
 from tootsie.monitor.metrics_log import METRICS_FILE
-from tootsie.train.config import CheckpointConfig, TrainConfig
-from tootsie.train.schedule import WSDConfig
 
 MOE8 = MoeConfig(
     vocab_size=8192,
@@ -90,12 +85,6 @@ CPU_METRIC = "bench/cpu_seconds"
 """The record field `train` adds at every step: this process's CPU seconds so far."""
 
 
-def cpu_seconds() -> float:
-    """User + system CPU seconds of this process so far (all threads)."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
 def load() -> float:
     """The 1-minute load average: the machine is shared, so every figure is recorded with it."""
     return float(Path("/proc/loadavg").read_text().split()[0])
@@ -112,24 +101,7 @@ def model_config(name: str, backend: str | None, capacity_factor: float | None) 
 def train_once(model: LlamaConfig, steps: int, seq_len: int, batch_size: int) -> list[dict]:
     """Train `steps` + 1 steps in a fresh directory; the metric records, each with the process's CPU seconds."""
     with tempfile.TemporaryDirectory(prefix="tootsie-bench-moe-") as tmp:
-        writer = TokenCacheWriter(Path(tmp) / "cache", vocab_size=model.vocab_size, ledger_extra={})
-        rng = np.random.default_rng(0)
-        lengths = rng.integers(100, 2000, size=4000)
-        writer.append_flat(rng.integers(0, model.vocab_size, size=int(lengths.sum())), lengths)
-        writer.close()
-        config = TrainConfig(
-            model=model,
-            data=MixtureConfig(
-                caches={"synthetic": str(Path(tmp) / "cache")},
-                stages=(MixtureStage(0, {"synthetic": 1.0}),),
-                seq_len=seq_len,
-                batch_schedule=BatchSchedule.constant(batch_size),
-            ),
-            num_steps=steps + 1,
-            schedule=WSDConfig(peak_lr=1e-3, warmup_steps=2, decay_steps=0, total_steps=steps + 1),
-            ema=None,
-            checkpoints=CheckpointConfig(every_steps=10**9, every_minutes=None),
-        )
+        config = synthetic_run(Path(tmp), model, steps, seq_len, batch_size)
         run_training(config, str(Path(tmp) / "run"), hooks=[lambda _: {CPU_METRIC: cpu_seconds()}])
         return [json.loads(line) for line in (Path(tmp) / "run" / METRICS_FILE).read_text().splitlines()]
 

@@ -28,6 +28,7 @@ from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.datakit.token_cache import TokenCacheWriter
 from tootsie.eval.training import run_training
+from tootsie.models.llama import LlamaConfig
 from tootsie.models.presets import PRESETS
 from tootsie.monitor.metrics_log import METRICS_FILE
 from tootsie.train.config import CheckpointConfig, TrainConfig
@@ -40,29 +41,36 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def synthetic_run(root: Path, model: LlamaConfig, steps: int, seq_len: int, batch_size: int) -> TrainConfig:
+    """A `steps` + 1 step run of `model` on 4,000 synthetic documents (100-2,000 uniform ids, seed 0) cached in `root`.
+
+    The data and settings every CPU training benchmark (this one, bench_moe.py) and its Levanter peer share.
+    """
+    writer = TokenCacheWriter(root / "cache", vocab_size=model.vocab_size, ledger_extra={})
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(100, 2000, size=4000)
+    writer.append_flat(rng.integers(0, model.vocab_size, size=int(lengths.sum())), lengths)
+    writer.close()
+    return TrainConfig(
+        model=model,
+        data=MixtureConfig(
+            caches={"synthetic": str(root / "cache")},
+            stages=(MixtureStage(0, {"synthetic": 1.0}),),
+            seq_len=seq_len,
+            batch_schedule=BatchSchedule.constant(batch_size),
+        ),
+        num_steps=steps + 1,
+        schedule=WSDConfig(peak_lr=1e-3, warmup_steps=2, decay_steps=0, total_steps=steps + 1),
+        ema=None,
+        checkpoints=CheckpointConfig(every_steps=10**9, every_minutes=None),
+    )
+
+
 def train_once(steps: int, seq_len: int, batch_size: int) -> tuple[float, float, list[dict]]:
     """Train `steps` + 1 steps in a fresh directory; (CPU seconds, wall seconds, metric records)."""
-    model = PRESETS["tiny"]
     with tempfile.TemporaryDirectory(prefix="tootsie-bench-train-") as tmp:
         cpu_start, wall_start = cpu_seconds(), time.perf_counter()
-        writer = TokenCacheWriter(Path(tmp) / "cache", vocab_size=model.vocab_size, ledger_extra={})
-        rng = np.random.default_rng(0)
-        lengths = rng.integers(100, 2000, size=4000)
-        writer.append_flat(rng.integers(0, model.vocab_size, size=int(lengths.sum())), lengths)
-        writer.close()
-        config = TrainConfig(
-            model=model,
-            data=MixtureConfig(
-                caches={"synthetic": str(Path(tmp) / "cache")},
-                stages=(MixtureStage(0, {"synthetic": 1.0}),),
-                seq_len=seq_len,
-                batch_schedule=BatchSchedule.constant(batch_size),
-            ),
-            num_steps=steps + 1,
-            schedule=WSDConfig(peak_lr=1e-3, warmup_steps=2, decay_steps=0, total_steps=steps + 1),
-            ema=None,
-            checkpoints=CheckpointConfig(every_steps=10**9, every_minutes=None),
-        )
+        config = synthetic_run(Path(tmp), PRESETS["tiny"], steps, seq_len, batch_size)
         run_training(config, str(Path(tmp) / "run"))
         cpu, wall = cpu_seconds() - cpu_start, time.perf_counter() - wall_start
         records = [json.loads(line) for line in (Path(tmp) / "run" / METRICS_FILE).read_text().splitlines()]
