@@ -24,7 +24,7 @@ def test_json_has_the_contract_keys_and_the_8b_state_bytes(capsys) -> None:
     # EMA), and Adam's and the LR schedule's int32 step counts
     assert per_device["params"] + per_device["optimizer"] == 4 * 4_016_062_464 + 2 * 4
     assert result["device_bytes"] == 80 * 2**30 and result["fits"] is False
-    assert result["mesh"] == {"data": 1, "fsdp": 8, "tensor": 1}
+    assert result["mesh"] == {"data": 1, "expert": 1, "fsdp": 8, "tensor": 1}
 
 
 def test_table_is_in_gib(capsys) -> None:
