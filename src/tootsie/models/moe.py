@@ -13,8 +13,9 @@ factor, drops overflow, and returns the weighted router losses with the
 per-layer router statistics as `moe/` metrics. Inference (`hidden_states`,
 `__call__`, the KV-cache decoder, held-out evaluation and export parity) is
 dropless, so a token's output never depends on the other tokens of its batch.
-Inside the trainer's step on a mesh with `expert` > 1, every layer's experts
-run split over that axis (`tootsie.models.expert_parallel`, ring EP).
+Inside the trainer's step on a mesh that splits the batch, every layer routes
+per expert group and its experts run split over the `expert` axis
+(`tootsie.models.expert_parallel`, ring EP).
 
 Parameter and FLOP counts distinguish total from active: a token passes
 through the router, its k experts and the shared ones (`active_parameters`,
@@ -198,8 +199,8 @@ class MoeMLP(eqx.Module):
     ) -> tuple[Float[Array, "batch seq hidden"], RouterStats]:
         """The output under `capacity_factor` (None: dropless) and this layer's router statistics.
 
-        Under an activation sharding whose mesh has `expert` > 1 the experts run split over that axis
-        (`tootsie.models.expert_parallel`); otherwise every expert runs here.
+        Under an activation sharding that splits the batch, each device routes its expert group's rows and runs
+        its own experts (`tootsie.models.expert_parallel`); otherwise the whole batch is routed here.
         """
         config = self.config
         router = self.router.astype(x.dtype)
@@ -283,9 +284,11 @@ class MoeModel(eqx.Module):
         k_embed, k_layers, k_head, k_dense = jax.random.split(key, 4)
         self.config = config
         self.embed, self.final_norm, self.lm_head = decoder_ends(config, k_embed, k_head)
-        dense = config.dense_config(max(config.dense_layers, 1))
-        blocks = config.dense_layers
-        self.dense = stack_blocks(lambda k: Block(dense, key=k), blocks, k_dense) if blocks else None
+        self.dense = (
+            stack_blocks(lambda k: Block(config.dense_config(config.dense_layers), key=k), config.dense_layers, k_dense)
+            if config.dense_layers
+            else None
+        )
         self.layers = stack_blocks(lambda k: MoeBlock(config, key=k), config.moe_layers, k_layers)
 
     def __call__(
@@ -335,8 +338,8 @@ def router_loss(config: MoeConfig, stats: RouterStats) -> Float[Array, ""]:
 
 def router_metrics(stats: RouterStats) -> dict[str, Array]:
     """The step's `moe/` metrics from per-layer statistics: scalars averaged over layers, `expert_load` per layer."""
-    metrics = {
-        f"{MOE_METRIC_PREFIX}{name}": jax.lax.stop_gradient(value.mean()) for name, value in stats._asdict().items()
+    per_layer = {"expert_load"}
+    return {
+        f"{MOE_METRIC_PREFIX}{name}": jax.lax.stop_gradient(value if name in per_layer else value.mean())
+        for name, value in stats._asdict().items()
     }
-    metrics[f"{MOE_METRIC_PREFIX}expert_load"] = jax.lax.stop_gradient(stats.expert_load)
-    return metrics
