@@ -10,7 +10,14 @@ from tootsie.errors import TootsieError
 from tootsie.jsonfile import write_json_atomic
 from tootsie.scaling.fit import FitConfig, fit_runs
 from tootsie.scaling.predict import load_fit, predict
-from tootsie.scaling.preregister import load_record, outcome_from_runs, preregister, score, training_start
+from tootsie.scaling.preregister import (
+    load_record,
+    outcome_from_runs,
+    preregister,
+    preregistration_time,
+    score,
+    training_start,
+)
 from tootsie.scaling.runs import load_runs
 
 BUDGETS = [1e18, 3e18, 1e19, 3e19, 1e20]
@@ -41,7 +48,7 @@ def _marin_sweep(noise: float, seed: int) -> list[dict[str, float]]:
 def fit_file(tmp_path):
     runs = write_jsonl(tmp_path / "runs.jsonl", _marin_sweep(0.003, 0))
     path = tmp_path / "fit.json"
-    write_json_atomic(path, fit_runs(load_runs([runs]), FitConfig(fixed_e=1.6, bootstrap=300, max_budget=1e20)))
+    write_json_atomic(path, fit_runs(load_runs([runs]), FitConfig(fixed_e=(1.6,), bootstrap=300, max_budget=1e20)))
     return path
 
 
@@ -63,7 +70,7 @@ def test_predict_errors(fit_file, tmp_path) -> None:
     with pytest.raises(TootsieError, match="positive number of FLOPs"):
         predict(fit, -1.0)
     del fit["laws"]["fixed"]
-    with pytest.raises(TootsieError, match="no fixed-E law.*--fixed-asymptote"):
+    with pytest.raises(TootsieError, match="no law .fixed. .its laws: free.*--fixed-asymptote E"):
         predict(fit, 1e21, "fixed")
     (tmp_path / "other.json").write_text(json.dumps({"format": "x"}), encoding="utf-8")
     with pytest.raises(TootsieError, match="is not a tootsie scaling fit"):
@@ -119,3 +126,44 @@ def test_training_start_is_read_from_the_training_steps_metadata_through_a_porta
     assert outcome_from_runs([collect], 1e21)[2] == "2031-05-01T00:00:00+00:00"
     (collect / "runs.jsonl").write_text(json.dumps(record) + "\n")  # no checkpoint named: unknown
     assert training_start(load_runs([collect]).runs[0]) is None
+
+
+def test_any_law_key_of_the_fit_predicts(tmp_path) -> None:
+    runs = write_jsonl(tmp_path / "runs.jsonl", _marin_sweep(0.003, 0))
+    fit = fit_runs(load_runs([runs]), FitConfig(fixed_e=(1.6, 1.7), bootstrap=100, max_budget=1e20))
+    assert predict(fit, 1e21)["loss"] == predict(fit, 1e21, "fixed")["loss"]
+    assert predict(fit, 1e21, "fixed=1.7")["loss"] > predict(fit, 1e21, "fixed")["loss"]
+    with pytest.raises(
+        TootsieError, match=r"no law 'fixed=1.8' \(its laws: free, fixed, fixed=1.7\).*--fixed-asymptote 1.8"
+    ):
+        predict(fit, 1e21, "fixed=1.8")
+
+
+def test_an_unstamped_record_takes_its_time_from_the_steps_metadata(fit_file, tmp_path) -> None:
+    step = tmp_path / "prereg-abc123"
+    step.mkdir()
+    record = preregister(fit_file, 1e21, "big-run", step / "prereg.json", stamp=False)
+    assert "created_at" not in record and load_record(step / "prereg.json") == record
+    assert preregistration_time(record, step / "prereg.json") is None
+    (step / ".executor_info.json").write_text(
+        json.dumps({"start_time": "2029-12-31T23:00:00+00:00", "end_time": "2029-12-31T23:00:05+00:00"})
+    )
+    written = preregistration_time(record, step / "prereg.json")
+    assert written == "2029-12-31T23:00:05+00:00"
+    loss, source, started = outcome_from_runs([tmp_path / "runs.jsonl"], 1e21)
+    result = score(record, loss, source, started, preregistered_at=written)
+    assert result["preregistered_before_run"] is True and result["preregistered_at"] == written
+
+
+def test_outcome_ignores_infeasible_runs(tmp_path) -> None:
+    run = {"compute": 1e21, "params": 3e9, "tokens": 5e10}
+    diverged = run | {"name": "lr-x100", "loss": None, "feasible": False, "reason": "loss nan at step 12"}
+    mixed = write_jsonl(tmp_path / "mixed.jsonl", [run | {"loss": 2.6}, diverged])
+    assert outcome_from_runs([mixed], 1e21) == (2.6, f"run {mixed}:1 (1 infeasible left out)", None)
+    only = write_jsonl(
+        tmp_path / "only.jsonl", [{"compute": 1e20, "params": 1e9, "tokens": 2e10, "loss": 2.7}, diverged]
+    )
+    with pytest.raises(
+        TootsieError, match=r"every run at the preregistered budget 1e\+21 FLOPs is infeasible.*lr-x100"
+    ):
+        outcome_from_runs([only], 1e21)

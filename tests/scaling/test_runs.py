@@ -6,7 +6,7 @@ import math
 import pytest
 
 from tootsie.errors import TootsieError
-from tootsie.scaling.runs import BATCH_FIELDS, load_runs
+from tootsie.scaling.runs import BATCH_FIELDS, infeasible_list, load_runs
 
 
 def _jsonl(path, lines: list[str]):
@@ -81,3 +81,47 @@ def test_batch_fields(tmp_path) -> None:
     assert load_runs([file], fields=BATCH_FIELDS).runs[0]["batch_size"] == 64
     with pytest.raises(TootsieError, match="missing field 'batch_size'"):
         load_runs([_jsonl(tmp_path / "r.jsonl", [_run()])], fields=BATCH_FIELDS)
+
+
+def test_infeasible_runs_are_set_apart_whatever_their_loss(tmp_path) -> None:
+    file = _jsonl(
+        tmp_path / "runs.jsonl",
+        [
+            _run(3.0),
+            _run(None, name="nan", feasible=False, reason="loss nan at step 12"),
+            json.dumps({"compute": 1e12, "params": 1e5, "tokens": 2e6, "feasible": False, "reason": "no loss"}),
+            _run(2.9, feasible=True),
+        ],
+    )
+    loaded = load_runs([file])
+    assert [r["loss"] for r in loaded.runs] == [3.0, 2.9] and loaded.dropped == []
+    assert [r.source for r in loaded.infeasible] == [f"{file}:2", f"{file}:3"]
+    assert math.isnan(loaded.infeasible[0]["loss"]) and loaded.infeasible[0].extra["reason"] == "loss nan at step 12"
+    assert infeasible_list(loaded.infeasible)[0] == {
+        "source": f"{file}:2",
+        "name": "nan",
+        "compute": 1e12,
+        "reason": "loss nan at step 12",
+    }
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        (_run(3.0, feasible="no"), r"runs\.jsonl:1: field 'feasible' must be true or false, got 'no'"),
+        (_run(None, feasible=0), r"runs\.jsonl:1: field 'feasible' must be true or false, got 0"),
+        (
+            json.dumps({"compute": 1e12, "params": -1, "tokens": 2e6, "feasible": False}),
+            r"runs\.jsonl:1: field 'params' must be a positive finite number",
+        ),
+    ],
+)
+def test_bad_feasible_records_are_errors(tmp_path, line: str, message: str) -> None:
+    with pytest.raises(TootsieError, match=message):
+        load_runs([_jsonl(tmp_path / "runs.jsonl", [line])])
+
+
+def test_only_infeasible_runs_is_an_error_naming_them(tmp_path) -> None:
+    file = _jsonl(tmp_path / "runs.jsonl", [_run(None, name="big", feasible=False, reason="loss inf at step 3")])
+    with pytest.raises(TootsieError, match=r"no usable runs .*infeasible: .*runs\.jsonl:1 \(big\): loss inf at step 3"):
+        load_runs([file])

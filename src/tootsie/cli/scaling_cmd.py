@@ -1,8 +1,9 @@
 r"""`tootsie scaling ...`: plan isoflop sweeps, fit scaling laws, predict, preregister and score predictions.
 
     tootsie scaling sweep --budgets 1.25e11,2.5e11,5e11,1e12 --widths 16,32,48,64,96 \
-        --rule tiny --window 3 --out plan.json
-    tootsie scaling fit RUNS... --out fit.json [--fixed-asymptote 1.6] [--max-budget 5e11] [--json]
+        --rule tiny --window 3 --out plan.json [--moe --experts 8 --k 2]
+    tootsie scaling heuristic --budget 1e23 --hidden-dim 5120 --moe --experts 64 --k 4 --json
+    tootsie scaling fit RUNS... --out fit.json [--fixed-asymptote 1.6,1.7] [--target 4e12] [--max-budget 5e11] [--json]
     tootsie scaling predict --fit fit.json --compute 1e12 [--json]
     tootsie scaling preregister --fit fit.json --compute 1e12 --name tiny-1e12 --out prereg.json
     tootsie scaling score prereg.json --runs runs.jsonl          (or --actual LOSS)
@@ -21,18 +22,17 @@ from pathlib import Path
 
 from tootsie.cli.options import add_config_flags, add_output_flags, config_from_args
 from tootsie.cli.output import emit, print_json, say, warn
-from tootsie.errors import TootsieError
+from tootsie.cli.scaling_heuristic_cmd import add_moe_flags, moe_fields, register_heuristic
 from tootsie.jsonfile import write_json_atomic
 from tootsie.scaling.batch_size import BatchSizeConfig, batch_at, fit_batch_sizes
 from tootsie.scaling.fit import FitConfig, fit_runs
-from tootsie.scaling.predict import LAWS, load_fit, predict
-from tootsie.scaling.preregister import load_record, outcome_from_runs, preregister, score
-from tootsie.scaling.runs import BATCH_FIELDS, load_runs
-from tootsie.scaling.shapes import WidthRule
-from tootsie.scaling.sweep import FLOPS_RULES, SweepConfig, plan_sweep, plan_to_json
-
-RULES = {"marin": WidthRule, "tiny": WidthRule.tiny}
-"""`--rule` names: Marin's width rule, or its CPU-sized copy."""
+from tootsie.scaling.heuristic import FLOPS_RULES
+from tootsie.scaling.predict import load_fit, predict
+from tootsie.scaling.preregister import load_record, outcome_from_runs, preregister, preregistration_time, score
+from tootsie.scaling.runs import BATCH_FIELDS, infeasible_list, load_runs
+from tootsie.scaling.shapes import WIDTH_RULES
+from tootsie.scaling.sweep import SweepConfig, plan_sweep, plan_to_json
+from tootsie.scaling.tables import aligned, cross_validation_rows, stability_rows
 
 Commands = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
@@ -43,7 +43,14 @@ def register(subparsers: Commands) -> None:
         "scaling", help="isoflop sweeps, scaling-law fits, predictions and preregistrations"
     )
     commands = scaling.add_subparsers(dest="scaling_command", required=True, metavar="COMMAND")
-    registers = (_register_sweep, _register_fit, _register_predict, _register_preregister, _register_score)
+    registers = (
+        _register_sweep,
+        register_heuristic,
+        _register_fit,
+        _register_predict,
+        _register_preregister,
+        _register_score,
+    )
     for add in (*registers, _register_batch_size):
         add_output_flags(add(commands))
 
@@ -53,17 +60,18 @@ def _register_sweep(commands: Commands) -> argparse.ArgumentParser:
     add_config_flags(
         sweep,
         SweepConfig,
-        exclude=("rule",),
+        exclude=("rule", "moe", "beta2"),
         aliases={"flops_rule": ("--flops",)},
         false_flags={"include_embeddings": ("--exclude-embeddings",)},
         choices={"flops_rule": FLOPS_RULES},
     )
     sweep.add_argument(
         "--rule",
-        choices=sorted(RULES),
+        choices=sorted(WIDTH_RULES),
         default="marin",
-        help="width rule: Marin's recipe, or 'tiny' for CPU-sized models",
+        help="width rule: Marin's recipe (MHA, or GQA 4:1 as the seeds' MoE), or its CPU-sized copies",
     )
+    add_moe_flags(sweep)
     sweep.add_argument(
         "--out",
         metavar="PLAN.json",
@@ -83,7 +91,7 @@ def _register_fit(commands: Commands) -> argparse.ArgumentParser:
         fit,
         FitConfig,
         aliases={"fixed_e": ("--fixed-asymptote",)},
-        metavars={"fixed_e": "E", "max_budget": "C", "loss_noise": "SIGMA"},
+        metavars={"fixed_e": "E", "max_budget": "C", "loss_noise": "SIGMA", "target": "C"},
     )
     _add_drop_nonfinite(fit)
     fit.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
@@ -109,7 +117,12 @@ def _add_prediction(parser: argparse.ArgumentParser) -> None:
     """--fit, --compute and --law: which prediction."""
     parser.add_argument("--fit", required=True, metavar="FILE", help="a `tootsie scaling fit` output")
     parser.add_argument("--compute", type=float, required=True, metavar="C", help="the budget in FLOPs")
-    parser.add_argument("--law", choices=LAWS, default=None, help="default: fixed E when the fit has it, else free")
+    parser.add_argument(
+        "--law",
+        default=None,
+        metavar="KEY",
+        help="a law of the fit: free, fixed or fixed=<E> (default: fixed E when the fit has it, else free)",
+    )
 
 
 def _register_predict(commands: Commands) -> argparse.ArgumentParser:
@@ -161,11 +174,7 @@ def _register_batch_size(commands: Commands) -> argparse.ArgumentParser:
 
 def run_sweep(args: argparse.Namespace) -> int:
     """`tootsie scaling sweep`."""
-    try:
-        rule = RULES[args.rule]()
-    except ValueError as error:
-        raise TootsieError(str(error)) from None
-    config = config_from_args(args, SweepConfig, rule=rule)
+    config = config_from_args(args, SweepConfig, rule=WIDTH_RULES[args.rule](), **moe_fields(args))
     plan = plan_sweep(config)
     payload = plan_to_json(plan)
     if args.out:
@@ -207,9 +216,11 @@ def _fit_summary(fit: dict[str, object], out: Path, plots: list[str]) -> dict[st
         "params_opt": _without_samples(fit["params_opt"]),
         "tokens_opt": _without_samples(fit["tokens_opt"]),
         "cross_validation": fit["cross_validation"],
+        **({"stability": fit["stability"]} if "stability" in fit else {}),
         "noise": fit["noise"],
         "excluded": len(fit["excluded"]),
         "dropped": fit["dropped"],
+        "infeasible": fit["infeasible"],
         "warnings": fit["warnings"],
         "plots": plots,
     }
@@ -221,12 +232,22 @@ def run_fit(args: argparse.Namespace) -> int:
     out = Path(args.out)
     write_json_atomic(out, fit)
     plots = [] if args.no_plots else _plots(fit, out)
-    warn(args, *(f"dropped {r['source']}: loss {r['loss']}" for r in fit["dropped"]), *fit["warnings"])
+    warn(
+        args,
+        *(f"dropped {r['source']}: loss {r['loss']}" for r in fit["dropped"]),
+        *_infeasible_warnings(fit["infeasible"]),
+        *fit["warnings"],
+    )
     if args.json:
         print_json(_fit_summary(fit, out, plots))
     else:
         say(args, *_fit_lines(fit, out, plots))
     return 0
+
+
+def _infeasible_warnings(infeasible: list[dict[str, object]]) -> list[str]:
+    """One stderr line per infeasible run: which, at what budget, and why."""
+    return [f"infeasible {r['source']} (C={r['compute']:.4g}): {r['reason']}; left out" for r in infeasible]
 
 
 def _plots(fit: dict[str, object], out: Path) -> list[str]:
@@ -240,7 +261,7 @@ def _plots(fit: dict[str, object], out: Path) -> list[str]:
 
 
 def _fit_lines(fit: dict[str, object], out: Path, plots: list[str]) -> list[str]:
-    """The fit as readable lines: minima per budget, laws with intervals, leave-future-out checks, plots."""
+    """The fit as readable lines: minima per budget, laws with intervals, leave-future-out tables, plots."""
     left_out = f"; {len(fit['excluded'])} runs above --max-budget left out" if fit["excluded"] else ""
     lines = [
         f"fit of {sum(len(b['runs']) for b in fit['budgets'])} runs over {len(fit['budgets'])} budgets → {out}"
@@ -253,20 +274,17 @@ def _fit_lines(fit: dict[str, object], out: Path, plots: list[str]) -> list[str]
     ]
     for kind, law in fit["laws"].items():
         bounds = ", ".join(f"{name} [{low:.4g}, {high:.4g}]" for name, (low, high) in law["intervals"].items())
-        lines.append(f"  {kind}-E law: L = {law['E']:.4g} + {law['A']:.4g}·C^-{law['alpha']:.4g}  ({bounds})")
+        title = f"{kind}-E law" if kind in ("free", "fixed") else f"fixed-E law ({kind})"
+        lines.append(f"  {title}: L = {law['E']:.4g} + {law['A']:.4g}·C^-{law['alpha']:.4g}  ({bounds})")
     lines += [
         f"  {key} = {fit[key]['coefficient']:.4g}·C^{fit[key]['exponent']:.4g}" for key in ("params_opt", "tokens_opt")
     ]
-    for check in fit["cross_validation"]:
-        parts = [
-            f"{kind} {check[kind]['predicted']:.4f} [{check[kind]['low']:.4f}, {check[kind]['high']:.4f}]"
-            for kind in LAWS
-            if kind in check
-        ]
-        lines.append(
-            f"  leave-future-out at C={check['compute']:.3g}: actual {check['actual']:.4f};"
-            f" predicted {'; '.join(parts)}"
-        )
+    if fit["cross_validation"]:
+        lines += ["  leave-future-out (predicted (actual − predicted); * interval missed):"]
+        lines += [f"    {line}" for line in aligned(cross_validation_rows(fit))]
+    if "stability" in fit:
+        lines += [f"  prediction at C={fit['stability']['target']:.4g} from every training-set size:"]
+        lines += [f"    {line}" for line in aligned(stability_rows(fit))]
     return lines + [f"  plot: {plot}" for plot in plots]
 
 
@@ -306,10 +324,11 @@ def run_preregister(args: argparse.Namespace) -> int:
 def run_score(args: argparse.Namespace) -> int:
     """`tootsie scaling score`."""
     record = load_record(args.record)
+    written = preregistration_time(record, args.record)
     if args.actual is not None:
-        result = score(record, args.actual, "given on the command line")
+        result = score(record, args.actual, "given on the command line", preregistered_at=written)
     else:
-        result = score(record, *outcome_from_runs(args.runs, float(record["compute"])))
+        result = score(record, *outcome_from_runs(args.runs, float(record["compute"])), preregistered_at=written)
     verdict = "inside" if result["within_interval"] else "OUTSIDE"
     return emit(
         result,
@@ -324,6 +343,7 @@ def run_batch_size(args: argparse.Namespace) -> int:
     loaded = load_runs(args.runs, fields=BATCH_FIELDS, drop_nonfinite=args.drop_nonfinite)
     result = fit_batch_sizes(loaded.runs, config_from_args(args, BatchSizeConfig))
     result["dropped"] = [{"source": r.source, "loss": r["loss"]} for r in loaded.dropped]
+    result["infeasible"] = infeasible_list(loaded.infeasible)
     if args.compute is not None:
         result["projection"] = {
             "compute": args.compute,
@@ -332,7 +352,7 @@ def run_batch_size(args: argparse.Namespace) -> int:
         }
     if args.out:
         write_json_atomic(args.out, result)
-    warn(args, *result["warnings"])
+    warn(args, *_infeasible_warnings(result["infeasible"]), *result["warnings"])
     critical = result["critical"]
     return emit(
         result,

@@ -12,14 +12,19 @@ the user's `loss_noise` (e.g. the std of matched-seed repeats; Marin pinned
 (needs a budget with more than 3 sizes), else the scatter of the isoflop
 minima around the law (fixed E if given). The file records which.
 
-Leave-future-out cross-validation (Marin's check before its 1e23 run): for
-every budget C_k with enough earlier budgets (2 for fixed E, 3 for free),
-fit on the budgets below C_k only and predict C_k, with an interval from the
-same replicates; the error and whether the interval held are reported.
+Leave-future-out checks (`validation.py`, Marin's check before its 1e23 run):
+per held-out budget, for the free-E law and every fixed E, and with `target`
+the prediction at that budget from every training-set size.
 
-Example: `fit_runs(load_runs(["runs.jsonl"]), FitConfig(fixed_e=1.6))` on four
-budgets returns the minima, both laws with intervals, the power laws and two
-fixed-E and one free-E cross-validation points.
+Several fixed asymptotes fit at once: the first one's law is `laws["fixed"]`
+(what `predict` uses by default), each further one's is `laws["fixed=<E>"]`.
+Infeasible runs (diverged inside a sweep) are listed, never fitted.
+
+Example: `fit_runs(load_runs(["runs.jsonl"]), FitConfig(fixed_e=(1.6, 1.7),
+target=1e23))` on four budgets returns the minima, the free law and two
+fixed-E laws with intervals, the power laws, cross-validation at the third
+(fixed E only) and fourth budgets, and three stability rows (2, 3 and 4
+budgets) of predictions at 1e23.
 """
 
 import hashlib
@@ -33,18 +38,18 @@ import numpy as np
 from tootsie.errors import TootsieError
 from tootsie.scaling.isoflop import BudgetGroup, Vertices, describe, fitted_losses, group_runs, residual_noise, vertices
 from tootsie.scaling.law import LawFit, PowerFit, at_bound, fit_law, fit_power
-from tootsie.scaling.runs import LoadedRuns, RunRecord
+from tootsie.scaling.runs import LoadedRuns, RunRecord, infeasible_list
+from tootsie.scaling.validation import MIN_BUDGETS, Minima, cross_validation, interval, law_keys, stability
 
 FIT_FORMAT = "tootsie-scaling-fit/1"
-MIN_BUDGETS = {"fixed": 2, "free": 3}
 
 
 @dataclass(frozen=True)
 class FitConfig:
     """Choices of a scaling fit."""
 
-    fixed_e: float | None = None
-    """Also fit L(C) with this irreducible loss E held fixed (Marin: 1.6); None fits only the free-E law."""
+    fixed_e: tuple[float, ...] = ()
+    """Also fit L(C) with each of these irreducible losses E held fixed (Marin: 1.6); empty fits only the free-E law."""
     bootstrap: int = 1000
     """Bootstrap replicates for the intervals."""
     level: float = 0.9
@@ -55,10 +60,17 @@ class FitConfig:
     """Standard deviation of one run's loss (from repeats); None estimates it from the data."""
     max_budget: float | None = None
     """Leave out runs above this budget (listed in the fit as excluded), e.g. to predict them."""
+    target: float | None = None
+    """Also predict this budget from every training-set size (the fit's `stability` rows); None skips it."""
 
     def __post_init__(self) -> None:
-        if self.fixed_e is not None and not (math.isfinite(self.fixed_e) and self.fixed_e >= 0):
-            raise ValueError(f"fixed_e must be a finite number >= 0, got {self.fixed_e}")
+        if not isinstance(self.fixed_e, tuple):
+            raise ValueError(f"fixed_e must be a tuple of asymptotes, e.g. (1.6,), got {self.fixed_e!r}")
+        for value in self.fixed_e:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise ValueError(f"every fixed_e must be a finite number >= 0, got {value!r} in {self.fixed_e}")
+        if len({f"{value:g}" for value in self.fixed_e}) != len(self.fixed_e):
+            raise ValueError(f"fixed_e lists an asymptote twice: {self.fixed_e}; give each value once")
         if self.bootstrap < 50:
             raise ValueError(f"bootstrap must be >= 50 replicates for usable quantiles, got {self.bootstrap}")
         if not 0 < self.level < 1:
@@ -67,12 +79,8 @@ class FitConfig:
             raise ValueError(f"loss_noise must be a finite number >= 0, got {self.loss_noise}")
         if self.max_budget is not None and not self.max_budget > 0:
             raise ValueError(f"max_budget must be positive, got {self.max_budget}")
-
-
-def interval(samples: np.ndarray, level: float) -> list[float]:
-    """The central `level` quantile interval of `samples`."""
-    low, high = np.quantile(samples, [(1 - level) / 2, (1 + level) / 2])
-    return [float(low), float(high)]
+        if self.target is not None and not (math.isfinite(self.target) and self.target > 0):
+            raise ValueError(f"target must be a positive number of FLOPs, got {self.target}")
 
 
 def _minima(groups: Sequence[BudgetGroup], losses: Sequence[np.ndarray]) -> list[Vertices]:
@@ -125,41 +133,6 @@ def _power_summary(point: PowerFit, samples: PowerFit, level: float) -> dict[str
     }
 
 
-def _cross_validation(
-    compute: np.ndarray,
-    point: np.ndarray,
-    replicates: np.ndarray,
-    config: FitConfig,
-    sigma: float,
-    rng: np.random.Generator,
-) -> list[dict[str, object]]:
-    laws = {"free": None} | ({"fixed": config.fixed_e} if config.fixed_e is not None else {})
-    checks = []
-    for k in range(min(MIN_BUDGETS[kind] for kind in laws), len(compute)):
-        entry: dict[str, object] = {
-            "compute": float(compute[k]),
-            "train_budgets": [float(c) for c in compute[:k]],
-            "actual": float(point[k]),
-        }
-        for kind, fixed_e in laws.items():
-            if k < MIN_BUDGETS[kind]:
-                continue
-            predicted = float(fit_law(compute[:k], point[None, :k], fixed_e).predict(compute[k])[0])
-            spread = fit_law(compute[:k], replicates[:, :k], fixed_e).predict(compute[k]) + sigma * rng.standard_normal(
-                len(replicates)
-            )
-            low, high = interval(spread, config.level)
-            entry[kind] = {
-                "predicted": predicted,
-                "low": low,
-                "high": high,
-                "error": float(point[k]) - predicted,
-                "within": bool(low <= point[k] <= high),
-            }
-        checks.append(entry)
-    return checks
-
-
 def _budget_summary(group: BudgetGroup, point: Vertices, samples: Vertices, level: float) -> dict[str, object]:
     return {
         "compute": group.compute,
@@ -189,37 +162,53 @@ def _run_list(runs: Sequence[RunRecord]) -> list[dict[str, object]]:
     return [{"source": run.source, "name": run.name, "compute": run["compute"], "loss": run["loss"]} for run in runs]
 
 
-def fit_runs(loaded: LoadedRuns, config: FitConfig) -> dict[str, object]:
-    """Fit everything and return the fit file's contents (JSON-ready)."""
-    inside = [config.max_budget is None or run["compute"] <= config.max_budget * (1 + 1e-9) for run in loaded.runs]
-    used = [run for run, keep in zip(loaded.runs, inside) if keep]
-    excluded = [run for run, keep in zip(loaded.runs, inside) if not keep]
-    if not used:
-        raise TootsieError(f"no run has compute <= --max-budget {config.max_budget:.4g}; raise it")
-    groups = group_runs(used)
-    if len(groups) < MIN_BUDGETS["fixed"] or (len(groups) < MIN_BUDGETS["free"] and config.fixed_e is None):
+def _check_budgets(groups: Sequence[BudgetGroup], config: FitConfig) -> None:
+    """Enough budgets for the laws asked for, or an error saying what to add."""
+    if len(groups) < MIN_BUDGETS["fixed"] or (len(groups) < MIN_BUDGETS["free"] and not config.fixed_e):
         fix = (
             "add budgets"
-            if config.fixed_e is not None or len(groups) < MIN_BUDGETS["fixed"]
+            if config.fixed_e or len(groups) < MIN_BUDGETS["fixed"]
             else "add budgets or pass --fixed-asymptote E"
         )
         raise TootsieError(
             f"{len(groups)} budget(s) ({', '.join(f'{g.compute:.4g}' for g in groups)}): "
             f"a free-E law needs at least 3 budgets and a fixed-E law 2; {fix}"
         )
+
+
+def _check_asymptotes(fixed_e: Sequence[float], lowest: float) -> None:
+    """Every fixed E below the lowest isoflop minimum, or an error naming the first that is not."""
+    for value in fixed_e:
+        if value >= lowest:
+            raise TootsieError(
+                f"--fixed-asymptote {value} is not below the lowest isoflop "
+                f"minimum {lowest:.4f}; the asymptote must be under every loss"
+            )
+
+
+def fit_runs(loaded: LoadedRuns, config: FitConfig, *, stamp: bool = True) -> dict[str, object]:
+    """Fit everything and return the fit file's contents (JSON-ready).
+
+    `stamp=False` leaves out `created_at`, so the file's bytes depend only on
+    its inputs (an executor step's output).
+    """
+    inside = [config.max_budget is None or run["compute"] <= config.max_budget * (1 + 1e-9) for run in loaded.runs]
+    used = [run for run, keep in zip(loaded.runs, inside) if keep]
+    excluded = [run for run, keep in zip(loaded.runs, inside) if not keep]
+    if not used:
+        raise TootsieError(f"no run has compute <= --max-budget {config.max_budget:.4g}; raise it")
+    groups = group_runs(used)
+    _check_budgets(groups, config)
     compute = np.array([g.compute for g in groups])
     point = _minima(groups, [g.losses[None, :] for g in groups])
     point_loss = _stack(point, "loss")[0]
-    if config.fixed_e is not None and config.fixed_e >= point_loss.min():
-        raise TootsieError(
-            f"--fixed-asymptote {config.fixed_e} is not below the lowest isoflop "
-            f"minimum {point_loss.min():.4f}; the asymptote must be under every loss"
-        )
-    laws = {}
-    if len(groups) >= MIN_BUDGETS["free"]:
-        laws["free"] = fit_law(compute, point_loss[None, :])
-    if config.fixed_e is not None:
-        laws["fixed"] = fit_law(compute, point_loss[None, :], config.fixed_e)
+    _check_asymptotes(config.fixed_e, float(point_loss.min()))
+    asymptotes = {
+        key: fixed
+        for key, fixed in law_keys(config.fixed_e).items()
+        if fixed is not None or len(groups) >= MIN_BUDGETS["free"]
+    }
+    laws = {key: fit_law(compute, point_loss[None, :], fixed) for key, fixed in asymptotes.items()}
     noise = _noise(config, groups, laws)
     sigma = float(noise["sigma"])
     rng = np.random.default_rng(config.seed)
@@ -228,29 +217,33 @@ def fit_runs(loaded: LoadedRuns, config: FitConfig) -> dict[str, object]:
     loss_samples = _stack(samples, "loss")
     warnings = [text for group, vertex in zip(groups, point) for text in describe(group, vertex)]
     summaries = {}
-    for kind, law in laws.items():
-        fixed_e = config.fixed_e if kind == "fixed" else None
-        summaries[kind] = _law_summary(
-            law, fit_law(compute, loss_samples, fixed_e), config.level, point_loss, fixed=kind == "fixed"
+    for key, law in laws.items():
+        fixed = asymptotes[key]
+        summaries[key] = _law_summary(
+            law, fit_law(compute, loss_samples, fixed), config.level, point_loss, fixed=fixed is not None
         )
         if at_bound(law):
             warnings.append(
-                f"{kind}-E law: alpha={law.alpha[0]:.4g} is at the edge of "
+                f"{'free-E law' if fixed is None else f'fixed-E law (E = {fixed:g})'}: alpha={law.alpha[0]:.4g} "
+                "is at the edge of "
                 "the search range; the budgets do not pin the exponent down"
             )
     log_params, log_tokens = _stack(point, "log_params"), _stack(point, "log_tokens")
-    return {
-        "format": FIT_FORMAT,
-        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    minima = Minima(compute, point_loss, loss_samples, asymptotes, config.level, sigma)
+    fit: dict[str, object] = {"format": FIT_FORMAT}
+    if stamp:
+        fit["created_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+    fit |= {
         "inputs": [
             {"path": str(file), "sha256": hashlib.sha256(file.read_bytes()).hexdigest()} for file in loaded.files
         ],
         "config": {
-            "fixed_e": config.fixed_e,
+            "fixed_e": list(config.fixed_e),
             "bootstrap": config.bootstrap,
             "level": config.level,
             "seed": config.seed,
             "max_budget": config.max_budget,
+            "target": config.target,
         },
         "noise": noise,
         "budgets": [_budget_summary(g, p, s, config.level) for g, p, s in zip(groups, point, samples)],
@@ -261,8 +254,13 @@ def fit_runs(loaded: LoadedRuns, config: FitConfig) -> dict[str, object]:
         "tokens_opt": _power_summary(
             fit_power(compute, log_tokens), fit_power(compute, _stack(samples, "log_tokens")), config.level
         ),
-        "cross_validation": _cross_validation(compute, point_loss, loss_samples, config, sigma, rng),
+        "cross_validation": cross_validation(minima, rng),
+    }
+    if config.target is not None:
+        fit["stability"] = stability(minima, config.target, config.seed)
+    return fit | {
         "excluded": _run_list(excluded),
         "dropped": _run_list(loaded.dropped),
+        "infeasible": infeasible_list(loaded.infeasible),
         "warnings": warnings,
     }

@@ -2,7 +2,7 @@
 
 `plot_isoflops`: loss against parameters per budget, the runs as points, each
 budget's parabola in log N and its minimum. `plot_laws`: the isoflop minima
-against compute with the free- and fixed-E laws and their bootstrap bands
+against compute with every law of the fit (free E, each fixed E) and their bootstrap bands
 (extended one decade past the last budget, where predictions live), and
 `N_opt(C)`, `D_opt(C)` on log-log axes.
 """
@@ -16,6 +16,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
 
 COLORS = plt.get_cmap("viridis")
+LAW_COLORS = plt.get_cmap("tab10")
+"""One color per law (free, fixed, then each further fixed E)."""
 
 
 def _save(figure: plt.Figure, path: Path) -> Path:
@@ -88,7 +90,8 @@ def plot_laws(fit: dict[str, object], path: Path) -> Path:
         color="black",
         label="isoflop minima",
     )
-    for (kind, law), color in zip(fit["laws"].items(), ("tab:blue", "tab:orange")):
+    for index, (kind, law) in enumerate(fit["laws"].items()):
+        color = LAW_COLORS(index % LAW_COLORS.N)
         samples = {name: np.asarray(law["samples"][name])[:, None] for name in ("E", "A", "alpha")}
         curves = samples["E"] + samples["A"] * grid[None, :] ** -samples["alpha"]
         band = np.quantile(curves, [(1 - level) / 2, (1 + level) / 2], axis=0)
@@ -97,7 +100,7 @@ def plot_laws(fit: dict[str, object], path: Path) -> Path:
             grid,
             law["E"] + law["A"] * grid ** -law["alpha"],
             color=color,
-            label=f"{kind} E: {law['E']:.3g} + {law['A']:.4g}·C^-{law['alpha']:.3g}",
+            label=f"{kind}: {law['E']:.3g} + {law['A']:.4g}·C^-{law['alpha']:.3g}",
         )
     _finish_axis(
         left,

@@ -5,6 +5,9 @@ replicates of the chosen law evaluated at C, each plus one draw of the run
 noise σ the fit recorded, cut at the fit's level. Draws are seeded from the
 fit's seed, so the same fit and budget always give the same interval.
 
+A fit may hold several laws, by key: `free`, `fixed` (the first fixed E) and
+`fixed=<E>` for each further one; `law` picks any key the fit has.
+
 Example: minima lying on Marin's fixed-E law `1.6 + 95.18·C^-0.094` give a
 prediction of 2.256 at 1e23 (the weekly update preregistered ~2.25).
 """
@@ -16,9 +19,8 @@ import numpy as np
 
 from tootsie.errors import TootsieError
 from tootsie.jsonfile import read_json_format
-from tootsie.scaling.fit import FIT_FORMAT, interval
-
-LAWS = ("fixed", "free")
+from tootsie.scaling.fit import FIT_FORMAT
+from tootsie.scaling.validation import interval
 
 
 def load_fit(path: str | Path) -> dict[str, object]:
@@ -40,8 +42,13 @@ def predict(fit: dict[str, object], compute: float, law: str | None = None) -> d
     kind = law or default_law(fit)
     laws = fit["laws"]
     if kind not in laws:
-        fix = "refit with --fixed-asymptote E" if kind == "fixed" else "a free-E law needs runs at 3 or more budgets"
-        raise TootsieError(f"the fit has no {kind}-E law (it has {sorted(laws)}); {fix}")
+        if kind == "free":
+            fix = "a free-E law needs runs at 3 or more budgets"
+        elif kind.startswith("fixed"):
+            fix = f"refit with --fixed-asymptote {kind.partition('=')[2] or 'E'}"
+        else:
+            fix = "law keys are free, fixed and fixed=<E>"
+        raise TootsieError(f"the fit has no law {kind!r} (its laws: {', '.join(laws)}); pass one of those, or {fix}")
     chosen = laws[kind]
     samples = {name: np.asarray(chosen["samples"][name]) for name in ("E", "A", "alpha")}
     rng = np.random.default_rng(fit["config"]["seed"])

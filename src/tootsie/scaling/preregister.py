@@ -12,7 +12,13 @@ Scoring takes the outcome as a number, or from runs: one run at the record's
 budget gives its loss; three or more sizes give their isoflop minimum. When
 the runs say when their training started (the training step's executor
 metadata, found through the run record's `checkpoint`), the score also says
-whether the record predates them.
+whether the record predates them. Infeasible runs (diverged) are no outcome
+and are left out.
+
+An executor step writes its record with `stamp=False`: no `created_at`, so
+the record's bytes depend only on its inputs. Its time is then the step's
+own executor metadata next to it (`end_time`, by which the record existed;
+`start_time` if the step never finished).
 
 Example: `tootsie scaling preregister --fit fit.json --compute 1e12 --name
 tiny-1e12 --out prereg.json`, then after the runs `tootsie scaling score
@@ -34,7 +40,7 @@ from tootsie.executor.portable import resolve_recorded
 from tootsie.jsonfile import read_json, read_json_format, write_json_atomic
 from tootsie.scaling.isoflop import budget_key, group_runs, vertices
 from tootsie.scaling.predict import default_law, load_fit, predict
-from tootsie.scaling.runs import RunRecord, load_runs
+from tootsie.scaling.runs import REASON, RunRecord, load_runs
 
 RECORD_FORMAT = "tootsie-preregistration/1"
 
@@ -50,9 +56,19 @@ def _now() -> str:
 
 
 def preregister(
-    fit_path: str | Path, compute: float, name: str, out: str | Path, law: str | None = None, note: str = ""
+    fit_path: str | Path,
+    compute: float,
+    name: str,
+    out: str | Path,
+    law: str | None = None,
+    note: str = "",
+    *,
+    stamp: bool = True,
 ) -> dict[str, object]:
-    """Write a new prediction record for a run at `compute` to `out` (never over an existing file) and return it."""
+    """Write a new prediction record for a run at `compute` to `out` (never over an existing file) and return it.
+
+    `stamp=False` leaves out `created_at` (an executor step's output; see `preregistration_time`).
+    """
     target = Path(out)
     if target.exists():
         raise TootsieError(f"{target} already exists; a preregistration is never overwritten: choose another --out")
@@ -60,10 +76,10 @@ def preregister(
         raise TootsieError("--name must not be empty; name the run the prediction is for")
     fit = load_fit(fit_path)
     kind = law or default_law(fit)
-    record: dict[str, object] = {
-        "format": RECORD_FORMAT,
-        "name": name,
-        "created_at": _now(),
+    record: dict[str, object] = {"format": RECORD_FORMAT, "name": name}
+    if stamp:
+        record["created_at"] = _now()
+    record |= {
         "compute": compute,
         "law": kind,
         "level": fit["config"]["level"],
@@ -94,6 +110,15 @@ def load_record(path: str | Path) -> dict[str, object]:
     return record
 
 
+def preregistration_time(record: dict[str, object], path: str | Path) -> str | None:
+    """When the record at `path` was written: its `created_at`, else its step's executor metadata; None if unknown."""
+    if record.get("created_at"):
+        return str(record["created_at"])
+    info = read_json(Path(path).parent / INFO_FILE) or {}
+    written = info.get("end_time") or info.get("start_time")
+    return written if isinstance(written, str) else None
+
+
 def training_start(run: RunRecord) -> str | None:
     """When the run's training step started (ISO 8601), from its executor metadata; None when unknown.
 
@@ -121,6 +146,13 @@ def outcome_from_runs(paths: Sequence[str | Path], compute: float) -> tuple[floa
     """
     loaded = load_runs(paths)
     matching = [run for run in loaded.runs if budget_key(run["compute"]) == budget_key(compute)]
+    infeasible = [run for run in loaded.infeasible if budget_key(run["compute"]) == budget_key(compute)]
+    if not matching and infeasible:
+        reasons = "; ".join(f"{run.label()}: {run.extra.get(REASON)}" for run in infeasible)
+        raise TootsieError(
+            f"every run at the preregistered budget {compute:.4g} FLOPs is infeasible ({reasons}); "
+            "there is no outcome to score: rerun the budget (e.g. at a lower learning rate)"
+        )
     if not matching:
         budgets = sorted({budget_key(run["compute"]) for run in loaded.runs})
         raise TootsieError(
@@ -129,23 +161,34 @@ def outcome_from_runs(paths: Sequence[str | Path], compute: float) -> tuple[floa
         )
     starts = [start for start in map(training_start, matching) if start]
     started = min(starts, key=datetime.fromisoformat) if len(starts) == len(matching) else None
+    left_out = f" ({len(infeasible)} infeasible left out)" if infeasible else ""
     if len(matching) == 1:
-        return matching[0]["loss"], f"run {matching[0].label()}", started
+        return matching[0]["loss"], f"run {matching[0].label()}{left_out}", started
     group = group_runs(matching)[0]
     minimum = vertices(group, group.losses[None, :])
     method = "isoflop minimum" if minimum.quadratic[0] else "lowest run (the parabola opens downwards)"
-    return float(minimum.loss[0]), f"{method} of {len(matching)} runs", started
+    return float(minimum.loss[0]), f"{method} of {len(matching)} runs{left_out}", started
 
 
-def score(record: dict[str, object], actual: float, source: str, started: str | None = None) -> dict[str, object]:
-    """Compare a verified record's prediction with the measured `actual` loss."""
+def score(
+    record: dict[str, object],
+    actual: float,
+    source: str,
+    started: str | None = None,
+    preregistered_at: str | None = None,
+) -> dict[str, object]:
+    """Compare a verified record's prediction with the measured `actual` loss.
+
+    `preregistered_at` defaults to the record's `created_at` (`preregistration_time` finds it for an unstamped record).
+    """
     if not math.isfinite(actual):
         raise TootsieError(f"the actual loss is {actual}; score a finished run with a finite loss")
     prediction = record["prediction"]
+    written = preregistered_at or record.get("created_at")
     before = (
         None
-        if started is None
-        else datetime.fromisoformat(str(record["created_at"])) <= datetime.fromisoformat(started)
+        if started is None or written is None
+        else datetime.fromisoformat(str(written)) <= datetime.fromisoformat(started)
     )
     return {
         "name": record["name"],
@@ -158,7 +201,7 @@ def score(record: dict[str, object], actual: float, source: str, started: str | 
         "relative_error": abs(actual - prediction["loss"]) / actual,
         "within_interval": prediction["low"] <= actual <= prediction["high"],
         "actual_source": source,
-        "preregistered_at": record["created_at"],
+        "preregistered_at": written,
         "run_started_at": started,
         "preregistered_before_run": before,
         "scored_at": _now(),

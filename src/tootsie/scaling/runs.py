@@ -13,6 +13,13 @@ unparseable line, a missing or non-numeric field, a non-positive size, and a
 NaN, infinite or missing loss. A caller may instead drop non-finite losses
 explicitly (`drop_nonfinite=True`); the dropped records come back so the fit
 can list them.
+
+A run that diverged inside a sweep says so: its record has `"feasible": false`
+and a `reason` (Vizier marks such trials infeasible rather than crashing). It
+is set apart in `LoadedRuns.infeasible`, never fitted and never an error; its
+loss may be null or missing, its other fields are checked as usual. Example:
+`{"name": "1e12-d32", "compute": 1e12, "params": 2.8e5, "tokens": 1.1e6,
+"feasible": false, "reason": "loss nan at step 12", "loss": null}`.
 """
 
 import json
@@ -27,6 +34,8 @@ ISOFLOP_FIELDS = ("compute", "params", "tokens", "loss")
 BATCH_FIELDS = ("compute", "batch_size", "loss")
 RUN_FILE = "run.json"
 RUNS_FILE = "runs.jsonl"
+REASON = "reason"
+"""The field of an infeasible record that says why the run failed."""
 
 
 @dataclass(frozen=True)
@@ -52,11 +61,16 @@ class RunRecord:
 
 @dataclass(frozen=True)
 class LoadedRuns:
-    """Records that passed the checks, and the ones dropped on request (non-finite loss)."""
+    """Records that passed the checks, the ones dropped on request (non-finite loss), and the infeasible ones."""
 
     runs: list[RunRecord]
+    """Feasible runs with a finite loss: what the fits use."""
     dropped: list[RunRecord]
+    """Runs with a non-finite loss left out because `drop_nonfinite` was asked for."""
     files: list[Path]
+    """Every file read, in order (the fit records their hashes)."""
+    infeasible: list[RunRecord] = field(default_factory=list)
+    """Runs marked `"feasible": false` (diverged inside a sweep); their loss is NaN when null or missing."""
 
 
 def _expand(path: Path) -> list[tuple[Path, bool]]:
@@ -128,17 +142,58 @@ def parse_record(source: str, payload: object, fields: Sequence[str]) -> RunReco
     return RunRecord(values, source, name, {k: v for k, v in payload.items() if k not in fields})
 
 
+def _feasible(source: str, payload: object) -> bool:
+    """The record's `feasible` flag (True when absent); any value but a bool is an error naming the record."""
+    flag = payload.get("feasible", True) if isinstance(payload, dict) else True
+    if not isinstance(flag, bool):
+        raise TootsieError(
+            f"{source}: field 'feasible' must be true or false, got {flag!r}; "
+            "a sweep writes false (with a reason) for a run that diverged"
+        )
+    return flag
+
+
+def _infeasible_record(source: str, payload: dict[str, object], fields: Sequence[str]) -> RunRecord:
+    """An infeasible run: every required field but the loss checked; the loss a number or NaN."""
+    record = parse_record(source, payload, [key for key in fields if key != "loss"])
+    loss = _number(payload.get("loss"))
+    values = {**record.values, "loss": math.nan if loss is None else loss}
+    return RunRecord(values, source, record.name, {k: v for k, v in record.extra.items() if k != "loss"})
+
+
+def infeasible_list(runs: Sequence[RunRecord]) -> list[dict[str, object]]:
+    """`{"source", "name", "compute", "reason"}` of each infeasible run, as the fit and batch-size outputs list them."""
+    return [
+        {"source": run.source, "name": run.name, "compute": run["compute"], "reason": run.extra.get(REASON)}
+        for run in runs
+    ]
+
+
+def _set_apart(dropped: Sequence[RunRecord], infeasible: Sequence[RunRecord]) -> str:
+    """`; dropped ...; infeasible ...` naming the runs set apart, for the error when none is left."""
+    text = f"; dropped (non-finite loss): {', '.join(r.label() for r in dropped)}" if dropped else ""
+    if infeasible:
+        text += f"; infeasible: {', '.join(f'{r.label()}: {r.extra.get(REASON)}' for r in infeasible)}"
+    return text
+
+
 def load_runs(
     paths: Sequence[str | Path], fields: Sequence[str] = ISOFLOP_FIELDS, drop_nonfinite: bool = False
 ) -> LoadedRuns:
-    """Read and check every run of `paths`; a non-finite loss is an error unless `drop_nonfinite`."""
+    """Read and check every run of `paths`; a non-finite loss is an error unless `drop_nonfinite`.
+
+    Infeasible runs (`"feasible": false`) are set apart, whatever their loss.
+    """
     if not paths:
         raise TootsieError("no runs given; pass run directories or JSONL files")
-    runs, dropped, files = [], [], []
+    runs, dropped, files, infeasible = [], [], [], []
     for argument in paths:
         for file, single in _expand(Path(argument)):
             files.append(file)
             for source, payload in _records(file, single):
+                if not _feasible(source, payload):
+                    infeasible.append(_infeasible_record(source, payload, fields))
+                    continue
                 record = parse_record(source, payload, fields)
                 if math.isfinite(record["loss"]):
                     runs.append(record)
@@ -150,5 +205,8 @@ def load_runs(
                         "rerun it, or pass --drop-nonfinite to leave such runs out (they are listed in the fit)"
                     )
     if not runs:
-        raise TootsieError(f"no usable runs in {', '.join(map(str, paths))}")
-    return LoadedRuns(runs, dropped, files)
+        raise TootsieError(
+            f"no usable runs in {', '.join(map(str, paths))}{_set_apart(dropped, infeasible)}; "
+            "fits and scores need finished, feasible runs"
+        )
+    return LoadedRuns(runs, dropped, files, infeasible)
