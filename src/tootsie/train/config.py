@@ -26,6 +26,7 @@ from tootsie.configfile import unhashed
 from tootsie.data.mixture import MixtureConfig
 from tootsie.models.registry import ModelChoice
 from tootsie.monitor.trackers import TrackerChoice
+from tootsie.train.divergence import DivergenceConfig
 from tootsie.train.ema import EMAConfig
 from tootsie.train.objectives import NextTokenObjective, ObjectiveChoice
 from tootsie.train.optimizer import AdamWConfig, OptimizerChoice
@@ -148,6 +149,8 @@ class TrainConfig:
     """
     rewind: RewindConfig | None = None
     """Rewind to the last good checkpoint and skip the data window when a loss spike becomes a plateau (off: None)."""
+    divergence: DivergenceConfig | None = None
+    """Stop a diverging run with `diverged.json` instead of an error (`train.divergence`); None: NaN/inf raises."""
     trackers: tuple[TrackerChoice, ...] = unhashed(())
     """Trackers besides the always-on metrics.jsonl: `{kind: wandb, ...}`, `{kind: tensorboard}` (not hashed)."""
     profile_steps: tuple[int, int] | None = unhashed(None)

@@ -2,7 +2,12 @@
 
 `NonFiniteGuard` stops the run once `stability.max_nonfinite_steps` steps had a
 NaN/inf loss or gradient (counted here and by the skip-bad-steps transform,
-whichever is larger). `PlateauRewinder` carries out `config.rewind`
+whichever is larger). With `config.divergence` set, `DivergenceGuard` replaces
+it: a run that diverges (`tootsie.train.divergence` defines it) writes
+`diverged.json` and stops with `Diverged`, which `run_training` turns into a
+normal end, so a sweep records the run as infeasible instead of failing. Both
+stop before the checkpointer runs after the step, so no diverged state is
+saved. `PlateauRewinder` carries out `config.rewind`
 (`tootsie.train.rewind` explains the policy): after each step it feeds the
 loss to the plateau watch, and when a spike becomes a final plateau it reloads
 the newest checkpoint before the spike, records the skipped data window and
@@ -14,8 +19,10 @@ import logging
 import numpy as np
 
 from tootsie.errors import TootsieError
+from tootsie.jsonfile import write_json_atomic
 from tootsie.monitor.metrics_log import METRICS_FILE, read_metrics
 from tootsie.train.callbacks import Callback, Record, Run
+from tootsie.train.divergence import DIVERGED_FILE, Diverged, DivergenceConfig, DivergenceWatch
 from tootsie.train.loading import checkpoint_root
 from tootsie.train.rewind import PlateauWatch, record_rewind, rewind_event, rewind_target
 from tootsie.train.sharding import barrier, is_main_process
@@ -44,8 +51,44 @@ class NonFiniteGuard(Callback):
 
 
 def _logged_records(run: Run) -> list[dict[str, object]]:
-    """The logged records of this run (for the plateau watch), read back as a resume would."""
+    """The logged records of this run (for the plateau and divergence watches), read back as a resume would."""
     return read_metrics(run.output / METRICS_FILE).records
+
+
+class DivergenceGuard(Callback):
+    """Carry out `config.divergence`: on divergence write `diverged.json` and stop the run with `Diverged`."""
+
+    order = 60
+
+    def __init__(self, config: DivergenceConfig) -> None:
+        self.config = config
+
+    def start(self, run: Run) -> None:
+        self._watch(run)
+
+    def rewind(self, run: Run, event: dict[str, object]) -> None:
+        self._watch(run)
+
+    def _watch(self, run: Run) -> None:
+        """Watch from the records logged before the current step, so a resume or rewind decides as a straight run."""
+        logged = _logged_records(run) if (run.output / METRICS_FILE).exists() else []
+        before = [record for record in logged if int(record.get("step", -1)) < run.state.step]
+        self.watch = DivergenceWatch(self.config, before)
+
+    def after_step(self, run: Run, step: int, record: Record) -> None:
+        diverged = self.watch.observe(step, record)
+        if diverged is None:
+            return
+        if is_main_process():
+            write_json_atomic(run.output / DIVERGED_FILE, diverged)
+        barrier(f"diverged-{step}")
+        logger.warning(
+            "the run diverged after step %d: %s; wrote %s and stopped (no checkpoint of this state)",
+            step,
+            diverged["reason"],
+            run.output / DIVERGED_FILE,
+        )
+        raise Diverged(diverged)
 
 
 class PlateauRewinder(Callback):

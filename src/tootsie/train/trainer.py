@@ -35,7 +35,7 @@ from tootsie.train.callbacks import Callback, Callbacks, Evaluation, Run
 from tootsie.train.checkpoint import latest_checkpoint, remove_uncommitted
 from tootsie.train.checkpointing import Checkpointer
 from tootsie.train.config import TrainConfig
-from tootsie.train.guards import NonFiniteGuard, PlateauRewinder
+from tootsie.train.guards import DivergenceGuard, NonFiniteGuard, PlateauRewinder
 from tootsie.train.loading import checkpoint_root
 from tootsie.train.monitoring import ProfileWindow, RecordFields, TrackerLog
 from tootsie.train.rewind import read_rewinds
@@ -81,7 +81,8 @@ def loop_callbacks(config: TrainConfig, extra: Sequence[Callback]) -> Callbacks:
             f"{mismatch}: train through tootsie.eval.training.run_training, "
             "which builds the evaluation from config.eval"
         )
-    callbacks = [RecordFields(), TrackerLog(), NonFiniteGuard(), Checkpointer(), *extra]
+    guard = NonFiniteGuard() if config.divergence is None else DivergenceGuard(config.divergence)
+    callbacks = [RecordFields(), TrackerLog(), guard, Checkpointer(), *extra]
     callbacks += [PlateauRewinder()] if config.rewind is not None else []
     return Callbacks(callbacks + ([ProfileWindow(config.profile_steps)] if config.profile_steps is not None else []))
 
