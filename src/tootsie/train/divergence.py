@@ -11,16 +11,18 @@ Definition (`DivergenceConfig`, hashed with the run): a run has diverged after
 step s when either
 
 - `max_nonfinite_steps` steps up to s (not necessarily consecutive) had a NaN
-  or infinite loss, or a non-finite gradient norm; or
+  or infinite loss, or a non-finite gradient norm (or update, as counted by
+  the skip-bad-steps transform); or
 - the loss was above `max_loss` on each of the `patience` steps ending at s (a
-  non-finite loss counts as above).
+  non-finite step counts as above).
 
 Example: a vocabulary of 4096 gives `max_loss = 1.5 * ln(4096) = 12.48`; with
 `patience=10` and the loss above 12.48 on steps 30 to 39, the run stops after
 step 39 and writes `{"step": 39, "reason": "loss above 12.48 for 10 steps
 (steps 30-39)", "loss": 13.1, "max_loss": 12.48, "patience": 10,
-"max_nonfinite_steps": 1}`. The file holds no clock time, so the same run
-writes the same bytes.
+"max_nonfinite_steps": 1}`. A NaN loss is written null and an infinite one
+"inf", as metrics.jsonl writes them. The file holds no clock time, so the same
+run writes the same bytes.
 """
 
 import math
