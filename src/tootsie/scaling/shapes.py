@@ -58,6 +58,11 @@ class WidthRule:
         """Marin's rule scaled for 8-256 wide CPU models: head dim 16, depth base 16."""
         return cls(head_dim=16, base=16.0)
 
+    @classmethod
+    def tiny_gqa(cls) -> "WidthRule":
+        """The tiny rule with the seeds' GQA 4:1 and heads 8 wide, so 32-wide models still have 4 query heads."""
+        return cls(head_dim=8, base=16.0, kv_group=4)
+
     def num_layers(self, width: int) -> int:
         """Depth for `width` (at least 1)."""
         denominator = self.base + self.factor * math.log2(width) - self.offset
@@ -82,6 +87,16 @@ class WidthRule:
             num_heads=heads,
             num_kv_heads=heads // self.kv_group,
         )
+
+
+WIDTH_RULES = {
+    "marin": WidthRule,
+    "marin-gqa4": lambda: WidthRule(kv_group=4),
+    "tiny": WidthRule.tiny,
+    "tiny-gqa4": WidthRule.tiny_gqa,
+}
+"""Width rules by name (`--rule`): Marin's (MHA as its dense isoflop recipe, or GQA 4:1 as the seeds' MoE v16)
+and their CPU-sized copies."""
 
 
 def count_params(model: LlamaConfig, include_embeddings: bool = True, active: bool = False) -> int:
