@@ -34,6 +34,7 @@ from tootsie.errors import TootsieError
 T = TypeVar("T")
 KIND_KEY = "kind"
 UNHASHED = "tootsie.unhashed"
+HASHED_WHEN_SET = "tootsie.hashed_when_set"
 _KIND_OF: dict[type, str] = {}
 _CLASS_OF: dict[str, list[type]] = {}
 _DEFAULT_OF: dict[frozenset[type], type] = {}
@@ -47,6 +48,16 @@ def unhashed(default: Any = dataclasses.MISSING, *, default_factory: Any = datac
 def is_unhashed(field: dataclasses.Field[Any]) -> bool:
     """Whether `field` was declared with `unhashed()`."""
     return bool(field.metadata.get(UNHASHED, False))
+
+
+def hashed_when_set() -> Any:
+    """An optional field (default None) left out of a step's version while None, so adding it keeps existing hashes."""
+    return dataclasses.field(default=None, metadata={HASHED_WHEN_SET: True})
+
+
+def is_unset(field: dataclasses.Field[Any], value: Any) -> bool:
+    """Whether `field` was declared with `hashed_when_set()` and `value` is its None default."""
+    return value is None and bool(field.metadata.get(HASHED_WHEN_SET, False))
 
 
 def register_kinds(registry: dict[str, type]) -> None:

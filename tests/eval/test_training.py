@@ -30,6 +30,10 @@ from tootsie.train.trainer import train_loop
 
 STEPS = 4
 SHOWN_ELSEWHERE = {
+    "divergence": (
+        "tests/train/test_divergence.py",
+        "test_a_loss_above_max_loss_for_patience_steps_diverges_at_the_last_of_them_and_a_rerun_does_not_train",
+    ),
     "rewind": ("tests/train/test_rewind.py", "test_rewinding_past_a_junk_window_ends_with_lower_loss"),
     "objective": (
         "tests/eval/test_dpo_run.py",

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from tootsie.configfile import unhashed
+from tootsie.configfile import hashed_when_set, unhashed
 from tootsie.errors import TootsieError
 from tootsie.executor import Step, StepRef, build_graph, canonical_json, step_hash
 from tootsie.executor.hashing import canonical
@@ -202,6 +202,25 @@ def test_type_name_is_part_of_the_hash() -> None:
 
 class Color(enum.Enum):
     RED = "red"
+
+
+@dataclasses.dataclass(frozen=True)
+class Grown:
+    """`Outer`'s hashed fields plus an optional one added later."""
+
+    a: Any = 0
+    b: Any = 0
+    inner: Inner = Inner()
+    workers: Any = unhashed(default=1)
+    added: Any = hashed_when_set()
+
+
+def test_an_optional_field_added_later_keeps_the_hash_until_it_is_set() -> None:
+    grown = Grown.__qualname__
+    assert canonical_json(canonical(Grown(), hash_of=step_hash)) == canonical_json(
+        canonical(Outer(), hash_of=step_hash)
+    ).replace(Outer.__qualname__, grown)
+    assert "added" in canonical(Grown(added=0), hash_of=step_hash)
 
 
 def test_canonical_form_of_supported_types() -> None:

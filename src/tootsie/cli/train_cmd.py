@@ -29,6 +29,7 @@ from tootsie.configfile import dump_config, load_config, to_plain
 from tootsie.errors import TootsieError
 from tootsie.monitor.metrics_log import METRICS_FILE, read_metrics
 from tootsie.monitor.trackers import TRACKERS, require_trackers
+from tootsie.train.divergence import read_divergence
 
 if TYPE_CHECKING:
     from tootsie.demos.stdlib_demo import DemoSettings
@@ -156,10 +157,16 @@ def train_command(args: argparse.Namespace) -> int:
     require_trackers(config.trackers)
     with quiet_progress(args):
         state = run_training(config, args.out, allow_config_change=args.allow_config_change)
-    records = read_metrics(Path(args.out) / METRICS_FILE).records
-    result = {"step": state.step, "loss": records[-1].get("loss") if records else None}
+    if state is None:  # config.divergence stopped the run; diverged.json says why
+        diverged = read_divergence(args.out) or {}
+        result = {"step": diverged.get("step"), "loss": diverged.get("loss"), "diverged": diverged.get("reason")}
+    else:
+        records = read_metrics(Path(args.out) / METRICS_FILE).records
+        result = {"step": state.step, "loss": records[-1].get("loss") if records else None}
     if args.json:
         print_json(result | {"out": str(Path(args.out).resolve())})
+    elif state is None:
+        say(args, f"the run diverged after step {result['step']}: {result['diverged']}; outputs in {args.out}")
     else:
         say(args, f"trained to step {state.step} (loss {result['loss']}); outputs in {args.out}")
     return 0

@@ -5,8 +5,9 @@ field declaration order, dict insertion order or PYTHONHASHSEED, so it is
 computed from a canonical JSON document rather than from Python's `hash()`:
 
 - a dataclass becomes `{"__type__": <class __qualname__>, <field>: <value>, ...}`
-  with `unhashed()` fields left out (the module name is not used, so moving a
-  config class between files keeps its hashes);
+  with `unhashed()` fields left out, and `hashed_when_set()` fields while they
+  are None, so adding an optional field keeps every existing hash (the module
+  name is not used, so moving a config class between files keeps its hashes);
 - a StepRef becomes `{"__step__": "<dep name>-<dep hash>", "subpath": ...}`, so
   any change upstream changes every hash downstream;
 - tuples and lists become lists; dicts (str keys only) are sorted by key;
@@ -28,7 +29,7 @@ import pathlib
 from collections.abc import Callable
 from typing import Any
 
-from tootsie.configfile import is_unhashed
+from tootsie.configfile import is_unhashed, is_unset
 from tootsie.errors import TootsieError
 from tootsie.executor.step import Step, StepRef, find_refs
 
@@ -116,6 +117,8 @@ def _canonical_dataclass(value: Any, *, hash_of: HashOf, path: str, include_unha
                     f"{field_path} is declared unhashed() but references step {refs[0].step.name!r}; "
                     "an input always affects the output, so declare the field without unhashed()"
                 )
+            continue
+        if is_unset(field, field_value):
             continue
         out[field.name] = canonical(field_value, hash_of=hash_of, path=field_path, include_unhashed=include_unhashed)
     return dict(sorted(out.items()))

@@ -22,7 +22,7 @@ checkpoint; on another it continues within float tolerance.
 
 from dataclasses import dataclass, field
 
-from tootsie.configfile import unhashed
+from tootsie.configfile import hashed_when_set, unhashed
 from tootsie.data.mixture import MixtureConfig
 from tootsie.models.registry import ModelChoice
 from tootsie.monitor.trackers import TrackerChoice
@@ -149,7 +149,7 @@ class TrainConfig:
     """
     rewind: RewindConfig | None = None
     """Rewind to the last good checkpoint and skip the data window when a loss spike becomes a plateau (off: None)."""
-    divergence: DivergenceConfig | None = None
+    divergence: DivergenceConfig | None = hashed_when_set()
     """Stop a diverging run with `diverged.json` instead of an error (`train.divergence`); None: NaN/inf raises."""
     trackers: tuple[TrackerChoice, ...] = unhashed(())
     """Trackers besides the always-on metrics.jsonl: `{kind: wandb, ...}`, `{kind: tensorboard}` (not hashed)."""
