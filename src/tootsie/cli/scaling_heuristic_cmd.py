@@ -2,7 +2,7 @@ r"""`tootsie scaling heuristic`: the recipe (model, optimizer, batch, steps) for
 
     tootsie scaling heuristic --budget 1e23 --hidden-dim 5120 --moe --experts 64 --k 4 --json
     tootsie scaling heuristic --budget 1e12 --hidden-dim 64 --moe --experts 8 --k 2 \
-        --rule tiny-gqa4 --vocab-size 4096 --seq-len 128 --batch-size 16
+        --rule tiny-gqa --vocab-size 4096 --seq-len 128 --batch-size 16
 
 The flags are `Heuristic`'s fields (`scaling.heuristic`, which marks every
 default as from the seeds or NOT IN SEEDS); `--moe` with `MoeShape`'s

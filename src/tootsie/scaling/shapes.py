@@ -60,8 +60,11 @@ class WidthRule:
 
     @classmethod
     def tiny_gqa(cls) -> "WidthRule":
-        """The tiny rule with the seeds' GQA 4:1 and heads 8 wide, so 32-wide models still have 4 query heads."""
-        return cls(head_dim=8, base=16.0, kv_group=4)
+        """The tiny rule with heads 8 wide in groups of 2 per KV head, so widths from 16 up have grouped queries.
+
+        NOT the seeds' GQA 4:1, which needs 4 query heads: 32 wide at the least, too wide for the smallest toy runs.
+        """
+        return cls(head_dim=8, base=16.0, kv_group=2)
 
     def num_layers(self, width: int) -> int:
         """Depth for `width` (at least 1)."""
@@ -93,10 +96,10 @@ WIDTH_RULES = {
     "marin": WidthRule,
     "marin-gqa4": lambda: WidthRule(kv_group=4),
     "tiny": WidthRule.tiny,
-    "tiny-gqa4": WidthRule.tiny_gqa,
+    "tiny-gqa": WidthRule.tiny_gqa,
 }
 """Width rules by name (`--rule`): Marin's (MHA as its dense isoflop recipe, or GQA 4:1 as the seeds' MoE v16)
-and their CPU-sized copies."""
+and their CPU-sized copies (`tiny-gqa`: GQA 2:1)."""
 
 
 def count_params(model: LlamaConfig, include_embeddings: bool = True, active: bool = False) -> int:

@@ -85,10 +85,11 @@ class SweepConfig:
     """Linear decay steps at the end as a fraction of the run (Marin: 0.2)."""
     weight_decay: float = 0.1
     """AdamW weight decay (Marin: 0.1)."""
-    divergence_loss_factor: float = 1.5
-    """A run has diverged once its loss stays above this multiple of ln(vocab_size), a uniform guess's loss, for
-    `divergence_patience` steps, or once a loss is NaN/inf; it is then infeasible, not a failure."""
-    divergence_patience: int = 10
+    divergence_loss_factor: float = 1.1
+    """A run has diverged once its loss stays above this multiple of ln(vocab_size) (10 % worse than a uniform
+    guess, which every run beats within its first steps) for `divergence_patience` steps, or once a loss is
+    NaN/inf; it is then infeasible, not a failure."""
+    divergence_patience: int = 3
     """Steps in a row above the divergence loss that mean diverged (so one bad batch is not a divergence)."""
     seeds: tuple[int, ...] = (0,)
     """Initialization and data-order seeds: every pair is trained once per seed (repeats measure run-to-run noise)."""

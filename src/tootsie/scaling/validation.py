@@ -118,3 +118,19 @@ def stability(minima: Minima, target: float, seed: int) -> dict[str, object]:
                 row[key] = minima.predicted(n, fixed, target, noise)
         rows.append(row)
     return {"target": target, "rows": rows}
+
+
+def best_cross_validated(fit: dict[str, object]) -> str:
+    """The law key with the smallest mean absolute leave-future-out error (ties: the earlier key, free first).
+
+    How the seeds chose L∞ = 1.6 for their 1e23 preregistration: the asymptote whose held-out predictions held.
+    """
+    errors: dict[str, list[float]] = {}
+    for check in fit["cross_validation"]:
+        for key in fit["laws"]:
+            if key in check:
+                errors.setdefault(key, []).append(abs(check[key]["error"]))
+    if not errors:
+        raise ValueError("the fit has no leave-future-out checks (too few budgets); name a law instead")
+    order = list(law_keys(fit["config"]["fixed_e"]))
+    return min(errors, key=lambda key: (float(np.mean(errors[key])), order.index(key)))
