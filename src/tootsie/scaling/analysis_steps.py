@@ -43,6 +43,8 @@ FIT_FILE = "fit.json"
 RECORD_FILE = "preregistration.json"
 SCORE_FILE = "score.json"
 BATCH_FIT_FILE = "batch_size.json"
+CLOCK_FIELDS = ("scored_at", "preregistered_at", "run_started_at")
+"""A score's clock times, left out of `score.json` (`preregistered_before_run` stays)."""
 BEST_CROSS_VALIDATED = "best-cross-validated"
 """A preregistration's `law` that picks the fit's law with the smallest leave-future-out error."""
 
@@ -184,12 +186,16 @@ class ScoreStepConfig:
 
 
 def score_step(config: ScoreStepConfig, output_path: str) -> dict[str, object]:
-    """Write `score.json`: prediction, outcome, error, interval, and whether the record predates the run."""
+    """Write `score.json`: prediction, outcome, error, interval, and whether the record predates the run.
+
+    The times compared come from the two steps' executor metadata and are not written (one hash, one content).
+    """
     path = Path(str(config.record)) / RECORD_FILE
     record = load_record(path)
     outcome = outcome_from_runs(_runs_files(config.runs), float(record["compute"]))
     result = score(record, *outcome, preregistered_at=preregistration_time(record, path))
-    result = {key: value for key, value in result.items() if key != "scored_at"}
+    # Clock times stay in the executor metadata; the verdict they give is kept.
+    result = {key: value for key, value in result.items() if key not in CLOCK_FIELDS}
     write_json_atomic(Path(output_path) / SCORE_FILE, result)
     return result
 

@@ -34,6 +34,7 @@ from tootsie.recipes.moe.runs import WEIGHTS
 from tootsie.recipes.tiny.data import TINY_VOCAB, TinyData
 from tootsie.recipes.tiny.scale import TINY_SEQ_LEN
 from tootsie.scaling.analysis_steps import (
+    BEST_CROSS_VALIDATED,
     BatchFitStepConfig,
     FitStepConfig,
     PreregisterStepConfig,
@@ -118,12 +119,14 @@ ARC_SCALES = {
         beta2_batches=(4, 16),
         beta2_values=(0.95, 0.999),
         batch_size=8,
+        planted_lr_factor=1e4,
         min_steps=3,
         eval_sequences=4,
         bootstrap=100,
     ),
 }
-"""`full`: the documented run (<= 60 min on 2 cores); `smoke`: the same arc in a few minutes, for the tests."""
+"""`full`: the documented run (<= 60 min on 2 cores); `smoke`: the same arc in a few minutes, for the tests (its
+planted run is at LR × 10⁴, so 30 steps are enough to diverge)."""
 
 
 def sweep_config(scale: ArcScale, **changes: object) -> SweepConfig:
@@ -175,7 +178,9 @@ def arc_steps(scale: ArcScale, data: TinyData) -> dict[str, Step]:
     )
     name = f"moe-isoflop-{budget_label(target)}"
     record = Step(
-        f"{PREFIX}/preregister", preregister_step, PreregisterStepConfig(fit=fit.ref(), compute=target, name=name)
+        f"{PREFIX}/preregister",
+        preregister_step,
+        PreregisterStepConfig(fit=fit.ref(), compute=target, name=name, law=BEST_CROSS_VALIDATED),
     )
     run = Step(
         f"{PREFIX}/target",
