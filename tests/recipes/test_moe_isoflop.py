@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from tootsie.executor import StepRef, load_experiment, run_experiment
+from tootsie.executor.verify import verify_experiment
 from tootsie.recipes.moe.isoflop import ARC_SCALES, arc_steps
 from tootsie.recipes.tiny.data import tiny_data_steps
 from tootsie.scaling.analysis_steps import BEST_CROSS_VALIDATED
@@ -38,7 +39,7 @@ def test_the_arc_preregisters_before_its_target_run_and_every_anchor_is_an_isofl
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
-def test_the_smoke_arc_runs_end_to_end_and_reruns_to_the_same_bytes(
+def test_the_smoke_arc_runs_end_to_end_and_its_steps_rerun_to_the_same_bytes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TOOTSIE_SCALE", "smoke")
@@ -57,7 +58,9 @@ def test_the_smoke_arc_runs_end_to_end_and_reruns_to_the_same_bytes(
     assert results["batch"]["fit"]["critical"]["coefficient"] > 0 and len(results["batch"]["runs"]) == 6
     assert set(results["beta2"]["best_by_batch"]) == {"4", "16"} and len(results["beta2_rule"]) == 4
     assert (path.parent / "figure.png").stat().st_size > 10_000
-    # Every output is a function of its hashed config: rerunning from scratch writes the same results.
-    again = run_experiment(load_experiment(EXPERIMENT), tmp_path / "again")
-    assert {step.status for step in again.steps} == {"SUCCESS"}
-    assert next((tmp_path / "again").glob("moe_isoflop/results-*/results.json")).read_bytes() == path.read_bytes()
+    # One hash, one content: the analysis steps and the target run (trained again) rerun into scratch to the same
+    # bytes, under another prefix.
+    steps = load_experiment(EXPERIMENT)
+    for name in ("fit", "preregister", "target", "score", "batch-fit", "results"):
+        verdict = verify_experiment(steps, tmp_path, steps_glob=f"moe_isoflop/{name}", scratch=tmp_path / "scratch")
+        assert verdict.ok and len(verdict.verified) == 1, verdict.to_json()

@@ -29,6 +29,7 @@ minimum at 1e12, the error and whether the interval held.
 import hashlib
 import json
 import math
+import os
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,7 +37,7 @@ from pathlib import Path
 from tootsie import __version__, storage
 from tootsie.errors import TootsieError
 from tootsie.executor.metadata import INFO_FILE
-from tootsie.executor.portable import resolve_recorded
+from tootsie.executor.portable import portable, resolve_recorded
 from tootsie.jsonfile import read_json, read_json_format, write_json_atomic
 from tootsie.scaling.isoflop import budget_key, group_runs, vertices
 from tootsie.scaling.predict import default_law, load_fit, predict
@@ -85,7 +86,7 @@ def preregister(
         "level": fit["config"]["level"],
         "prediction": predict(fit, compute, kind),
         "fit": {
-            "path": str(Path(fit_path).resolve()),
+            "path": portable(os.path.abspath(fit_path)),
             "sha256": hashlib.sha256(Path(fit_path).read_bytes()).hexdigest(),
             "inputs": fit["inputs"],
         },
@@ -131,8 +132,9 @@ def training_start(run: RunRecord) -> str | None:
     checkpoint = run.extra.get("checkpoint")
     if not isinstance(checkpoint, str) or not checkpoint:
         return None
-    record_file = Path(run.source.rsplit(":", 1)[0] if not Path(run.source).exists() else run.source)
-    training = resolve_recorded(checkpoint, record_file.parent)
+    if run.file is None:
+        return None
+    training = resolve_recorded(checkpoint, run.file.parent)
     if storage.is_remote(training):
         return None
     started = (read_json(Path(training) / INFO_FILE) or {}).get("start_time")

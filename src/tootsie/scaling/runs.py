@@ -25,10 +25,11 @@ loss may be null or missing, its other fields are checked as usual. Example:
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tootsie.errors import TootsieError
+from tootsie.executor.portable import portable
 
 ISOFLOP_FIELDS = ("compute", "params", "tokens", "loss")
 BATCH_FIELDS = ("compute", "batch_size", "loss")
@@ -45,11 +46,13 @@ class RunRecord:
     values: dict[str, float]
     """The required fields (compute, loss, ...) as floats."""
     source: str
-    """`file:line` or the run.json path, for error messages."""
+    """`file:line` or the run.json path, for messages and outputs (`portable` inside a step)."""
     name: str | None = None
     """The run's `name` field, if it has one."""
     extra: dict[str, object] = field(default_factory=dict)
     """Every other field of the record (kept for reports)."""
+    file: Path | None = None
+    """The file the record was read from, as opened (for paths it records relative to itself)."""
 
     def __getitem__(self, key: str) -> float:
         return self.values[key]
@@ -90,10 +93,12 @@ def _expand(path: Path) -> list[tuple[Path, bool]]:
 
 
 def _records(file: Path, single: bool) -> list[tuple[str, object]]:
-    text = file.read_text(encoding="utf-8")
+    """(source, payload) of every record of `file`; sources name the file portably, so a step's output that
+    quotes them is the same under any prefix."""
+    text, shown = file.read_text(encoding="utf-8"), portable(str(file))
     if single:
         try:
-            return [(str(file), json.loads(text))]
+            return [(shown, json.loads(text))]
         except json.JSONDecodeError as error:
             raise TootsieError(f"{file} is not valid JSON ({error}); rerun the step that wrote it") from None
     records = []
@@ -101,7 +106,7 @@ def _records(file: Path, single: bool) -> list[tuple[str, object]]:
         if not line.strip():
             continue
         try:
-            records.append((f"{file}:{number}", json.loads(line)))
+            records.append((f"{shown}:{number}", json.loads(line)))
         except json.JSONDecodeError as error:
             raise TootsieError(f"{file}:{number} is not a JSON object ({error}); fix or delete that line") from None
     return records
@@ -192,9 +197,9 @@ def load_runs(
             files.append(file)
             for source, payload in _records(file, single):
                 if not _feasible(source, payload):
-                    infeasible.append(_infeasible_record(source, payload, fields))
+                    infeasible.append(replace(_infeasible_record(source, payload, fields), file=file))
                     continue
-                record = parse_record(source, payload, fields)
+                record = replace(parse_record(source, payload, fields), file=file)
                 if math.isfinite(record["loss"]):
                     runs.append(record)
                 elif drop_nonfinite:
