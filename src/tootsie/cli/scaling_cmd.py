@@ -186,14 +186,15 @@ def run_sweep(args: argparse.Namespace) -> int:
         args,
         f"{len(plan.runs)} runs over {len(config.budgets)} budgets ({len(plan.skipped)} skipped)"
         f"{f'; plan written to {args.out}' if args.out else ''}",
-        f"  {'run':>14} {'layers':>6} {'heads':>5} {'params':>10} {'tokens':>10} {'steps':>6}"
-        f" {'flops':>9} {'6ND':>9} {'lr':>7}",
+        f"  {'run':>22} {'layers':>6} {'heads':>5} {'params':>10} {'total':>10} {'tokens':>10} {'steps':>6}"
+        f" {'batch':>5} {'flops':>9} {'6ND':>9} {'lr':>7} {'beta2':>6}",
     )
     say(
         args,
         *(
-            f"  {run.name:>14} {run.model.num_layers:>6} {run.model.num_heads:>5} {run.params:>10,}"
-            f" {run.tokens:>10,} {run.steps:>6} {run.flops:>9.3g} {run.flops_6nd:>9.3g} {run.learning_rate:>7.2g}"
+            f"  {run.name:>22} {run.model.num_layers:>6} {run.model.num_heads:>5} {run.params:>10,}"
+            f" {run.params_total:>10,} {run.tokens:>10,} {run.steps:>6} {run.batch_size:>5} {run.flops:>9.3g}"
+            f" {run.flops_6nd:>9.3g} {run.learning_rate:>7.2g} {run.beta2 or '-':>6.4}"
             for run in plan.runs
         ),
         *(f"  skipped {skipped.budget:.3g} width {skipped.width}: {skipped.reason}" for skipped in plan.skipped),
