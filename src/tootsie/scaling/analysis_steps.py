@@ -50,7 +50,7 @@ BEST_CROSS_VALIDATED = "best-cross-validated"
 
 
 def _runs_files(runs: tuple[str | StepRef, ...]) -> list[str]:
-    """The `runs.jsonl` (or `run.json`) paths of sweep collect (or eval) step outputs."""
+    """The step output directories (holding `runs.jsonl` or `run.json`) as paths for `load_runs`."""
     return [str(path) for path in runs]
 
 
