@@ -26,8 +26,9 @@ from pathlib import Path
 from tootsie.errors import TootsieError
 from tootsie.eval.training import run_training
 from tootsie.executor.portable import portable
-from tootsie.executor.step import StepRef
+from tootsie.executor.step import StepRef, volatile_outputs
 from tootsie.jsonfile import read_json, write_json_atomic
+from tootsie.monitor.metrics_log import METRICS_FILE
 from tootsie.scaling.batch_size import BatchSizeConfig, fit_batch_sizes
 from tootsie.scaling.fit import FitConfig, fit_runs
 from tootsie.scaling.plots import plot_isoflops, plot_laws
@@ -141,6 +142,7 @@ def target_plan(config: TargetRunConfig, compute: float, params_opt: float) -> t
     return plan, why
 
 
+@volatile_outputs(METRICS_FILE)  # each record's step_seconds and tokens_per_s are wall-clock (docs/reproducibility.md)
 def train_at_prediction(config: TargetRunConfig, output_path: str) -> dict[str, object]:
     """Train the predicted-optimal width at the record's budget in this step's directory, then write `run.json` there.
 
