@@ -243,12 +243,13 @@ def _windowed(config: SweepConfig, budget: float) -> tuple[int, ...]:
 def _planned(config: SweepConfig, recipe: Recipe, name: str, seed: int) -> PlannedRun:
     """One run of the plan from its recipe."""
     model = recipe.model
+    params = count_params(model, config.include_embeddings, active=True)
     return PlannedRun(
         name=name + (f"-s{seed}" if seed else ""),
         budget=recipe.budget,
         width=model.hidden_dim,
         model=model,
-        params=count_params(model, config.include_embeddings, active=True),
+        params=params,
         params_total=count_params(model, config.include_embeddings),
         params_non_embedding=count_params(model, include_embeddings=False, active=True),
         tokens=recipe.tokens,
@@ -256,7 +257,7 @@ def _planned(config: SweepConfig, recipe: Recipe, name: str, seed: int) -> Plann
         batch_size=recipe.batch_size,
         flops=recipe.flops,
         flops_non_embedding=recipe.flops_non_embedding,
-        flops_6nd=6.0 * count_params(model, config.include_embeddings, active=True) * recipe.tokens,
+        flops_6nd=6.0 * params * recipe.tokens,
         learning_rate=recipe.learning_rate,
         beta1=recipe.beta1,
         beta2=recipe.beta2,
