@@ -125,9 +125,9 @@ ARC_SCALES = {
         bootstrap=100,
     ),
 }
-"""`full`: the documented run (<= 60 min on 2 cores; with widths 16-48 only, the two larger budgets' minima fell
-outside the sampled sizes, so d64 was added: docs/scaling-moe.md); `smoke`: the same arc in a few minutes, for the tests (its
-planted run is at LR × 10⁴, so 30 steps are enough to diverge)."""
+"""`full`: the documented run (<= 60 min on 2 cores; with widths 16-48 only, the two larger budgets' minima
+fell outside the sampled sizes, so d64 was added: docs/scaling-moe.md); `smoke`: the same arc in a few minutes,
+for the tests (its planted run is at LR × 10⁴, so 30 steps are enough to diverge)."""
 
 
 def sweep_config(scale: ArcScale, **changes: object) -> SweepConfig:
