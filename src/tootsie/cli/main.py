@@ -46,6 +46,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "import": ("tootsie.cli.release_cmd", "import a checkpoint from another format"),
     "release": ("tootsie.cli.release_cmd", "HF folder + model card + mixture manifest + metrics history of a run"),
     "scaling": ("tootsie.cli.scaling_cmd", "isoflop sweeps, scaling-law fits, predictions and preregistrations"),
+    "phenomena": ("tootsie.cli.phenomena_cmd", "the retrospectives' failures reproduced at toy scale: list, run"),
     "plan": ("tootsie.cli.plan_cmd", "plan a run before launching it (memory per device)"),
 }
 """Command name → (module whose `register` adds it, one-line help for `tootsie --help`)."""

@@ -1,0 +1,117 @@
+"""The phenomena: each one's name, its source in the seeds, the quote, the claim, and the module that builds it.
+
+A phenomenon is a small experiment (`tootsie.executor.Step`s) whose last step,
+`phenomena/<name>/results`, writes `results.json` (`results.phenomenon_results`)
+and `figure.png`. Its module defines `build_steps(scale: str) -> list[Step]`;
+`Phenomenon.steps` imports it only when asked, so listing the phenomena stays cheap.
+"""
+
+import importlib
+import os
+from dataclasses import dataclass
+
+from tootsie.errors import TootsieError
+from tootsie.executor import Step
+from tootsie.recipes.tiny.scale import SCALE_ENV
+
+SCALES = ("tiny", "smoke")
+"""`tiny`: the documented run (<= 15 min on 2 CPU cores); `smoke`: the same steps, shortened, for the tests."""
+DEFAULT_SCALE = "tiny"
+
+
+@dataclass(frozen=True)
+class Phenomenon:
+    """One failure the seeds report, and where tootsie reproduces it."""
+
+    name: str
+    """The CLI name (`tootsie phenomena run NAME`)."""
+    seed: str
+    """Where in the seeds it is reported."""
+    seed_quote: str
+    """The seeds' own words."""
+    claim: str
+    """What the experiment tests, as one falsifiable sentence."""
+    module: str
+    """The module under `tootsie.recipes.phenomena` whose `build_steps(scale)` gives the steps."""
+
+    def steps(self, scale: str = DEFAULT_SCALE) -> list[Step]:
+        """The experiment's steps at `scale` (the last one writes results.json)."""
+        if scale not in SCALES:
+            raise TootsieError(f"scale {scale!r} is not one of {', '.join(SCALES)}; use --scale tiny")
+        return importlib.import_module(f"tootsie.recipes.phenomena.{self.module}").build_steps(scale)
+
+    def listing(self) -> dict[str, str]:
+        """`{"name", "seed", "claim"}`: a line of `tootsie phenomena list --json`."""
+        return {"name": self.name, "seed": self.seed, "claim": self.claim}
+
+
+def results_step_name(name: str) -> str:
+    """The name of a phenomenon's last step, the one that writes results.json and figure.png."""
+    return f"phenomena/{name}/results"
+
+
+PHENOMENA: dict[str, Phenomenon] = {
+    p.name: p
+    for p in (
+        Phenomenon(
+            name="qk-norm-spikes",
+            seed="Marin 32B retrospective, Phases 1-3",
+            seed_quote="TODO",
+            claim="TODO",
+            module="qk_norm_spikes",
+        ),
+        Phenomenon(
+            name="z-loss-cooldown",
+            seed="paper outline (Raccoon/Spoonbill deep cooldowns)",
+            seed_quote="TODO",
+            claim="TODO",
+            module="z_loss_cooldown",
+        ),
+        Phenomenon(
+            name="muon-divergence",
+            seed="Marin 32B retrospective, Phase 2",
+            seed_quote="TODO",
+            claim="TODO",
+            module="muon_divergence",
+        ),
+        Phenomenon(
+            name="necromancy",
+            seed="Marin 32B retrospective, Phases 1-3",
+            seed_quote="TODO",
+            claim="TODO",
+            module="necromancy",
+        ),
+        Phenomenon(
+            name="format-contamination",
+            seed="Marin 32B retrospective, Bison cooldown (GSM8K)",
+            seed_quote="TODO",
+            claim="TODO",
+            module="format_contamination",
+        ),
+        Phenomenon(
+            name="embedding-norm",
+            seed="weekly project update (the 1e22 MoE run)",
+            seed_quote="TODO",
+            claim="TODO",
+            module="embedding_norm",
+        ),
+    )
+}
+"""Every phenomenon by CLI name, in the order of the issue that asked for them."""
+
+
+def phenomenon(name: str) -> Phenomenon:
+    """The phenomenon called `name`, or an error listing the names."""
+    if name not in PHENOMENA:
+        raise TootsieError(f"no phenomenon {name!r}; use one of {', '.join(PHENOMENA)} (tootsie phenomena list)")
+    return PHENOMENA[name]
+
+
+def selected_phenomenon_scale() -> str:
+    """The scale named by $TOOTSIE_SCALE (`tootsie run --scale NAME`), `tiny` when unset."""
+    name = os.environ.get(SCALE_ENV) or DEFAULT_SCALE
+    if name not in SCALES:
+        raise TootsieError(
+            f"{SCALE_ENV}={name!r} is not a scale of the phenomena; use one of {', '.join(SCALES)} (--scale NAME)"
+        )
+    return name
