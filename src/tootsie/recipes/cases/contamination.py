@@ -7,9 +7,10 @@ cached, and the executor, which hashes only fields wrapped in `versioned()`,
 kept serving the stale cache. At toy scale:
 
 - `write_math_bundle` writes a bundle: `bundle/train.jsonl` (word problems
-  with answers) and `bundle/test.jsonl` (the planted eval split, same
-  templates, other draws), plus the eval set itself, `eval/gsm8k_test.jsonl`
-  (`id`, `question`, `answer`: the items of test.jsonl in the eval's format).
+  of `tootsie.corpora.arithmetic` with answers) and `bundle/test.jsonl` (the
+  planted eval split, same templates, other draws), plus the eval set itself,
+  `eval/gsm8k_test.jsonl` (`id`, `question`, `answer`: the items of
+  test.jsonl in the eval's format).
 - `bundle_documents` turns a bundle into documents, leaving out
   `drop_files`; the fix is `drop_files=("test.jsonl",)`. Every field of its
   config is hashed, so the fix gives the step, and everything downstream (the
@@ -37,6 +38,7 @@ from jaxtyping import Float64
 from matplotlib.figure import Figure
 
 from tootsie.configfile import unhashed
+from tootsie.corpora.arithmetic import word_problem
 from tootsie.datakit.decontaminate import ATTRIBUTE_SCHEMA
 from tootsie.datakit.parquet_io import parquet_files
 from tootsie.datakit.stats import STATS_FILE
@@ -45,7 +47,6 @@ from tootsie.executor.portable import portable
 from tootsie.jsonfile import read_json, write_json_atomic
 from tootsie.recipes.cases.common import write_results
 from tootsie.recipes.tiny.data import write_jsonl_gz
-from tootsie.recipes.tiny.text import math_problem
 
 BUNDLE_DIR, EVAL_FILE = "bundle", "eval/gsm8k_test.jsonl"
 TEST_FILE = "test.jsonl"
@@ -88,12 +89,12 @@ def write_math_bundle(config: MathBundleConfig, output_path: str) -> dict[str, i
     """
     out = Path(output_path)
     test_rng, train_rng = np.random.default_rng(config.seed + 1), np.random.default_rng(config.seed)
-    test = [math_problem(test_rng) for _ in range(config.test_problems)]
+    test = [(p.question, p.answer) for p in (word_problem(test_rng) for _ in range(config.test_problems))]
     questions = {question for question, _ in test}
     train = [
-        problem
-        for problem in (math_problem(train_rng) for _ in range(config.train_problems))
-        if problem[0] not in questions
+        (p.question, p.answer)
+        for p in (word_problem(train_rng) for _ in range(config.train_problems))
+        if p.question not in questions
     ]
     _write_jsonl(
         out / BUNDLE_DIR / "train.jsonl",
