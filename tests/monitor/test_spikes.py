@@ -101,3 +101,24 @@ def test_the_layer_whose_norm_jumped_first_led_the_spike(tmp_path, capsys) -> No
     assert "step 200: layer 2 led by 2 steps" in capsys.readouterr().out
     [plain] = _report(tmp_path, loss, grad)["spikes"]  # no per-layer norms logged: nothing to name
     assert plain["layer_led"] is None and plain["layer_lead_steps"] is None
+
+
+def test_the_layer_whose_attention_logits_grew_first_is_named_beside_the_update_norm_leader(tmp_path, capsys) -> None:
+    loss, grad = _curve()
+    rng = np.random.default_rng(2)
+    logits = 5.0 * (1 + rng.normal(0, 0.01, (2, len(loss))))
+    loss[300:303] += 1.0
+    logits[1, 295:303] *= 3.0  # layer 1's attention logits grow five steps before the loss spikes
+    records = [
+        {"step": i, "loss": float(v), "grad_norm": float(grad[i]), "aux/attn_logit_max": logits[:, i].tolist()}
+        for i, v in enumerate(loss)
+    ]
+    (tmp_path / "m.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert main(["monitor", "spikes", str(tmp_path / "m.jsonl"), "--json"]) == 0
+    [spike] = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["spikes"]
+    assert spike["attn_layer_led"] == 1 and spike["attn_layer_lead_steps"] == 5 and spike["layer_led"] is None
+    assert spike["attn_layer_rise"] == pytest.approx(3.0, rel=0.1)
+    assert main(["monitor", "spikes", str(tmp_path / "m.jsonl")]) == 0
+    assert "step 300: attention logits of layer 1 led by 5 steps" in capsys.readouterr().out
+    [plain] = _report(tmp_path, loss, grad)["spikes"]  # an older run without the signal: no attention keys
+    assert "attn_layer_led" not in plain

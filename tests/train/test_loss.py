@@ -26,7 +26,10 @@ def _plain_loss(model: LlamaModel, tokens, segments, mask, z_loss_weight: float)
     count = jnp.maximum(mask.sum(), 1.0)
     cross_entropy, z_loss = (nll * mask).sum() / count, (jnp.square(log_normalizer) * mask).sum() / count
     log_z = (log_normalizer * mask).sum() / count
-    return cross_entropy + z_loss_weight * z_loss, (cross_entropy, z_loss, log_z)
+    logits = model(tokens, segments).astype(jnp.float32)
+    logit_max = jnp.where(mask > 0, logits.max(-1), -jnp.inf).max()
+    log_z_max = jnp.where(mask > 0, log_normalizer, -jnp.inf).max()
+    return cross_entropy + z_loss_weight * z_loss, (cross_entropy, z_loss, log_z, logit_max, log_z_max)
 
 
 @pytest.mark.parametrize("z_loss_weight", [0.0, 1e-2])

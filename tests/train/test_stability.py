@@ -310,3 +310,21 @@ def test_accumulated_gradients_equal_the_full_batch(weighted: bool) -> None:
 def test_accumulation_refuses_a_batch_that_does_not_split() -> None:
     with pytest.raises(ValueError, match="microbatches"):
         accumulate_gradients(jax.value_and_grad(masked_loss, has_aux=True), {}, (jnp.ones((10, 2)),), 3)
+
+
+def test_accumulated_maxima_take_the_largest_microbatch_not_a_mean() -> None:
+    """Aux entries named `*_max` combine by max (the step's largest logit), the rest by the weighted mean."""
+
+    def loss(params: dict, x: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
+        pred = x @ params["w"]
+        return jnp.mean(pred**2), {"pred_mean": jnp.mean(pred), "aux/pred_max": jnp.max(pred)}
+
+    x = jnp.asarray(np.random.default_rng(1).standard_normal((12, 3)), jnp.float32)
+    params = {"w": jnp.ones((3,))}
+    loss_and_grad = jax.value_and_grad(loss, has_aux=True)
+    (_, full), _ = loss_and_grad(params, x)
+    _, aux, _ = accumulate_gradients(loss_and_grad, params, (x,), 4)
+    assert set(aux) == {"pred_mean", "aux/pred_max"}
+    assert float(aux["aux/pred_max"]) == pytest.approx(float(full["aux/pred_max"]))
+    assert float(aux["pred_mean"]) == pytest.approx(float(full["pred_mean"]), abs=1e-6)
+    assert float(aux["aux/pred_max"]) > float(jnp.mean(jnp.max((x @ params["w"]).reshape(4, 3), axis=1)))

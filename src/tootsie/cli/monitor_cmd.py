@@ -33,9 +33,10 @@ def run_spikes(args: argparse.Namespace) -> int:
     kinds = [spike["kind"] for spike in report["spikes"]]
     counts = ", ".join(f"{kinds.count(k)} {k}" for k in sorted(set(kinds))) or "none"
     led = "; ".join(
-        f"step {s['step']}: layer {s['layer_led']} led by {s['layer_lead_steps']} steps"
+        f"step {s['step']}: {what} {s[f'{key}_led']} led by {s[f'{key}_lead_steps']} steps"
         for s in report["spikes"]
-        if s.get("layer_led") is not None
+        for key, what in (("layer", "layer"), ("attn_layer", "attention logits of layer"))
+        if s.get(f"{key}_led") is not None
     )
     headline = f"{len(kinds)} spikes in {report['points']} points ({counts}); skipped {report['skipped']}" + (
         f"; {led}" if led else ""

@@ -19,6 +19,13 @@ them out): cuDNN sees a new document wherever the id changes.
 
 `ATTENTION_IMPLEMENTATIONS` is the registry behind `LlamaConfig.attention`:
 `auto` is cuDNN on GPU in bf16/fp16 and XLA otherwise.
+
+`attend_and_logit_max` also gives the step's largest pre-softmax logit, the
+attention-logit growth signal of Wortsman et al. (2023) that QK-norm bounds.
+On the XLA path it is one more reduction over the logits the softmax already
+has in memory; the fused kernel never exposes its scores, so there
+`logit_max_from_qk` recomputes `q·kᵀ` block by block of queries, forward only
+(no gradient), holding one `[block, seq]` tile per head at a time.
 """
 
 import math
@@ -51,13 +58,82 @@ def xla_attention(
     Measured on the CPU benchmark shape, the gradient of the whole loss took 1.44
     CPU-s against 1.54 through `jax.nn.dot_product_attention`'s XLA path.
     """
+    return _attend_logits(_masked_logits(q, k, mask), v, q.shape)
+
+
+def xla_attention_and_logit_max(
+    q: Float[Array, "batch seq heads dim"],
+    k: Float[Array, "batch seq kv_heads dim"],
+    v: Float[Array, "batch seq kv_heads dim"],
+    mask: Bool[Array, "batch 1 seq seq"],
+) -> tuple[Float[Array, "batch seq heads dim"], Float[Array, ""]]:
+    """`xla_attention` and the largest logit it fed the softmax (unmasked positions only; no gradient)."""
+    logits = _masked_logits(q, k, mask)
+    return _attend_logits(logits, v, q.shape), jax.lax.stop_gradient(logits.max())
+
+
+def _masked_logits(
+    q: Float[Array, "batch seq heads dim"],
+    k: Float[Array, "batch seq kv_heads dim"],
+    mask: Bool[Array, "batch 1 seq seq"],
+) -> Float[Array, "batch kv_heads group seq seq"]:
+    """`q·kᵀ/√d` per query group in float32, the masked positions at the float32 minimum."""
     batch, seq, heads, dim = q.shape
     kv_heads = k.shape[2]
     grouped = (q * jnp.asarray(1 / math.sqrt(dim), q.dtype)).reshape(batch, seq, kv_heads, heads // kv_heads, dim)
     logits = jnp.einsum("btkgd,bskd->bkgts", grouped, k, preferred_element_type=jnp.float32)
-    logits = jnp.where(mask[:, :, None], logits, jnp.finfo(jnp.float32).min)
+    return jnp.where(mask[:, :, None], logits, jnp.finfo(jnp.float32).min)
+
+
+def _attend_logits(
+    logits: Float[Array, "batch kv_heads group seq seq"], v: Float[Array, "batch seq kv_heads dim"], shape: tuple
+) -> Float[Array, "batch seq heads dim"]:
+    """The softmax of masked logits applied to the values, back in `[batch, seq, heads, dim]` (`shape`)."""
     probs = jax.nn.softmax(logits, axis=-1).astype(v.dtype)
-    return jnp.einsum("bkgts,bskd->btkgd", probs, v).reshape(batch, seq, heads, dim)
+    return jnp.einsum("bkgts,bskd->btkgd", probs, v).reshape(shape)
+
+
+LOGIT_MAX_QUERY_BLOCK = 512
+"""Queries per block in `logit_max_from_qk`: bounds its logits tile to `batch × heads × 512 × seq` floats."""
+
+
+def logit_max_from_qk(
+    q: Float[Array, "batch seq heads dim"],
+    k: Float[Array, "batch seq kv_heads dim"],
+    segment_ids: Int[Array, "batch seq"] | None,
+) -> Float[Array, ""]:
+    """The largest pre-softmax logit of causal attention within documents, from `q` and `k` (no gradient).
+
+    What a fused kernel hides: `q·kᵀ/√d` over the positions its mask keeps,
+    one block of `LOGIT_MAX_QUERY_BLOCK` queries at a time (`lax.map`).
+    """
+    q, k = jax.lax.stop_gradient(q), jax.lax.stop_gradient(k)
+    batch, seq, heads, dim = q.shape
+    kv_heads = k.shape[2]
+    block = min(LOGIT_MAX_QUERY_BLOCK, seq)
+    blocks = -(-seq // block)
+    pad = blocks * block - seq
+    segments = jnp.zeros((batch, seq), jnp.int32) if segment_ids is None else segment_ids
+    grouped = (q * jnp.asarray(1 / math.sqrt(dim), q.dtype)).reshape(batch, seq, kv_heads, heads // kv_heads, dim)
+    grouped = jnp.pad(grouped, ((0, 0), (0, pad), (0, 0), (0, 0), (0, 0))).reshape(
+        batch, blocks, block, kv_heads, heads // kv_heads, dim
+    )
+    query_segments = jnp.pad(segments, ((0, 0), (0, pad)), constant_values=-1).reshape(batch, blocks, block)
+    query_positions = jnp.arange(blocks * block).reshape(blocks, block)
+    key_positions = jnp.arange(seq)
+
+    def block_max(inputs: tuple[Array, Array, Array]) -> Float[Array, ""]:
+        queries, positions, query_segment = inputs
+        logits = jnp.einsum("btkgd,bskd->bkgts", queries, k, preferred_element_type=jnp.float32)
+        kept = (positions[:, None] >= key_positions[None, :])[None] & (
+            query_segment[:, :, None] == segments[:, None, :]
+        )
+        return jnp.where(kept[:, None, None], logits, -jnp.inf).max()
+
+    per_block = jax.lax.map(
+        block_max, (jnp.moveaxis(grouped, 1, 0), query_positions, jnp.moveaxis(query_segments, 1, 0))
+    )
+    return per_block.max()
 
 
 def cudnn_segments(
@@ -171,3 +247,19 @@ def attend(
     if mask is None:
         raise ValueError("the xla attention path needs the dense mask of attention_mask()")
     return xla_attention(q, k, v, mask)
+
+
+def attend_and_logit_max(
+    name: str,
+    q: Float[Array, "batch seq heads dim"],
+    k: Float[Array, "batch seq kv_heads dim"],
+    v: Float[Array, "batch seq kv_heads dim"],
+    segment_ids: Int[Array, "batch seq"] | None,
+    mask: Bool[Array, "batch 1 seq seq"] | None,
+) -> tuple[Float[Array, "batch seq heads dim"], Float[Array, ""]]:
+    """`attend`, and the largest pre-softmax logit: from the XLA path's own logits, or recomputed beside cuDNN."""
+    if resolve_attention(name, q.dtype) == "cudnn":
+        return cudnn_attention(q, k, v, segment_ids), logit_max_from_qk(q, k, segment_ids)
+    if mask is None:
+        raise ValueError("the xla attention path needs the dense mask of attention_mask()")
+    return xla_attention_and_logit_max(q, k, v, mask)

@@ -6,6 +6,11 @@ causal and blocked across documents when segment ids are given, through cuDNN's
 fused kernel on GPU and two einsums elsewhere (`tootsie.models.attention`).
 `qk_norm=True` adds Qwen3's per-head RMSNorm on queries and keys.
 
+The training forward (`hidden_states_and_aux(..., signals=True)`) also returns
+each layer's largest pre-softmax attention logit, `aux/attn_logit_max`: the
+logit softmax sees, after QK-norm when the model has it, so a QK-norm model
+shows what the norm bounds and a plain one shows the growth it would stop.
+
 Weights are plain arrays (not `eqx.nn.Linear`) so the matmuls and the Hugging
 Face layout mapping are explicit: `wq` is `[hidden, heads * head_dim]`. Every
 weight matmul runs on `[batch * seq, features]` matrices: with the batch and
@@ -30,6 +35,7 @@ from tootsie.models.attention import (
     ATTENTION_IMPLEMENTATIONS,
     AttentionChoice,
     attend,
+    attend_and_logit_max,
     attention_mask,
     resolve_attention,
 )
@@ -273,6 +279,19 @@ class Attention(eqx.Module):
         q, k, v = self.project(x, cos, sin)
         return self.merge(attend(self.implementation, q, k, v, segment_ids, mask), x.dtype)
 
+    def with_logit_max(
+        self,
+        x: Float[Array, "batch seq hidden"],
+        cos: Float[Array, "seq half"],
+        sin: Float[Array, "seq half"],
+        segment_ids: Int[Array, "batch seq"] | None,
+        mask: Array | None,
+    ) -> tuple[Float[Array, "batch seq hidden"], Float[Array, ""]]:
+        """The attention output and the largest pre-softmax logit over every head and kept position."""
+        q, k, v = self.project(x, cos, sin)
+        out, logit_max = attend_and_logit_max(self.implementation, q, k, v, segment_ids, mask)
+        return self.merge(out, x.dtype), logit_max
+
     def project(
         self,
         x: Float[Array, "batch seq hidden"],
@@ -349,6 +368,19 @@ class Block(eqx.Module):
         x = x + self.attn(self.attn_norm(x), cos, sin, segment_ids, mask)
         return x + self.mlp(self.mlp_norm(x))
 
+    def with_logit_max(
+        self,
+        x: Float[Array, "batch seq hidden"],
+        cos: Array,
+        sin: Array,
+        segment_ids: Int[Array, "batch seq"] | None,
+        mask: Array | None,
+    ) -> tuple[Float[Array, "batch seq hidden"], Float[Array, ""]]:
+        """The block's output and its attention's largest pre-softmax logit (the training forward's signal)."""
+        attended, logit_max = self.attn.with_logit_max(self.attn_norm(x), cos, sin, segment_ids, mask)
+        x = x + attended
+        return x + self.mlp(self.mlp_norm(x)), logit_max
+
 
 class LlamaModel(eqx.Module):
     """Token embedding, stacked blocks run by `scan`, final norm, output projection."""
@@ -385,10 +417,21 @@ class LlamaModel(eqx.Module):
         return self.final_norm(x)
 
     def hidden_states_and_aux(
-        self, tokens: Int[Array, "batch seq"], segment_ids: Int[Array, "batch seq"] | None = None
+        self,
+        tokens: Int[Array, "batch seq"],
+        segment_ids: Int[Array, "batch seq"] | None = None,
+        *,
+        signals: bool = False,
     ) -> tuple[Float[Array, "batch seq hidden"], Float[Array, ""], dict[str, Array]]:
-        """The training forward: hidden states, the model's own auxiliary loss and its metrics (none for a Llama)."""
-        return self.hidden_states(tokens, segment_ids), jnp.zeros((), jnp.float32), {}
+        """The training forward: hidden states, the model's own auxiliary loss (none for a Llama) and its metrics.
+
+        With `signals`, the metrics hold `aux/attn_logit_max` (`[layers]`); without, they are empty.
+        """
+        if not signals:
+            return self.hidden_states(tokens, segment_ids), jnp.zeros((), jnp.float32), {}
+        x, inputs = block_inputs(self.config, self.embed, tokens, segment_ids)
+        x, logit_max = scan_blocks(self.layers, x, self.config.remat, lambda block, h: block.with_logit_max(h, *inputs))
+        return self.final_norm(x), jnp.zeros((), jnp.float32), {ATTN_LOGIT_MAX: logit_max}
 
     def logical_axes(self) -> dict[str, tuple[str, ...]]:
         """Logical axis names of every weight, keyed by its path (see `logical_axes`)."""
@@ -413,6 +456,8 @@ def stack_blocks(make_block: Callable[[PRNGKeyArray], eqx.Module], count: int, k
     return eqx.filter_vmap(make_block)(jax.random.split(key, count))
 
 
+ATTN_LOGIT_MAX = "aux/attn_logit_max"
+"""Metric name of each layer's largest pre-softmax attention logit in a step (`[layers]`, dense layers first)."""
 BlockInputs = tuple[Array, Array, Int[Array, "batch seq"] | None, Array | None]
 """What every block of a forward pass takes besides the hidden states: (cos, sin, segment_ids, mask)."""
 

@@ -39,6 +39,7 @@ from tootsie.configfile import unhashed
 from tootsie.models.expert_parallel import expert_parallel_mesh, ring_expert_parallel
 from tootsie.models.experts import EXPERT_BACKENDS, ExpertBackend, expert_outputs
 from tootsie.models.llama import (
+    ATTN_LOGIT_MAX,
     PARAM_AXES,
     Attention,
     Block,
@@ -253,11 +254,17 @@ class MoeBlock(eqx.Module):
         segment_ids: Int[Array, "batch seq"] | None,
         mask: Array | None,
         capacity_factor: float | None = None,
-    ) -> tuple[Float[Array, "batch seq hidden"], RouterStats]:
-        """The block's output under `capacity_factor` (None: dropless) and its router statistics."""
-        x = x + self.attn(self.attn_norm(x), cos, sin, segment_ids, mask)
+        signals: bool = False,
+    ) -> tuple[Float[Array, "batch seq hidden"], tuple[RouterStats, Float[Array, ""] | None]]:
+        """The block's output under `capacity_factor` (None: dropless), its router statistics, and with `signals`
+        its attention's largest pre-softmax logit (else None)."""
+        if signals:
+            attended, logit_max = self.attn.with_logit_max(self.attn_norm(x), cos, sin, segment_ids, mask)
+        else:
+            attended, logit_max = self.attn(self.attn_norm(x), cos, sin, segment_ids, mask), None
+        x = x + attended
         out, stats = self.mlp.routed(self.mlp_norm(x), capacity_factor)
-        return x + out, stats
+        return x + out, (stats, logit_max)
 
 
 MOE_PARAM_AXES: dict[str, tuple[str, ...]] = {
@@ -302,14 +309,29 @@ class MoeModel(eqx.Module):
         return self.embed.T if self.lm_head is None else self.lm_head
 
     def _forward(
-        self, tokens: Int[Array, "batch seq"], segment_ids: Int[Array, "batch seq"] | None, capacity: float | None
-    ) -> tuple[Float[Array, "batch seq hidden"], RouterStats]:
+        self,
+        tokens: Int[Array, "batch seq"],
+        segment_ids: Int[Array, "batch seq"] | None,
+        capacity: float | None,
+        signals: bool = False,
+    ) -> tuple[Float[Array, "batch seq hidden"], RouterStats, Float[Array, " layers"] | None]:
+        """Hidden states, router statistics, and with `signals` every layer's largest attention logit."""
         x, inputs = block_inputs(self.config, self.embed, tokens, segment_ids)
         remat = self.config.remat
+        dense_max = None
         if self.dense is not None:
-            x, _ = scan_blocks(self.dense, x, remat, lambda block, h: (block(h, *inputs), None))
-        x, stats = scan_blocks(self.layers, x, remat, lambda block, h: block(h, *inputs, capacity))
-        return self.final_norm(x), stats
+            call = (
+                (lambda block, h: block.with_logit_max(h, *inputs))
+                if signals
+                else (lambda block, h: (block(h, *inputs), None))
+            )
+            x, dense_max = scan_blocks(self.dense, x, remat, call)
+        x, (stats, logit_max) = scan_blocks(
+            self.layers, x, remat, lambda block, h: block(h, *inputs, capacity, signals)
+        )
+        if signals and dense_max is not None:
+            logit_max = jnp.concatenate([dense_max, logit_max])
+        return self.final_norm(x), stats, logit_max
 
     def hidden_states(
         self, tokens: Int[Array, "batch seq"], segment_ids: Int[Array, "batch seq"] | None = None
@@ -318,11 +340,19 @@ class MoeModel(eqx.Module):
         return self._forward(tokens, segment_ids, None)[0]
 
     def hidden_states_and_aux(
-        self, tokens: Int[Array, "batch seq"], segment_ids: Int[Array, "batch seq"] | None = None
+        self,
+        tokens: Int[Array, "batch seq"],
+        segment_ids: Int[Array, "batch seq"] | None = None,
+        *,
+        signals: bool = False,
     ) -> tuple[Float[Array, "batch seq hidden"], Float[Array, ""], dict[str, Array]]:
-        """The training forward under the capacity factor: hidden states, weighted router losses, `moe/` metrics."""
-        hidden, stats = self._forward(tokens, segment_ids, self.config.capacity_factor)
-        return hidden, router_loss(self.config, stats), router_metrics(stats)
+        """The training forward under the capacity factor: hidden states, weighted router losses, `moe/` metrics,
+        and with `signals` `aux/attn_logit_max` (`[layers]`, the dense layers first)."""
+        hidden, stats, logit_max = self._forward(tokens, segment_ids, self.config.capacity_factor, signals)
+        metrics = router_metrics(stats)
+        if logit_max is not None:
+            metrics[ATTN_LOGIT_MAX] = logit_max
+        return hidden, router_loss(self.config, stats), metrics
 
     def logical_axes(self) -> dict[str, tuple[str, ...]]:
         """Logical axis names of every weight, keyed by its path (`tootsie.models.llama.logical_axes`)."""

@@ -34,6 +34,10 @@ SCALAR_SIGNALS: dict[str, str] = {
     "grad_norm": "gradient norm before clipping",
     "update_norm": "norm of the update the optimizer applied",
     "lm_head_norm": "norm of the output projection (the embedding when tied)",
+    "embed_norm": "norm of the token embedding matrix",
+    "aux/logit_max": "the largest output logit of the step (what z-loss bounds)",
+    "aux/log_z_max": "the largest log-partition log Z of the step",
+    "aux/log_z": "mean log-partition log Z (z-loss pulls it to 0)",
     "adam/mu_norm": "norm of Adam's first moment",
     "adam/nu_norm": "norm of Adam's second moment",
     "muon/momentum_norm": "norm of Muon's momentum",
@@ -51,6 +55,8 @@ SCALAR_SIGNALS: dict[str, str] = {
 }
 """The scalar series with a fixed name and what each is (the dashboard lists them); `eval/...` are found by prefix."""
 
+ATTN_LOGIT_MAX = "aux/attn_logit_max"
+"""Each layer's largest pre-softmax attention logit in a step (a list, one value per layer; `models.llama`)."""
 EXPERT_LOAD = "moe/expert_load"
 """An MoE run's per-step expert loads: a [layers][experts] list, each expert's share of its layer's routed slots."""
 
@@ -135,7 +141,8 @@ def series(records: Records, name: str) -> tuple[np.ndarray, np.ndarray, int]:
 
 
 def layer_norms(records: Records, key: str = LAYER_NORMS) -> LayerNorms | None:
-    """The per-layer update norms as a layers × steps matrix, None when no record logged them.
+    """A per-layer signal (the update norms unless `key` names another) as a layers × steps matrix, None when no
+    record logged it.
 
     The layer count is the longest list logged; shorter or damaged entries leave NaN.
     """

@@ -19,7 +19,11 @@ per-layer update norms are logged, it also names the layer that led
 `norm_lookback` steps before the loss spike, the one that left first, ties
 broken by the largest rise over its own baseline (`layer_rise`, a ratio), and
 how many steps before the loss it left (`layer_lead_steps`); None when no
-layer left its band.
+layer left its band. When the run logged each layer's largest attention logit
+(`aux/attn_logit_max`), the same rule names the layer whose attention logits
+left their band first (`attn_layer_led`, `attn_layer_lead_steps`,
+`attn_layer_rise`): attention-logit growth leading a spike is the failure
+QK-norm prevents.
 
 Example: a flat 3.0 curve with a 3-step bump to 5.0 at step 100 that returns to
 3.0 is one `recoverable` spike at 100 with height 2.0; a jump that stays at
@@ -31,7 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tootsie.monitor.metrics_log import MetricsRead
-from tootsie.monitor.signals import LayerNorms, layer_norms, series
+from tootsie.monitor.signals import ATTN_LOGIT_MAX, LayerNorms, layer_norms, series
 
 NORM_SERIES = ("grad_norm", "update_norm")
 
@@ -162,9 +166,15 @@ def _layer_bands(
 
 
 def _layer_lead(
-    bands: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]], step: int, config: SpikeConfig
+    bands: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
+    step: int,
+    config: SpikeConfig,
+    name: str = "layer",
 ) -> dict[str, object]:
-    """The layer whose update norm left its own band first (then rose most) in the lookback before `step`."""
+    """The layer whose signal left its own band first (then rose most) in the lookback before `step`.
+
+    Keys `<name>_led`, `<name>_lead_steps`, `<name>_rise`.
+    """
     best: tuple[int, float, int] | None = None  # (first outlier step, -rise, layer): min() picks the leader
     for index, (steps, values, above, medians) in enumerate(bands):
         inside = (steps <= step) & (steps >= step - config.norm_lookback)
@@ -174,8 +184,8 @@ def _layer_lead(
         rise = float(np.nanmax(values[inside & above] / medians[inside & above]))
         best = min(best or (int(hits.min()), -rise, index), (int(hits.min()), -rise, index))
     if best is None:
-        return {"layer_led": None, "layer_lead_steps": None, "layer_rise": None}
-    return {"layer_led": best[2], "layer_lead_steps": step - best[0], "layer_rise": -best[1]}
+        return {f"{name}_led": None, f"{name}_lead_steps": None, f"{name}_rise": None}
+    return {f"{name}_led": best[2], f"{name}_lead_steps": step - best[0], f"{name}_rise": -best[1]}
 
 
 def find_spikes(metrics: MetricsRead, config: SpikeConfig = SpikeConfig(), loss: str = "loss") -> dict[str, object]:
@@ -188,6 +198,7 @@ def find_spikes(metrics: MetricsRead, config: SpikeConfig = SpikeConfig(), loss:
         if len(norm_values):
             norms[name] = (norm_steps, _outliers(norm_values, config)[0])
     bands = _layer_bands(layer_norms(metrics.records), config)
+    attention_bands = _layer_bands(layer_norms(metrics.records, ATTN_LOGIT_MAX), config)
     spikes = []
     for start, end in _events(above):
         peak = start + int(np.argmax(values[start : end + 1]))
@@ -202,7 +213,12 @@ def find_spikes(metrics: MetricsRead, config: SpikeConfig = SpikeConfig(), loss:
                 lead_steps=lead,
                 end_step=int(steps[end]),
                 baseline=float(medians[start]),
-                details=_layer_lead(bands, int(steps[start]), config),
+                details={
+                    **_layer_lead(bands, int(steps[start]), config),
+                    **(
+                        _layer_lead(attention_bands, int(steps[start]), config, "attn_layer") if attention_bands else {}
+                    ),
+                },
             )
         )
     report: dict[str, object] = {

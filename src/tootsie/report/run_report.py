@@ -54,7 +54,12 @@ from tootsie.report.panels import (
     throughput_panel,
     train_loss_panel,
 )
-from tootsie.report.signal_panels import adam_moments_panel, layer_heatmap_panel
+from tootsie.report.signal_panels import (
+    ATTENTION_LOGITS,
+    adam_moments_panel,
+    layer_heatmap_panel,
+    output_logits_panel,
+)
 from tootsie.report.tables import bpb_table, damage, damage_lines, overview_table, rewind_table, spike_table
 from tootsie.storage import write_bytes
 
@@ -317,6 +322,17 @@ def build_content(
             "Norm of the output projection (the embedding when tied): steady growth is normal,"
             " a jump means the logits' scale moved.",
         ),
+        norm_panel(
+            runs,
+            timeline,
+            "embed_norm",
+            "Embedding norm",
+            {},
+            "Norm of the token embedding matrix: under AdamW without decay on it, it can grow for the whole run"
+            " (the weekly update's 1e22 run: 176 to 3700).",
+        ),
+        layer_heatmap_panel(runs, timeline, ATTENTION_LOGITS),
+        output_logits_panel(runs, timeline),
         *moe_panels(runs, timeline, {run.label: _first_moe_block(run) for run in shown.runs}),
         lr_panel(runs, timeline),
         throughput_panel(runs, timeline),
@@ -378,7 +394,18 @@ def write_report(
     )
     target = Path(output) if output else data.directory / REPORT_FILE
     write_bytes(str(target), render_page(content).encode("utf-8"))
-    spike_keys = ("run", "step", "height", "kind", "norm_led", "lead_steps", "layer_led", "layer_lead_steps")
+    spike_keys = (
+        "run",
+        "step",
+        "height",
+        "kind",
+        "norm_led",
+        "lead_steps",
+        "layer_led",
+        "layer_lead_steps",
+        "attn_layer_led",
+        "attn_layer_lead_steps",
+    )
     return {
         "report": str(target),
         "bytes": target.stat().st_size,

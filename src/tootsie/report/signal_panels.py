@@ -1,7 +1,8 @@
 """The report's panels for the optimizer's inner signals: per-layer update norms and Adam's moments.
 
 The trainer logs these every step (`layer_update_norms`, `adam/mu_norm`,
-`adam/nu_norm`, `muon/momentum_norm`, `lm_head_norm`) because they move before
+`adam/nu_norm`, `muon/momentum_norm`, `lm_head_norm`, and the instability
+signals `aux/attn_logit_max`, `aux/logit_max`, `aux/log_z_max`) because they move before
 the loss does: Marin's 32B spikes were preceded by Adam's first moment doubling
 while the second stayed flat (Marin issue #1368), and a single layer's update
 norm jumping points at that layer. The heatmap draws log10 of each layer's
@@ -9,10 +10,12 @@ update norm, layers up the y axis and steps along the shared x axis, one strip
 per run, so a layer that jumped shows as a bright cell left of a loss spike.
 """
 
+from dataclasses import dataclass
+
 import numpy as np
 from matplotlib import colors
 
-from tootsie.monitor.signals import layer_norms, series
+from tootsie.monitor.signals import ATTN_LOGIT_MAX, LAYER_NORMS, layer_norms, series
 from tootsie.report.panels import (
     BOTTOM,
     RIGHT,
@@ -31,12 +34,38 @@ STRIP_HEIGHT = 1.5
 """Inches per run's heatmap strip."""
 
 
-def layer_heatmap_panel(runs: dict[str, Records], timeline: Timeline) -> Panel:
-    """Per-layer update norms as a layers × steps heatmap (log10), one strip per run that logged them."""
-    title = "Per-layer update norms (layer × step)"
-    matrices = {label: m for label, m in ((label, layer_norms(records)) for label, records in runs.items()) if m}
+@dataclass(frozen=True)
+class LayerSignal:
+    """A per-layer metric drawn as a layers × steps heatmap: its record name, panel title and what it shows."""
+
+    key: str
+    title: str
+    note: str
+
+
+UPDATE_NORMS = LayerSignal(
+    LAYER_NORMS,
+    "Per-layer update norms (layer × step)",
+    "Each layer's update norm (the stacked `layers` leaves of the update), log10, brighter = larger."
+    " A layer that brightens a few steps before a loss spike led it (the spike table names it).",
+)
+ATTENTION_LOGITS = LayerSignal(
+    ATTN_LOGIT_MAX,
+    "Largest pre-softmax attention logit per layer (layer × step)",
+    "Each layer's largest attention logit in the step (after QK-norm when the model has it), log10."
+    " Growth without QK-norm is the small-scale proxy for attention-logit instability (Wortsman et al., 2023);"
+    " QK-norm keeps it flat.",
+)
+
+
+def layer_heatmap_panel(runs: dict[str, Records], timeline: Timeline, signal: LayerSignal = UPDATE_NORMS) -> Panel:
+    """A per-layer signal as a layers × steps heatmap (log10), one strip per run that logged it."""
+    title = signal.title
+    matrices = {
+        label: m for label, m in ((label, layer_norms(records, signal.key)) for label, records in runs.items()) if m
+    }
     if not matrices:
-        return Panel(title, None, "`layer_update_norms` was not logged (older runs log no per-layer norms).")
+        return Panel(title, None, f"`{signal.key}` was not logged (older runs log no per-layer values).")
     figure, first = panel_figure(BOTTOM + TOP + STRIP_HEIGHT * len(matrices))
     axes = [first] if len(matrices) == 1 else list(first.get_figure().subplots(len(matrices), 1, sharex=True))
     if len(matrices) > 1:
@@ -68,19 +97,39 @@ def layer_heatmap_panel(runs: dict[str, Records], timeline: Timeline) -> Panel:
         bar = figure.add_axes((1 - (RIGHT - 0.1) / WIDTH, bottom, 0.1 / WIDTH, top - bottom))  # in the right margin,
         figure.colorbar(image, cax=bar)  # so the step axis lines up with the other panels (log10: the note says)
     shapes = "; ".join(f"{label}: {m.num_layers} layers × {len(m.steps)} steps" for label, m in matrices.items())
-    return finished(
-        title,
-        figure,
-        f"{shapes}. "
-        "Each layer's update norm (the stacked `layers` leaves of the update), log10, brighter = larger."
-        " A layer that brightens a few steps before a loss spike led it (the spike table names it).",
-    )
+    return finished(title, figure, f"{shapes}. {signal.note}")
 
 
 def _edges(steps: np.ndarray) -> np.ndarray:
     """Cell edges halfway between logged steps (x steps give x + 1 edges)."""
     middle = (steps[1:] + steps[:-1]) / 2
     return np.concatenate([[steps[0] - (middle[0] - steps[0])], middle, [steps[-1] + (steps[-1] - middle[-1])]])
+
+
+def output_logits_panel(runs: dict[str, Records], timeline: Timeline) -> Panel:
+    """The largest output logit (solid) and the largest and mean log Z (dashed, dotted) per run."""
+    title = "Output logits: the largest logit and log Z"
+    figure, axis = panel_figure()
+    backdrop(axis, timeline)
+    drawn = []
+    for label, records in runs.items():
+        for key, style in (("aux/logit_max", "-"), ("aux/log_z_max", "--"), ("aux/log_z", ":")):
+            steps, values, _ = series(records, key)
+            if len(values):
+                drawn.append(values)
+                axis.plot(
+                    steps, values, style, color=timeline.color(label), linewidth=1.1, label=f"{label} {key}", gid=label
+                )
+    if not drawn:
+        return Panel(title, None, "No output-logit signal was logged (`aux/logit_max`, `aux/log_z_max`, `aux/log_z`).")
+    axis.set_ylabel("nats")
+    axis.legend(fontsize=8, loc="upper left")
+    return finished(
+        title,
+        figure,
+        "Solid: the largest output logit of the step; dashed: the largest log-partition log Z; dotted: mean log Z."
+        " Their drift is the output-logit divergence z-loss exists to stop (it pulls log Z to 0).",
+    )
 
 
 def adam_moments_panel(runs: dict[str, Records], timeline: Timeline) -> Panel:

@@ -152,6 +152,8 @@ def spike_table(report: dict[str, object]) -> tuple[Table, str]:
             _fmt(s["lead_steps"]),
             _fmt(s.get("layer_led")),
             _fmt(s.get("layer_lead_steps")),
+            _fmt(s.get("attn_layer_led")),
+            _fmt(s.get("attn_layer_lead_steps")),
         )
         for s in spikes
     )
@@ -164,12 +166,25 @@ def spike_table(report: dict[str, object]) -> tuple[Table, str]:
         f"median + {config.k_sigma:g} robust σ of the previous {config.window};"
         f" recoverable = back in the band within {config.horizon} steps; "
         "norm led = a grad/update-norm spike started first (lead steps earlier);"
-        " layer led = the layer whose update norm left its own band first (— when none did or none was logged)."
+        " layer led = the layer whose update norm left its own band first (— when none did or none was logged);"
+        " attention led = the same for each layer's largest attention logit (`aux/attn_logit_max`)."
     )
     gaps = [g for g in report.get("ema_gap", []) if g["metric"] == "eval/bpb/macro_avg"]
     if gaps:
         note += f" EMA gap (raw − EMA macro BPB) at step {gaps[-1]['step']}: {gaps[-1]['gap']:+.4f}."
-    columns = ("step", "end step", "height", "baseline", "kind", "norm led", "lead steps", "layer led", "layer lead")
+    columns = (
+        "step",
+        "end step",
+        "height",
+        "baseline",
+        "kind",
+        "norm led",
+        "lead steps",
+        "layer led",
+        "layer lead",
+        "attention led",
+        "attention lead",
+    )
     return Table((*(("run",) if compared else ()), *columns), rows), note
 
 

@@ -4,6 +4,10 @@ z-loss (`w * logsumexp(logits)^2`, PaLM) keeps the softmax normalizer near 1 so
 logits cannot drift upward; the 8B deep cooldowns needed it (1e-4). The mean
 log normalizer itself (log Z, the quantity z-loss pulls toward 0) comes out of
 the same pass as an auxiliary value: its drift is what z-loss exists to stop.
+So do the largest output logit and the largest log Z over the loss positions
+(`HeadStats`), the output-logit divergence signals of Wortsman et al. (2023):
+each chunk reduces its own logits while they are in memory, so the signals
+cost one max per chunk, not another pass over a `[positions, vocab]` array.
 
 The training loss never materializes the `[batch, seq, vocab]` logits: the
 output projection, softmax and their gradients run chunk by chunk inside the
@@ -13,6 +17,7 @@ of its memory and memory traffic.
 """
 
 from functools import partial
+from typing import NamedTuple
 
 import equinox as eqx
 import jax
@@ -34,14 +39,29 @@ def token_nll(
     return log_normalizer - target_logits, log_normalizer
 
 
+class HeadStats(NamedTuple):
+    """What the loss pass reports besides the loss it returns: means and maxima over the loss positions."""
+
+    cross_entropy: Float[Array, ""]
+    """Mean next-token cross-entropy."""
+    z_loss: Float[Array, ""]
+    """Mean squared log normalizer (before its weight)."""
+    log_z: Float[Array, ""]
+    """Mean log normalizer, log Z."""
+    logit_max: Float[Array, ""]
+    """The largest output logit."""
+    log_z_max: Float[Array, ""]
+    """The largest log normalizer."""
+
+
 def next_token_loss(
     model: LlamaModel,
     tokens: Int[Array, "b t"],
     segment_ids: Int[Array, "b t"],
     loss_mask: Float[Array, "b t"],
     z_loss_weight: float,
-) -> tuple[Float[Array, ""], tuple[Float[Array, ""], Float[Array, ""], Float[Array, ""]]]:
-    """Masked mean loss to optimize, with (cross-entropy, z-loss, mean log Z) as auxiliaries."""
+) -> tuple[Float[Array, ""], HeadStats]:
+    """Masked mean loss to optimize, with the cross-entropy, z-loss, log Z and the output-logit maxima."""
     return head_loss(model, model.hidden_states(tokens, segment_ids), tokens, loss_mask, z_loss_weight)
 
 
@@ -51,7 +71,7 @@ def head_loss(
     tokens: Int[Array, "b t"],
     loss_mask: Float[Array, "b t"],
     z_loss_weight: float,
-) -> tuple[Float[Array, ""], tuple[Float[Array, ""], Float[Array, ""], Float[Array, ""]]]:
+) -> tuple[Float[Array, ""], HeadStats]:
     """`next_token_loss` from hidden states the caller computed (the MoE training forward's, with its router terms)."""
     weights = loss_mask.astype(jnp.float32) / jnp.maximum(loss_mask.sum(), 1.0)
     targets = jnp.roll(tokens, -1, axis=1).reshape(-1)
@@ -62,8 +82,7 @@ def head_loss(
         weights.reshape(-1),
         z_loss_weight,
     )
-    cross_entropy, z_loss, log_z = (jax.lax.stop_gradient(value) for value in aux)
-    return total, (cross_entropy, z_loss, log_z)
+    return total, HeadStats(*(jax.lax.stop_gradient(value) for value in aux))
 
 
 LOSS_CHUNK_TOKENS = 1024
@@ -84,12 +103,13 @@ def fused_head_loss(
     targets: Int[Array, " n"],
     weights: Float[Array, " n"],
     z_loss_weight: float,
-) -> tuple[Float[Array, ""], Float[Array, ""], Float[Array, ""], Float[Array, ""]]:
-    """`(ce + z_loss_weight·z, ce, z, log_z)` for logits `hidden @ head` in float32: `weights`-weighted sums.
+) -> tuple[Float[Array, ""], ...]:
+    """`(ce + z_loss_weight·z, ce, z, log_z, logit_max, log_z_max)` for logits `hidden @ head` in float32.
 
-    `z` sums the squared log normalizers, `log_z` the log normalizers. Only the
-    first output is differentiable (its gradient is computed in the forward
-    pass); `next_token_loss` stops the gradient of the other three.
+    `ce`, `z` (squared log normalizers) and `log_z` are `weights`-weighted sums;
+    the maxima are over the positions of positive weight (-inf when there are
+    none). Only the first output is differentiable (its gradient is computed in
+    the forward pass); `head_loss` stops the gradient of the others.
     """
     outputs, _ = _fused_forward(hidden, head, targets, weights, z_loss_weight)
     return outputs
@@ -115,12 +135,20 @@ def _fused_forward(hidden: jax.Array, head: jax.Array, targets: jax.Array, weigh
         losses = jnp.stack(
             [(weight * nll).sum(), (weight * jnp.square(log_normalizer)).sum(), (weight * log_normalizer).sum()]
         )
-        return head_grad, (losses, d_logits @ head.T)
+        counted = weight > 0
+        maxima = jnp.stack(
+            [
+                jnp.where(counted, logits.max(axis=-1), -jnp.inf).max(),
+                jnp.where(counted, log_normalizer, -jnp.inf).max(),
+            ]
+        )
+        return head_grad, (losses, maxima, d_logits @ head.T)
 
     inputs = (_chunked(hidden, chunk), _chunked(targets, chunk), _chunked(weights, chunk))
-    head_grad, (losses, hidden_grad) = jax.lax.scan(one_chunk, jnp.zeros(head.shape, jnp.float32), inputs)
+    head_grad, (losses, maxima, hidden_grad) = jax.lax.scan(one_chunk, jnp.zeros(head.shape, jnp.float32), inputs)
     cross_entropy, z_loss, log_z = losses.sum(0)
-    outputs = (cross_entropy + z_loss_weight * z_loss, cross_entropy, z_loss, log_z)
+    logit_max, log_z_max = maxima.max(0)
+    outputs = (cross_entropy + z_loss_weight * z_loss, cross_entropy, z_loss, log_z, logit_max, log_z_max)
     return outputs, (hidden_grad.reshape(-1, hidden.shape[1])[: hidden.shape[0]], head_grad.astype(head.dtype))
 
 

@@ -11,15 +11,24 @@ preference pairs against a reference's log-probs (`train.dpo`).
 Auxiliary metrics: every entry of the metrics dict reaches the step's record
 under its own name, computed inside the jitted step (no host callback): a
 scalar or a vector (logged as a list), averaged over microbatches with the
-objective's `batch_weight`. Diagnostics that are not losses go under `aux/`
-(`AUX_PREFIX`): `aux/log_z`, the mean log softmax normalizer, here; MoE router
-loads and attention-logit maxima later, returned by the model through its
+objective's `batch_weight` (a name ending in `_max` is a maximum: it takes
+the largest microbatch's). Diagnostics that are not losses go under `aux/`
+(`AUX_PREFIX`): `aux/log_z`, the mean log softmax normalizer, and the
+instability signals below; MoE router loads come from the model through its
 objective the same way (`moe/load_balancing_loss`, `moe/expert_load`, … from
 `tootsie.models.moe`).
 
+The instability signals (`signals=True`, the default) are the small-scale
+proxies of Wortsman et al. (2023) for the failures the retrospectives report:
+`aux/attn_logit_max` (each layer's largest pre-softmax attention logit, what
+QK-norm bounds), `aux/logit_max` and `aux/log_z_max` (the largest output logit
+and log normalizer, what z-loss bounds). They leave the loss unchanged, cost
+about 1 % of a step (docs/stability.md), and only add to metrics.jsonl, which
+is why the switch is not hashed.
+
 Example: `NextTokenObjective().loss(model, tokens, segments, mask, 1e-4)` gives
-`(cross_entropy + 1e-4 * z_loss, {"loss": cross_entropy, "z_loss": z_loss, "aux/log_z": log_z})`,
-each a mean over the positions where `mask` is on.
+`(cross_entropy + 1e-4 * z_loss, {"loss": cross_entropy, "z_loss": z_loss, "aux/log_z": log_z, ...})`,
+each a mean over the positions where `mask` is on (the maxima: over them).
 """
 
 from dataclasses import dataclass
@@ -29,7 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from tootsie.configfile import registry_union
+from tootsie.configfile import registry_union, unhashed
 from tootsie.models.llama import LlamaModel
 from tootsie.train.dpo import dpo_loss, pair_logprobs, read_reference
 from tootsie.train.loss import head_loss
@@ -42,6 +51,9 @@ AUX_PREFIX = "aux/"
 class NextTokenObjective:
     """Mean next-token cross-entropy over the positions the loss mask keeps, plus the z-loss term (pretraining)."""
 
+    signals: bool = unhashed(True)
+    """Log the instability signals `aux/attn_logit_max`, `aux/logit_max`, `aux/log_z_max` (metrics only)."""
+
     def loss(
         self,
         model: LlamaModel,
@@ -50,17 +62,21 @@ class NextTokenObjective:
         loss_mask: Float[Array, "b t"],
         z_loss_weight: float,
     ) -> tuple[Float[Array, ""], dict[str, Float[Array, ""]]]:
-        """The scalar to minimize and the step metrics `loss` (cross-entropy), `z_loss` and `aux/log_z`.
+        """The scalar to minimize and the step metrics `loss` (cross-entropy), `z_loss`, `aux/log_z`, and the signals.
 
         A model with auxiliary losses of its own (an MoE's router terms) adds them to the scalar and its metrics
         (`moe/…`) to the dict, both from its training forward `hidden_states_and_aux`.
         """
-        hidden, model_loss, model_metrics = model.hidden_states_and_aux(tokens, segment_ids)
-        total, (cross_entropy, z_loss, log_z) = head_loss(model, hidden, tokens, loss_mask, z_loss_weight)
+        hidden, model_loss, model_metrics = model.hidden_states_and_aux(tokens, segment_ids, signals=self.signals)
+        total, head = head_loss(model, hidden, tokens, loss_mask, z_loss_weight)
+        signals = (
+            {f"{AUX_PREFIX}logit_max": head.logit_max, f"{AUX_PREFIX}log_z_max": head.log_z_max} if self.signals else {}
+        )
         return total + model_loss, {
-            "loss": cross_entropy,
-            "z_loss": z_loss,
-            f"{AUX_PREFIX}log_z": log_z,
+            "loss": head.cross_entropy,
+            "z_loss": head.z_loss,
+            f"{AUX_PREFIX}log_z": head.log_z,
+            **signals,
             **model_metrics,
         }
 

@@ -370,7 +370,9 @@ def accumulate_gradients(
     are averaged over microbatches, weighted by `weight_fn(*arrays)` when given
     (for a masked-mean loss pass the mask's sum, so the result equals the
     full-batch mean); unweighted, the result equals the full batch for losses
-    that are plain means over rows. Memory is one microbatch's activations.
+    that are plain means over rows. An aux dict's entries named `*_max`
+    (`MAX_SUFFIX`) are maxima: they take the largest microbatch's value.
+    Memory is one microbatch's activations.
     """
     rows = batch_arrays[0].shape[0]
     if microbatches < 1 or any(a.shape[0] != rows for a in batch_arrays) or rows % microbatches:
@@ -392,11 +394,27 @@ def accumulate_gradients(
     def body(carry: Any, inputs: tuple[Float[Array, ""], tuple[Array, ...]]) -> tuple[Any, None]:
         w, arrays = inputs
         (loss, aux), grads = loss_and_grad_fn(model, *arrays)
-        return jax.tree.map(jnp.add, carry, weighted((loss, aux, grads), w)), None
+        mean_aux, max_aux = _split_maxima(aux)
+        summed = jax.tree.map(jnp.add, carry[:3], weighted((loss, mean_aux, grads), w))
+        return (*summed, jax.tree.map(jnp.maximum, carry[3], max_aux)), None
 
     first = tuple(a[0] for a in split)
     shapes = jax.eval_shape(lambda *a: loss_and_grad_fn(model, *a), *first)
     (loss_shape, aux_shape), grads_shape = shapes
-    zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), (loss_shape, aux_shape, grads_shape))
-    (loss, aux, grads), _ = jax.lax.scan(body, zeros, (weights, split))
-    return loss, aux, grads
+    mean_shape, max_shape = _split_maxima(aux_shape)
+    zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), (loss_shape, mean_shape, grads_shape))
+    lowest = jax.tree.map(lambda s: jnp.full(s.shape, -jnp.inf, s.dtype), max_shape)
+    (loss, mean_aux, grads, max_aux), _ = jax.lax.scan(body, (*zeros, lowest), (weights, split))
+    return loss, ({**mean_aux, **max_aux} if isinstance(aux_shape, dict) else mean_aux), grads
+
+
+MAX_SUFFIX = "_max"
+"""An aux metric whose name ends so is a maximum: microbatches combine by `max`, not by a weighted mean."""
+
+
+def _split_maxima(aux: Any) -> tuple[Any, dict[str, Any]]:
+    """`(the rest, the maxima)` of an aux dict (`MAX_SUFFIX` names); any other aux is all rest."""
+    if not isinstance(aux, dict):
+        return aux, {}
+    maxima = {name: value for name, value in aux.items() if name.endswith(MAX_SUFFIX)}
+    return {name: value for name, value in aux.items() if name not in maxima}, maxima

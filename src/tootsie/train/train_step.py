@@ -9,8 +9,10 @@ configured objective's (`tootsie.train.objectives`).
 Metrics leave the step as one replicated dict of arrays, read on the host
 once per step (`host_metrics`), so values computed inside the jitted step
 reach the record without host callbacks: the objective's own metrics dict
-(`loss`, `z_loss`, and auxiliary values under `aux/`, e.g. `aux/log_z`, later
-MoE router loads) joins the norms and stability signals computed here.
+(`loss`, `z_loss`, and auxiliary values under `aux/`, e.g. `aux/log_z` and the
+attention- and output-logit maxima, and MoE router loads) joins the norms
+(`grad_norm`, `update_norm`, `lm_head_norm`, `embed_norm`) and stability
+signals computed here.
 """
 
 from typing import Any
@@ -87,6 +89,7 @@ def make_train_step(config: TrainConfig, optimizer: optax.GradientTransformation
             "grad_norm": optax.tree.norm(grads),
             "update_norm": optax.tree.norm(updates),
             "lm_head_norm": optax.tree.norm(head),
+            "embed_norm": optax.tree.norm(model.embed),
             "layer_update_norms": per_layer_update_norms(updates),
             **stability,
             **adam_moment_norms(opt_state),

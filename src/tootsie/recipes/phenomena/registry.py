@@ -32,13 +32,13 @@ class Phenomenon:
     claim: str
     """What the experiment tests, as one falsifiable sentence."""
     module: str
-    """The module under `tootsie.recipes.phenomena` whose `build_steps(scale)` gives the steps."""
+    """The module whose `build_steps(scale)` gives the steps (a dotted path)."""
 
     def steps(self, scale: str = DEFAULT_SCALE) -> list[Step]:
         """The experiment's steps at `scale` (the last one writes results.json)."""
         if scale not in SCALES:
             raise TootsieError(f"scale {scale!r} is not one of {', '.join(SCALES)}; use --scale tiny")
-        return importlib.import_module(f"tootsie.recipes.phenomena.{self.module}").build_steps(scale)
+        return importlib.import_module(self.module).build_steps(scale)
 
     def listing(self) -> dict[str, str]:
         """`{"name", "seed", "claim"}`: a line of `tootsie phenomena list --json`."""
@@ -58,42 +58,42 @@ PHENOMENA: dict[str, Phenomenon] = {
             seed="Marin 32B retrospective, Phases 1-3",
             seed_quote="TODO",
             claim="TODO",
-            module="qk_norm_spikes",
+            module="tootsie.recipes.phenomena.qk_norm_spikes",
         ),
         Phenomenon(
             name="z-loss-cooldown",
             seed="paper outline (Raccoon/Spoonbill deep cooldowns)",
             seed_quote="TODO",
             claim="TODO",
-            module="z_loss_cooldown",
+            module="tootsie.recipes.phenomena.z_loss_cooldown",
         ),
         Phenomenon(
             name="muon-divergence",
             seed="Marin 32B retrospective, Phase 2",
             seed_quote="TODO",
             claim="TODO",
-            module="muon_divergence",
+            module="tootsie.recipes.phenomena.muon_divergence",
         ),
         Phenomenon(
             name="necromancy",
             seed="Marin 32B retrospective, Phases 1-3",
             seed_quote="TODO",
             claim="TODO",
-            module="necromancy",
+            module="tootsie.recipes.phenomena.necromancy",
         ),
         Phenomenon(
             name="format-contamination",
             seed="Marin 32B retrospective, Bison cooldown (GSM8K)",
             seed_quote="TODO",
             claim="TODO",
-            module="format_contamination",
+            module="tootsie.recipes.phenomena.format_contamination",
         ),
         Phenomenon(
             name="embedding-norm",
             seed="weekly project update (the 1e22 MoE run)",
             seed_quote="TODO",
             claim="TODO",
-            module="embedding_norm",
+            module="tootsie.recipes.phenomena.embedding_norm",
         ),
     )
 }

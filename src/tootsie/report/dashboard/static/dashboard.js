@@ -18,6 +18,10 @@ const PANELS = [
   { id: "adam_mu", keys: ["adam/mu_norm"] },
   { id: "adam_nu", keys: ["adam/nu_norm"] },
   { id: "lm_head", keys: ["lm_head_norm"] },
+  { id: "embed", keys: ["embed_norm"] },
+  // The instability signals: attention-logit growth (what QK-norm bounds) and output-logit drift (what z-loss bounds).
+  { id: "attn_logit", title: "Largest pre-softmax attention logit, one line per layer (QK-norm keeps it bounded)", layers: "aux/attn_logit_max" },
+  { id: "output_logits", title: "Largest output logit (solid) and largest log Z (dashed): what z-loss bounds", keys: ["aux/logit_max", "aux/log_z_max"], dashed: ["aux/log_z_max"] },
   // An MoE run's router signals (a dense run logs none, so these panels are not drawn for it).
   { id: "moe_drops", title: "MoE: dropped fraction of routed slots (solid) and the busiest expert's share (dashed; 1/E = even), mean over MoE blocks", keys: ["moe/dropped_fraction", "moe/max_load"], dashed: ["moe/max_load"] },
   { id: "moe_balance", keys: ["moe/load_balancing_loss"] },
@@ -70,11 +74,19 @@ function xAtStep(run, step) {
   return found ? found.tokens : null;
 }
 
+function valueOf(record, key) {
+  // A record's value of `key`; "name[i]" is entry i of a per-layer list (see panelKeys' `layers`).
+  const item = /^(.*)\[(\d+)\]$/.exec(key);
+  if (!item) return record[key];
+  const list = record[item[1]];
+  return Array.isArray(list) ? list[Number(item[2])] : undefined;
+}
+
 function table(run, key, skipFirst) {
   const xs = [], ys = [];
   const records = skipFirst ? run.records.slice(1) : run.records;
   for (const record of records) {
-    const y = record[key], x = xOf(run, record);
+    const y = valueOf(record, key), x = xOf(run, record);
     if (finite(y) && finite(x) && (!state.log || y > 0)) { xs.push(x); ys.push(y); }
   }
   return [xs, ys];
@@ -85,6 +97,15 @@ function chosenRuns() {
 }
 
 function panelKeys(panel, runs) {
+  if (panel.layers) {
+    // A per-layer list: one series per layer, keyed "name[i]" (valueOf reads them).
+    let layers = 0;
+    for (const run of runs) for (const record of run.records) {
+      const list = record[panel.layers];
+      if (Array.isArray(list)) layers = Math.max(layers, list.length);
+    }
+    return Array.from({ length: layers }, (_, i) => `${panel.layers}[${i}]`);
+  }
   if (!panel.prefix) return panel.keys;
   const keys = new Set();
   for (const run of runs) for (const record of run.records) for (const k in record) if (k.startsWith(panel.prefix)) keys.add(k);
@@ -116,7 +137,8 @@ function buildPanel(panel, runs) {
       const [xs, ys] = table(run, key, panel.skipFirst);
       if (!xs.length) return;
       const dashed = key.endsWith("_ema") || (panel.dashed || []).includes(key);
-      const name = keys.length > 1 ? `${run.name} ${key.replace(panel.prefix || "", "")}` : run.name;
+      const part = panel.layers ? `layer ${key.slice(panel.layers.length + 1, -1)}` : key.replace(panel.prefix || "", "");
+      const name = keys.length > 1 ? `${run.name} ${part}` : run.name;
       if (panel.smooth) {
         tables.push([xs, ys]);
         series.push({ label: `${run.name} raw`, stroke: run.color + "55", width: 1 });
