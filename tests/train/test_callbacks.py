@@ -116,6 +116,10 @@ def test_an_auxiliary_metric_of_the_objective_and_a_scheduled_hook_reach_the_rec
     run_training(config, str(tmp_path / "run"), callbacks=(hook,))
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert all(np.isfinite(record["aux/log_z"]) for record in records)
+    for record in records:  # the instability signals: one attention maximum per layer, maxima above the means
+        assert len(record["aux/attn_logit_max"]) == config.model.num_layers
+        assert record["aux/log_z_max"] >= record["aux/log_z"] and record["aux/logit_max"] > 0
+        assert record["embed_norm"] > 0
     assert {record["step"]: record["hook/step"] for record in records if "hook/step" in record} == {3: 4.0, 5: 6.0}
 
 
