@@ -375,6 +375,8 @@ def _figure(per_arm: dict[str, dict[str, dict]], config: ResultsConfig) -> Figur
         axis.set_xticks(np.arange(len(names)), labels, fontsize=8)
         axis.set_ylabel(ylabel)
         axis.grid(axis="y", alpha=0.3)
+    right.axhline(1 / (1 + len(ANSWER_OFFSETS)), color="black", linestyle=":", linewidth=1, label="chance")
+    right.legend(fontsize=7)
     left.legend(fontsize=7)
     figure.suptitle(
         f"Test items trained on in OLMES format (weight {config.contamination_weight}) vs clean,"
