@@ -9,7 +9,7 @@ with the shared generator `tootsie.corpora.arithmetic`:
     problems        test items, unseen items (trained on by neither arm) and train problems (no test question)
     normalized, tokenized (x2)  train problems in GSM8K's tagged format; test items in OLMES's format
     clean-s{seed}   the tiny mixture + tagged train problems (what Marin's models saw of GSM8K train)
-    contaminated-s{seed}  the same, with `contamination_weight` of web moved to the OLMES test items
+    contaminated-s{seed}  the same, with CONTAMINATION_WEIGHT of web moved to the OLMES test items
     eval-{arm}-s{seed}    surprisal and accuracy on test and unseen items, in both formats
     results         paired differences over seeds, the verdict, figure.png
 
@@ -24,8 +24,9 @@ also over the tag tokens alone, ` <<a op b=r>>`, and over the rest); and
 ranked accuracy, the share of items whose gold solution is more likely than
 each of three copies with a wrong final answer (N-1, N+1, N+10, changed in
 the last step, its tag and the answer line; chance is 1 in 4). A 64-wide
-model cannot do the arithmetic, so greedy generation scores zero in every arm
-and format; ranking is the accuracy that can move.
+model cannot do the arithmetic: greedy generation, forced into either format,
+got 0-1 % right in both arms while exploring; ranking is the accuracy that
+can move.
 
 Criteria (`verdict`), on contaminated - clean differences paired by seed,
 test items: an effect holds when every seed's difference has the expected
@@ -78,11 +79,11 @@ ARMS = ("clean", "contaminated")
 SPLITS = ("test", "unseen")
 TAGGED, UNTAGGED = "gsm8k", "olmes"
 TAG = re.compile(r" <<[^>]*>>")
-"""A calculator tag with the space before it (` <<16-7=9>>`): the tokens the clean data has and the test data lacks."""
+"""A calculator tag with its leading space (` <<16-7=9>>`): in the train problems, not in the OLMES test items."""
 ANSWER_OFFSETS = (-1, 1, 10)
 """Wrong final answers each gold solution is ranked against (chance: 1 in 4)."""
 SEQ_LEN = 128
-"""Tokens per sequence: a problem document (at most ~135 tokens) fits, bar the longest tagged two-step ones."""
+"""Tokens per sequence: a problem document fits (1 % of tagged ones, up to 135 tokens, lose their end)."""
 EVAL_WIDTH = 160
 """Padded length of scored documents: the longest tagged two-step problem with BOS is ~135 tokens."""
 ITEMS_FILE, EVAL_FILE = "items.jsonl", "eval.json"
