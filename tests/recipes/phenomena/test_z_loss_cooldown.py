@@ -17,9 +17,14 @@ CRITERIA = zl.Criteria(min_growth=0.05, min_log_z_rise=0.2, max_share=0.5, max_l
 
 
 def _checks(no_z: tuple[float, float], with_z: tuple[float, float], cost: float) -> dict[str, bool]:
-    """The checks for (lm_head growth, log Z rise) of each arm."""
+    """The checks for (lm_head growth, log Z rise) of each arm; max log Z rises as much as the mean."""
     keys = ("lm_head_growth", "log_z_rise")
-    return zl.checks(dict(zip(keys, no_z)), dict(zip(keys, with_z)), cost, CRITERIA)
+    return zl.checks(
+        dict(zip(keys, no_z)) | {"log_z_max_rise": no_z[1]},
+        dict(zip(keys, with_z)) | {"log_z_max_rise": with_z[1]},
+        cost,
+        CRITERIA,
+    )
 
 
 def test_criteria_and_verdict_on_every_branch() -> None:
@@ -28,6 +33,7 @@ def test_criteria_and_verdict_on_every_branch() -> None:
     unbounded_norm = _checks((0.10, 0.5), (0.08, 0.0), 0.01)  # z-loss holds log Z, not the norm
     assert not unbounded_norm["lm_head_bounded"] and unbounded_norm["log_z_bounded"]
     assert zl.verdict(unbounded_norm) == "partial"
+    assert zl.verdict(_checks((0.10, 0.5), (0.02, 0.3), 0.01)) == "partial"  # log Z rises more than half as much
     assert zl.verdict(_checks((0.10, 0.5), (0.02, 0.0), 0.05)) == "partial"  # bounded, at too high a loss cost
     assert zl.verdict(_checks((0.01, 0.5), (0.0, 0.0), 0.0)) == "partial"  # only log Z grows
     assert zl.verdict(_checks((0.01, 0.1), (0.0, 0.0), 0.0)) == "not_reproduced"  # nothing grows
@@ -127,6 +133,7 @@ def test_the_smoke_experiment_runs_end_to_end(synthetic_data: TinyData, tmp_path
         "log_z_grows",
         "lm_head_bounded",
         "log_z_bounded",
+        "log_z_max_bounded",
         "loss_cost_ok",
     }
     arms = results["numbers"]["arms"]

@@ -23,7 +23,15 @@ the largest one (`aux/log_z_max`), the largest output logit's rise
 (`aux/logit_max`), and the final loss. `verdict` turns them into reproduced /
 partial / not_reproduced by the thresholds of `Criteria` (`checks` says which held).
 
-What the toy needs (tuned on seed 0, then run on all seeds): see `PLANS`.
+Tuned on seed 0 (hold from step 500, 50-step means), then run on every seed:
+the Spoonbill-like tail of 0.01 x peak moves nothing in 1,000 steps (lm_head
++0.6 %, log Z +0.02 nats, with or without z-loss 1e-4), so the tail is 0.1 x
+peak; z-loss 1e-4 is indistinguishable from none there, 1e-2 drops log Z by 3
+nats at 0.09 nats of loss, so the weight is 1e-3 (10 x the seeds'). At every
+setting tried (also weight decay off in the tail, a 0.3 x tail, peak 1e-2
+without decay, z-loss from step 0) z-loss held log Z but the lm_head norm grew
+as much or more with it: the toy's tail is still learning (its loss falls
+0.2 nats), and lowering log Z towards 0 moves the head, not shrinks it.
 """
 
 from collections.abc import Mapping, Sequence
@@ -129,7 +137,8 @@ class Criteria:
     min_log_z_rise: float = 0.15
     """... and the mean log Z rises by at least this many nats."""
     max_share: float = 0.5
-    """With z-loss the lm_head norm's growth and log Z's rise are each at most this share of the no-z-loss ones."""
+    """With z-loss the lm_head norm's growth and the rises of mean and max log Z are each at most this share of the
+    no-z-loss ones."""
     max_loss_cost: float = 0.02
     """z-loss's final loss is worse than no-z-loss's by at most this (nats/token)."""
 
@@ -198,6 +207,7 @@ def checks(
         "log_z_grows": no_z["log_z_rise"] >= criteria.min_log_z_rise,
         "lm_head_bounded": with_z["lm_head_growth"] <= criteria.max_share * no_z["lm_head_growth"],
         "log_z_bounded": with_z["log_z_rise"] <= criteria.max_share * no_z["log_z_rise"],
+        "log_z_max_bounded": with_z["log_z_max_rise"] <= criteria.max_share * no_z["log_z_max_rise"],
         "loss_cost_ok": loss_cost <= criteria.max_loss_cost,
     }
 
