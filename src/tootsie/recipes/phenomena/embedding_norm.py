@@ -19,7 +19,14 @@ and are not run.
 `analyze_embedding_norm` reads `embed_norm` (the embedding's Frobenius norm,
 logged every step): its growth factor from the first step to the mean of the
 last `window` steps, the final loss of each arm, and the loss cost of the decay
-(paired by seed). `verdict` compares them with `Criteria`.
+(paired by seed). `verdict` compares them with `Criteria` (set before any run).
+
+Seed 0, tried first: at the recipes' weight decay 0.1 the embedding grows 4.8x
+in 1,000 steps and decaying it removes 16 % of the growth (4.2x) for +0.009
+nats: lr x decay x steps is 0.3 here, against tens in the seeds' runs. At 1.0
+(800 steps) it removes 74 % of it (4.1x → 1.8x) but costs 0.075 nats, and
+decaying every matrix that hard costs 0.12 nats already without it (against
+0.1 at step 800). The tiny run keeps 0.1, the recipes' own value.
 """
 
 from collections.abc import Mapping, Sequence
