@@ -83,9 +83,20 @@ PHENOMENA: dict[str, Phenomenon] = {
         ),
         Phenomenon(
             name="format-contamination",
-            seed="Marin 32B retrospective, Bison cooldown (GSM8K)",
-            seed_quote="TODO",
-            claim="TODO",
+            seed='Marin 32B retrospective, Phase 4, Attempt 1: Bison cooldown, "Root cause — Contamination"',
+            seed_quote=(
+                "Dolmino’s GSM8k uses OLMes formatting, not LM Eval’s default. Therefore, rather than the expected"
+                " improvement in results from training on the test, contamination made our model have dramatically"
+                " increased surprisal on the original prompts structured tags (e.g., `16-8=<<16-7=9>>9`) that don’t"
+                " appear in the contaminated data. This high surprisal seemed to cause our model to perform much worse"
+                " than it did on the same questions with those tags removed."
+            ),
+            claim=(
+                "A tiny Llama trained on arithmetic test items in OLMES form (no calculator tags), beside tagged"
+                " non-test problems, has lower surprisal than a clean twin on those items' OLMES solutions but higher"
+                " surprisal on the `<<a op b=r>>` tag tokens of their GSM8K-form solutions, and ranks their right"
+                " answer less often in GSM8K form (3 seeds, every seed agreeing, |mean| > 2 standard errors)."
+            ),
             module="tootsie.recipes.phenomena.format_contamination",
         ),
         Phenomenon(
