@@ -80,6 +80,7 @@ def test_the_analysis_aggregates_seeds_and_reads_the_attention_logits(tmp_path: 
     assert grid["llama"]["0.1"]["final_loss"]["mean"] == pytest.approx(5.21, abs=0.01)
     assert grid["llama"]["0.1"]["final_loss"]["n"] == 2
     assert grid["llama"]["0.1"]["peak_attn_logit"]["values"] == pytest.approx([4000 * 59 / 60, 8000 * 59 / 60])
+    assert grid["llama"]["0.1"]["spikes"]["largest_attn_logit_layer"] == [1, 1]  # the second layer's logits
     assert numbers["update_clip_stops_failure"] == {"0.03": False, "0.1": True}
     assert numbers["criteria"]["seeds_aggregated_by"] == "mean"
     assert (tmp_path / "out" / "figure.png").stat().st_size > 10_000

@@ -61,7 +61,7 @@ class GridScale:
 
 
 SCALES = {
-    "tiny": GridScale(num_steps=300, lrs=(1e-2, 3e-2, 1e-1, 3e-1), clip_lrs=(1e-1, 3e-1), seeds=SEEDS["tiny"]),
+    "tiny": GridScale(num_steps=300, lrs=(1e-2, 1e-1, 3e-1), clip_lrs=(1e-1, 3e-1), seeds=SEEDS["tiny"]),
     "smoke": GridScale(num_steps=40, lrs=(3e-3, 1e-1), clip_lrs=(1e-1,), seeds=SEEDS["smoke"]),
 }
 """`tiny`: the documented grid; `smoke`: two LRs, one seed, a short run (the tests)."""
@@ -230,7 +230,7 @@ def _figure(signals: dict[str, dict[float, list[RunSignals]]], failing: list[flo
     left.set_xlabel("peak learning rate")
     left.set_ylabel("final train loss (mean of the last steps), mean ± sd over seeds")
     left.set_title("LR sensitivity with and without QK-norm")
-    shown = max(failing) if failing else max(signals["llama"])
+    shown = min(failing) if failing else max(signals["llama"])
     for arm in ("llama", "qk-norm"):
         for index, run in enumerate(signals[arm].get(shown, [])):
             right.plot(

@@ -85,6 +85,8 @@ class RunSignals:
     """Steps that logged the attention logits."""
     attn_max: Float[np.ndarray, " n"]
     """The largest attention logit over layers at each of those steps."""
+    attn_layer_peaks: tuple[float, ...] = ()
+    """Each layer's largest attention logit over the run."""
 
     @property
     def peak_attn_logit(self) -> float:
@@ -104,6 +106,7 @@ def read_run(run_dir: str, tail: int) -> RunSignals:
     attn = layer_norms(metrics.records, ATTN_LOGIT_MAX)
     attn_steps = attn.steps if attn is not None else np.zeros(0, dtype=np.int64)
     attn_max = np.nanmax(attn.values, axis=0) if attn is not None else np.zeros(0)
+    peaks = tuple(float(v) for v in np.nanmax(attn.values, axis=1)) if attn is not None else ()
     return RunSignals(
         loss_steps=loss_steps,
         loss=loss,
@@ -112,15 +115,20 @@ def read_run(run_dir: str, tail: int) -> RunSignals:
         spikes=find_spikes(metrics)["spikes"],
         attn_steps=attn_steps,
         attn_max=attn_max,
+        attn_layer_peaks=peaks,
     )
 
 
 def spike_summary(runs: list[RunSignals]) -> dict[str, object]:
-    """The classifier's findings over several runs: spikes per run, kinds, and how often each layer led."""
+    """The classifier's findings over several runs (spikes per run, kinds, how often each layer led) and, per run,
+    the layer whose attention logits grew largest (`attn_layer_peaks`), which names a layer when no spike does."""
     spikes = [spike for run in runs for spike in run.spikes]
     return {
         "spikes_per_run": [len(run.spikes) for run in runs],
         "kinds": dict(Counter(str(spike["kind"]) for spike in spikes)),
         "layer_led": dict(Counter(str(spike.get("layer_led")) for spike in spikes)),
         "norm_led": sum(bool(spike["norm_led"]) for spike in spikes),
+        "largest_attn_logit_layer": [
+            int(np.argmax(run.attn_layer_peaks)) if run.attn_layer_peaks else None for run in runs
+        ],
     }
