@@ -43,7 +43,7 @@ from matplotlib.figure import Figure
 
 from tootsie.eval.training import run_training
 from tootsie.executor import Step, StepRef
-from tootsie.recipes.cases.common import metric_series
+from tootsie.recipes.cases.common import metric_series, trailing_mean
 from tootsie.recipes.phenomena.common import SEEDS, phenomenon_train_config
 from tootsie.recipes.phenomena.registry import results_step_name
 from tootsie.recipes.phenomena.results import over_seeds, write_phenomenon
@@ -246,15 +246,22 @@ def analyze_z_loss_cooldown(config: ZLossAnalysisConfig, output_path: str) -> di
 
 
 ARM_COLORS = {"no-z-loss": "tab:red", "z-loss": "tab:blue"}
+LOSS_SMOOTH = 25
+"""Steps in the trailing mean of the figures' loss panels."""
 
 
-def plot_seed_band(axis: Axes, runs: Sequence[str], name: str, color: str, label: str) -> None:
-    """Metric `name` of `runs` (one per seed) on `axis`: the mean over seeds, and their range shaded."""
+def plot_seed_band(axis: Axes, runs: Sequence[str], name: str, color: str, label: str, smooth: int = 1) -> None:
+    """Metric `name` of `runs` (one per seed) on `axis`: the mean over seeds, and their range shaded.
+
+    `smooth` > 1 takes each seed's trailing mean over that many steps first.
+    """
     series = [metric_series(run, name) for run in runs]
     length = min(len(steps) for steps, _ in series)
-    values = np.stack([values[:length] for _, values in series])
-    axis.plot(series[0][0][:length], values.mean(0), color=color, label=f"{label} (mean of {len(runs)} seeds)")
-    axis.fill_between(series[0][0][:length], values.min(0), values.max(0), color=color, alpha=0.2)
+    values = np.stack([trailing_mean(values[:length], smooth) for _, values in series])
+    steps = series[0][0][:length]
+    label = f"{label} (mean of {len(runs)} seeds)"
+    axis.plot(steps, values.mean(0), color=color, label=label)
+    axis.fill_between(steps, values.min(0), values.max(0), color=color, alpha=0.2)
 
 
 def _figure(runs: Mapping[str, Sequence[str]], hold_start: int) -> Figure:
@@ -266,12 +273,12 @@ def _figure(runs: Mapping[str, Sequence[str]], hold_start: int) -> Figure:
         ("aux/log_z", "mean log Z (nats)"),
         ("aux/log_z_max", "largest log Z (nats)"),
         ("aux/logit_max", "largest output logit"),
-        ("loss", "train loss"),
+        ("loss", f"train loss, {LOSS_SMOOTH}-step mean"),
         ("lr", "learning rate"),
     )
     for axis, (name, label) in zip(axes, panels, strict=True):
         for arm in ARMS:
-            plot_seed_band(axis, runs[arm], name, ARM_COLORS[arm], arm)
+            plot_seed_band(axis, runs[arm], name, ARM_COLORS[arm], arm, smooth=LOSS_SMOOTH if name == "loss" else 1)
         axis.axvline(hold_start, color="black", linestyle="--", linewidth=0.8, label="tail LR reached")
         axis.set_ylabel(label)
         axis.grid(alpha=0.3)
