@@ -66,6 +66,7 @@ def test_analysis_reads_final_losses_guard_stops_and_per_layer_signals(tmp_path:
     config = md.MuonDivergenceConfig(runs=tuple(runs), final_window=3)
     results = md.analyze_muon_divergence(config, str(tmp_path / "out"))
     assert results["verdict"] == "reproduced" and results["numbers"]["muon_narrower_per_seed"] == [True, True]
+    assert results["numbers"]["muon_minus_adamw_grid_steps_per_seed"] == [-1, -1]
     adamw, muon = results["numbers"]["arms"]["adamw"], results["numbers"]["arms"]["muon"]
     assert adamw["per_seed"]["0"]["divergence_lr"] == 1.0 and adamw["divergence_factor"]["mean"] == pytest.approx(100)
     assert muon["per_seed"]["1"]["divergence_lr"] == 1e-1 and muon["divergence_factor"]["mean"] == pytest.approx(10)

@@ -1,18 +1,19 @@
 """Phenomenon `muon-divergence`: Muon against AdamW over a learning-rate grid, and the LR at which each diverges.
 
-The 32B retrospective's Phase 2 swapped the spiking Llama run to Muon "with a
-higher effective LR = 2e-3" on the Adam-style schedule; it made short-term
-progress, then the spikes came back ("Muon can into space"). At toy scale the
-question is whether Muon's stable LR range is narrower than AdamW's: per seed,
-each arm trains the case Llama (no QK-norm) at every LR of its grid, on the same
-batches, with a 10 % warmup and then the peak LR held (`phenomenon_train_config`).
+The 32B retrospective's Phase 2 restarted the spiking Llama run with Muon at a
+higher effective LR (2e-3, against AdamW's 7e-4 peak) on the Adam-style
+schedule; it made short-term progress, then the spikes came back (the paper
+outline's figure `32b-muon-can-into-space.png`). At toy scale the question is
+whether Muon's stable LR range is narrower than AdamW's: per seed, each arm
+trains the case Llama (no QK-norm) at every LR of its grid, on the same batches,
+with a 10 % warmup and then the peak LR held (`phenomenon_train_config`).
 
 Comparable units: `MuonConfig` scales each Muon update to AdamW's RMS
 (`consistent_rms=0.2`) and gives its AdamW branch (embeddings, norms, lm_head)
 the same schedule (`muon_lr_ratio=1`), so one LR means one update size in both
-arms. Even so, each arm is read against its own best LR: the grids are
-multiplicative (steps of √10), each spanning its arm's best LR (tuned on seed 0),
-and a divergence LR is reported as a multiple of that seed's best LR.
+arms. Even so, each arm is read against its own best LR: both grids step by the
+same ratio (√10), each spans its arm's best LR (tuned on seed 0), and a
+divergence LR is reported as a multiple of that seed's best LR and as grid steps.
 
 Definitions (`analyze_muon_divergence`), per arm and seed:
 
@@ -22,14 +23,16 @@ Definitions (`analyze_muon_divergence`), per arm and seed:
                    loss is more than `margin` nats above the best LR's
     divergence LR  the smallest grid LR above the best one that diverged (None: none
                    in the grid, so the arm's range reaches past it)
-    factor         divergence LR / best LR
+    factor, steps  divergence LR / best LR, and the grid steps between them
 
-Verdict (`verdict`): Muon's range is narrower in a seed when its factor is
-smaller than AdamW's (a missing divergence LR counts as infinite). Reproduced
-when it is narrower in every seed, not reproduced when in none, partial otherwise.
-The signals at each arm's divergence LR (largest pre-softmax attention logit,
-largest output logit, lm_head and embedding norms, update and gradient norms) are reported next
-to the same signals at its best LR, so the cause can be read off.
+Verdict (`verdict`): Muon's range is narrower in a seed when it diverges fewer
+grid steps above its best LR than AdamW above its own (`narrower`; a missing
+divergence LR counts as infinitely many). Reproduced when it is narrower in
+every seed, not reproduced when in none, partial otherwise. The signals at each
+arm's divergence LR (largest pre-softmax attention logit, largest output logit,
+lm_head and embedding norms, update and gradient norms) are reported beside the
+same signals at its best LR, with their growth between the two, so the cause
+can be read off.
 """
 
 from collections.abc import Mapping, Sequence
@@ -240,6 +243,9 @@ def analyze_muon_divergence(config: MuonDivergenceConfig, output_path: str) -> d
             [m["best_loss"] - a["best_loss"] for a, m in zip(per_seed["adamw"], per_seed["muon"], strict=True)]
         ),
         "muon_narrower_per_seed": [narrower(a, m) for a, m in zip(steps["adamw"], steps["muon"], strict=True)],
+        "muon_minus_adamw_grid_steps_per_seed": [
+            None if a is None or m is None else m - a for a, m in zip(steps["adamw"], steps["muon"], strict=True)
+        ],
     }
     figure = _figure(grids, seeds, losses, per_seed, paths, config.margin)
     return write_phenomenon(output_path, NAME, verdict(steps["adamw"], steps["muon"]), numbers, figure)
