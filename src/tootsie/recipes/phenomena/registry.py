@@ -69,9 +69,18 @@ PHENOMENA: dict[str, Phenomenon] = {
         ),
         Phenomenon(
             name="muon-divergence",
-            seed="Marin 32B retrospective, Phase 2",
-            seed_quote="TODO",
-            claim="TODO",
+            seed='Marin 32B retrospective, Phase 2, "Alternative Optimizers" (figure `32b-muon-can-into-space.png`)',
+            seed_quote=(
+                "`exp1380_muon32b` → Muon with a higher effective LR = 2e‑3, but we retained the Adam‑style LR"
+                " schedule to avoid a full retune. … Both showed short‑term progress, then inevitable recurrence of"
+                " loss spikes—consistent with a structural stability gap at 32B rather than a purely"
+                " optimizer‑choice artifact."
+            ),
+            claim=(
+                "On the toy Llama without QK-norm, with Muon's update RMS matched to AdamW's, Muon diverges (stopped"
+                " by the divergence guard, or ending more than 1 nat above its best) fewer half-decade LR steps above"
+                " its own best LR than AdamW does above its own, in every seed."
+            ),
             module="tootsie.recipes.phenomena.muon_divergence",
         ),
         Phenomenon(
