@@ -72,6 +72,7 @@ class NecromancyScale:
     peak_lr: float
     """Peak learning rate of every run (a failing LR of `qk_norm_spikes`)."""
     seeds: tuple[int, ...]
+    """Initialization seeds (a base run and its restarts each)."""
 
 
 SCALES = {
@@ -87,7 +88,9 @@ class RestartRun:
     arm: str
     """"base" or one of `RESTARTS`."""
     seed: int
+    """Its initialization seed."""
     run: StepRef | str
+    """The run's output directory."""
 
 
 @dataclass(frozen=True)
@@ -95,7 +98,9 @@ class NecromancyAnalysisConfig:
     """The runs, where they restart, and the relapse test."""
 
     runs: tuple[RestartRun, ...]
+    """Every seed's base run and restarts."""
     restart_step: int
+    """The step the restarts start from."""
     regrowth: float = 3.0
     """A restart relapses when its largest attention logit reaches this times the base's at the restart."""
     tail: int = 20

@@ -72,8 +72,11 @@ class GridRun:
     """One training run of the grid."""
 
     arm: str
+    """One of `ARMS`."""
     lr: float
+    """Its peak learning rate."""
     seed: int
+    """Its initialization seed."""
     run: StepRef | str
     """The run's output directory."""
 
@@ -99,7 +102,9 @@ class QKSpikesAnalysisConfig:
     """The grid's runs and how they are judged."""
 
     runs: tuple[GridRun, ...]
+    """Every run of every arm, LR and seed."""
     criteria: SpikeCriteria = field(default_factory=SpikeCriteria)
+    """The thresholds of `judge`."""
     tail: int = 20
     """Final loss: mean train loss over this many last steps."""
 
