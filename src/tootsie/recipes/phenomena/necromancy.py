@@ -172,7 +172,7 @@ def _figure(signals: dict[str, dict[int, RunSignals]], seed: int, config: Necrom
     right.set_ylabel("largest pre-softmax attention logit (max over layers)")
     right.set_yscale("log")
     left.set_title(f"Restarts from step {config.restart_step} (seed {seed})")
-    right.set_title(f"Relapse: attention logits >= {config.regrowth:g}x the base's at the restart, or a spike")
+    right.set_title(f"Relapse: logits >= {config.regrowth:g}x the base's at step {config.restart_step - 1}, or a spike")
     for axis in (left, right):
         axis.axvline(config.restart_step, color="gray", linestyle="--", linewidth=0.8)
         axis.set_xlabel("step")
