@@ -42,7 +42,7 @@ from tootsie.recipes.cases.common import metric_series, trailing_mean
 from tootsie.recipes.phenomena.common import SEEDS, phenomenon_train_config
 from tootsie.recipes.phenomena.registry import results_step_name
 from tootsie.recipes.phenomena.results import over_seeds, write_phenomenon
-from tootsie.recipes.phenomena.z_loss_cooldown import LOSS_SMOOTH, check_arms, plot_seed_band
+from tootsie.recipes.phenomena.z_loss_cooldown import SMOOTH, check_arms, plot_seed_band
 from tootsie.recipes.tiny.data import TinyData, tiny_data_steps
 from tootsie.train.optimizer import AdamWConfig, LearningRate
 
@@ -190,15 +190,15 @@ def _figure(runs: Mapping[str, Sequence[str]]) -> Figure:
     norm_axis, loss_axis, cost_axis = figure.subplots(1, 3, sharex=True)
     for arm in ARMS:
         plot_seed_band(norm_axis, runs[arm], "embed_norm", ARM_COLORS[arm], arm)
-        plot_seed_band(loss_axis, runs[arm], "loss", ARM_COLORS[arm], arm, smooth=LOSS_SMOOTH)
+        plot_seed_band(loss_axis, runs[arm], "loss", ARM_COLORS[arm], arm, smooth=SMOOTH)
     for adamw, decayed in zip(runs["adamw"], runs["embed-decay"], strict=True):
         (steps, base), (_, loss) = metric_series(adamw, "loss"), metric_series(decayed, "loss")
         n = min(len(base), len(loss))
-        cost_axis.plot(steps[:n], trailing_mean(loss[:n] - base[:n], LOSS_SMOOTH), color="tab:blue", alpha=0.6)
+        cost_axis.plot(steps[:n], trailing_mean(loss[:n] - base[:n], SMOOTH), color="tab:blue", alpha=0.6)
     cost_axis.axhline(0, color="black", linewidth=0.8)
     norm_axis.set_ylabel("embedding norm (Frobenius)")
-    loss_axis.set_ylabel(f"train loss, {LOSS_SMOOTH}-step mean")
-    cost_axis.set_ylabel(f"loss cost of the decay, {LOSS_SMOOTH}-step mean (a line per seed)")
+    loss_axis.set_ylabel(f"train loss, {SMOOTH}-step mean")
+    cost_axis.set_ylabel(f"loss cost of the decay, {SMOOTH}-step mean (a line per seed)")
     for axis in (norm_axis, loss_axis, cost_axis):
         axis.set_xlabel("step")
         axis.grid(alpha=0.3)

@@ -246,8 +246,8 @@ def analyze_z_loss_cooldown(config: ZLossAnalysisConfig, output_path: str) -> di
 
 
 ARM_COLORS = {"no-z-loss": "tab:red", "z-loss": "tab:blue"}
-LOSS_SMOOTH = 25
-"""Steps in the trailing mean of the figures' loss panels."""
+SMOOTH = 25
+"""Steps in the trailing mean of the figures' per-step noisy panels (loss, log Z, largest logit)."""
 
 
 def plot_seed_band(axis: Axes, runs: Sequence[str], name: str, color: str, label: str, smooth: int = 1) -> None:
@@ -270,15 +270,17 @@ def _figure(runs: Mapping[str, Sequence[str]], hold_start: int) -> Figure:
     axes = figure.subplots(2, 3, sharex=True).ravel()
     panels = (
         ("lm_head_norm", "lm_head norm (Frobenius)"),
-        ("aux/log_z", "mean log Z (nats)"),
-        ("aux/log_z_max", "largest log Z (nats)"),
-        ("aux/logit_max", "largest output logit"),
-        ("loss", f"train loss, {LOSS_SMOOTH}-step mean"),
+        ("aux/log_z", f"mean log Z (nats), {SMOOTH}-step mean"),
+        ("aux/log_z_max", f"largest log Z (nats), {SMOOTH}-step mean"),
+        ("aux/logit_max", f"largest output logit, {SMOOTH}-step mean"),
+        ("loss", f"train loss, {SMOOTH}-step mean"),
         ("lr", "learning rate"),
     )
     for axis, (name, label) in zip(axes, panels, strict=True):
         for arm in ARMS:
-            plot_seed_band(axis, runs[arm], name, ARM_COLORS[arm], arm, smooth=LOSS_SMOOTH if name == "loss" else 1)
+            plot_seed_band(
+                axis, runs[arm], name, ARM_COLORS[arm], arm, smooth=1 if name in ("lm_head_norm", "lr") else SMOOTH
+            )
         axis.axvline(hold_start, color="black", linestyle="--", linewidth=0.8, label="tail LR reached")
         axis.set_ylabel(label)
         axis.grid(alpha=0.3)
