@@ -1,4 +1,4 @@
-"""Phenomenon `z-loss-cooldown`: a long low-LR tail grows the lm_head norm and log Z; z-loss holds them.
+"""Phenomenon `z-loss-cooldown`: a long low-LR tail grows the lm_head norm and log Z; does z-loss hold them?
 
 Marin 8B's deep cooldowns (Raccoon, Spoonbill) held a very low learning rate for
 a long time; the loss crept up, the lm_head norm exploded, and z-loss 1e-4 fixed
