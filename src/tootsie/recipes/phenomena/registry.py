@@ -62,9 +62,17 @@ PHENOMENA: dict[str, Phenomenon] = {
         ),
         Phenomenon(
             name="z-loss-cooldown",
-            seed="paper outline (Raccoon/Spoonbill deep cooldowns)",
-            seed_quote="TODO",
-            claim="TODO",
+            seed="paper outline 6.4.2.6 (Raccoon + Spoonbill); Marin 32B retrospective, cooldown specifics",
+            seed_quote=(
+                "diagnosis: lm_head norm explosion (figure `8b-spoonbill-norms.png`) … fix: z-loss 1e-4 (figure"
+                " `8b-spoonbill-zloss.png`) … Z‑loss throughout. We previously observed late‑decay divergences at low"
+                " LR in 8B; adding a small z‑loss stopped `lm_head` norm growth during cooldown."
+            ),
+            claim=(
+                "In a tiny Llama's 1,000-step tail at 0.1x the peak LR, the lm_head norm grows ≥ 3 % and mean log Z"
+                " rises ≥ 0.15 nats without z-loss, and z-loss 1e-3 cuts the lm_head growth and the mean and max log Z"
+                " rises each to at most half, at ≤ 0.02 nats loss cost."
+            ),
             module="tootsie.recipes.phenomena.z_loss_cooldown",
         ),
         Phenomenon(
@@ -110,9 +118,18 @@ PHENOMENA: dict[str, Phenomenon] = {
         ),
         Phenomenon(
             name="embedding-norm",
-            seed="weekly project update (the 1e22 MoE run)",
-            seed_quote="TODO",
-            claim="TODO",
+            seed="Marin weekly update (#4569, the 1e22 run)",
+            seed_quote=(
+                "#4569 opened to investigate the embedding norm growth seen in the 1e22 run — the embed (trained with"
+                " AdamW rather than AdamH) grew from norm 176 at initialization to 3700 over the course of the run —"
+                " and is exploring approaches including weight decay, cautious weight decay, per-token normalization,"
+                " and token-level LR modulation as a function of recent gradient magnitude."
+            ),
+            claim=(
+                "Under AdamW with decay on matrices only, a tiny Llama's embedding norm grows ≥ 2x in 1,000 steps at"
+                " LR 3e-3, and applying the same decoupled decay (0.1) to the embedding removes at least half of that"
+                " growth at ≤ 0.02 nats final-loss cost."
+            ),
             module="tootsie.recipes.phenomena.embedding_norm",
         ),
     )
