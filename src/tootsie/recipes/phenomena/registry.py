@@ -56,8 +56,18 @@ PHENOMENA: dict[str, Phenomenon] = {
         Phenomenon(
             name="qk-norm-spikes",
             seed="Marin 32B retrospective, Phases 1-3",
-            seed_quote="TODO",
-            claim="TODO",
+            seed_quote=(
+                "Unfortunately, at 80k steps we began to see spikes that were unavoidable even with all the update"
+                " clipping that we had added. … We switched to Qwen3 32B, which adds QK‑Norm in attention, and"
+                " warm‑started from the 80k Llama weights. … The switch imposed a one‑time loss penalty, but largely"
+                " mitigated the spikes moving forward."
+            ),
+            claim=(
+                "Over an LR grid of a tiny Llama (one 64-wide attention head per layer, 300 steps, 3 seeds), at >= 2"
+                " LRs where the model without QK-norm ends > 1 nat above its best LR (or spikes >= 3 times per run),"
+                " the same model with QK-norm ends within 0.1 nat of its own best LR and its largest attention logit"
+                " is >= 10x smaller (seed means)."
+            ),
             module="tootsie.recipes.phenomena.qk_norm_spikes",
         ),
         Phenomenon(
@@ -93,9 +103,21 @@ PHENOMENA: dict[str, Phenomenon] = {
         ),
         Phenomenon(
             name="necromancy",
-            seed="Marin 32B retrospective, Phases 1-3",
-            seed_quote="TODO",
-            claim="TODO",
+            seed="Marin 32B retrospective, Phase 2: the necromancy, NAdamW and Muon restarts",
+            seed_quote=(
+                "We  rebuilt optimizer state offline, seeding the warm‑start with update‑history tensors from the"
+                " last good checkpoint so the clip‑update‑norm filter would have valid rolling statistics. This"
+                " stabilized gradients for a few thousand steps, but the run relapsed into spikes—a sign the causes"
+                " of spikes was more core to the model state. … Both restarts warm‑started from step 77,096"
+                " (pre‑spike). Both showed short‑term progress, then inevitable recurrence of loss spikes—consistent"
+                " with a structural stability gap at 32B rather than a purely optimizer‑choice artifact."
+            ),
+            claim=(
+                "Warm-started from a checkpoint taken before its attention logits blew up, a tiny Llama trained at a"
+                " failing LR (0.1) relapses (its largest attention logit regrows to >= 3x the checkpoint's, it"
+                " spikes, or it diverges) in most seeds whether restarted with a seeded 2-sigma update clip, NAdamW"
+                " (beta1 0.95, Nesterov) or Muon, while the same warm start switched to QK-norm does not."
+            ),
             module="tootsie.recipes.phenomena.necromancy",
         ),
         Phenomenon(
