@@ -67,3 +67,14 @@ def test_bfloat16_compute_stays_close_to_float32() -> None:
     full = float(next_token_loss(model, *batch, 0.0)[0])
     half = float(next_token_loss(loss_module.cast_floats(model, jnp.bfloat16), *batch, 0.0)[0])
     assert abs(full - half) < 0.05
+
+
+def test_without_maxima_the_loss_is_the_same_and_the_maxima_are_not_computed() -> None:
+    model = LlamaModel(CONFIG, key=jax.random.PRNGKey(3))
+    tokens, segments, mask = _batch()
+    hidden = model.hidden_states(tokens, segments)
+    total, stats = loss_module.head_loss(model, hidden, tokens, mask, 1e-2)
+    bare_total, bare = loss_module.head_loss(model, hidden, tokens, mask, 1e-2, maxima=False)
+    assert float(bare_total) == float(total) and float(bare.log_z) == float(stats.log_z)
+    assert float(bare.logit_max) == float(bare.log_z_max) == -np.inf
+    assert float(stats.logit_max) > float(stats.log_z_max) - np.log(CONFIG.vocab_size)  # a real maximum

@@ -71,8 +71,12 @@ def head_loss(
     tokens: Int[Array, "b t"],
     loss_mask: Float[Array, "b t"],
     z_loss_weight: float,
+    maxima: bool = True,
 ) -> tuple[Float[Array, ""], HeadStats]:
-    """`next_token_loss` from hidden states the caller computed (the MoE training forward's, with its router terms)."""
+    """`next_token_loss` from hidden states the caller computed (the MoE training forward's, with its router terms).
+
+    Without `maxima` the pass skips the two reductions and `logit_max`, `log_z_max` are -inf.
+    """
     weights = loss_mask.astype(jnp.float32) / jnp.maximum(loss_mask.sum(), 1.0)
     targets = jnp.roll(tokens, -1, axis=1).reshape(-1)
     total, *aux = fused_head_loss(
@@ -81,6 +85,7 @@ def head_loss(
         targets,
         weights.reshape(-1),
         z_loss_weight,
+        maxima,
     )
     return total, HeadStats(*(jax.lax.stop_gradient(value) for value in aux))
 
@@ -96,26 +101,29 @@ def _chunked(array: jax.Array, chunk: int) -> jax.Array:
     return padded.reshape(-1, chunk, *array.shape[1:])
 
 
-@partial(jax.custom_vjp, nondiff_argnums=(4,))
+@partial(jax.custom_vjp, nondiff_argnums=(4, 5))
 def fused_head_loss(
     hidden: Float[Array, "n h"],
     head: Float[Array, "h v"],
     targets: Int[Array, " n"],
     weights: Float[Array, " n"],
     z_loss_weight: float,
+    maxima: bool = True,
 ) -> tuple[Float[Array, ""], ...]:
     """`(ce + z_loss_weight·z, ce, z, log_z, logit_max, log_z_max)` for logits `hidden @ head` in float32.
 
     `ce`, `z` (squared log normalizers) and `log_z` are `weights`-weighted sums;
     the maxima are over the positions of positive weight (-inf when there are
-    none). Only the first output is differentiable (its gradient is computed in
+    none, or when `maxima` is off). Only the first output is differentiable (its gradient is computed in
     the forward pass); `head_loss` stops the gradient of the others.
     """
-    outputs, _ = _fused_forward(hidden, head, targets, weights, z_loss_weight)
+    outputs, _ = _fused_forward(hidden, head, targets, weights, z_loss_weight, maxima)
     return outputs
 
 
-def _fused_forward(hidden: jax.Array, head: jax.Array, targets: jax.Array, weights: jax.Array, z_loss_weight: float):
+def _fused_forward(
+    hidden: jax.Array, head: jax.Array, targets: jax.Array, weights: jax.Array, z_loss_weight: float, maxima: bool
+):
     """The four outputs and the gradients of the total w.r.t. `hidden` and `head`, one chunk of positions at a time."""
     chunk = min(LOSS_CHUNK_TOKENS, hidden.shape[0])
     vocab = jnp.arange(head.shape[1])
@@ -136,28 +144,32 @@ def _fused_forward(hidden: jax.Array, head: jax.Array, targets: jax.Array, weigh
             [(weight * nll).sum(), (weight * jnp.square(log_normalizer)).sum(), (weight * log_normalizer).sum()]
         )
         counted = weight > 0
-        maxima = jnp.stack(
-            [
-                jnp.where(counted, logits.max(axis=-1), -jnp.inf).max(),
-                jnp.where(counted, log_normalizer, -jnp.inf).max(),
-            ]
+        largest = (
+            jnp.stack(
+                [
+                    jnp.where(counted, logits.max(axis=-1), -jnp.inf).max(),
+                    jnp.where(counted, log_normalizer, -jnp.inf).max(),
+                ]
+            )
+            if maxima
+            else jnp.full((2,), -jnp.inf)
         )
-        return head_grad, (losses, maxima, d_logits @ head.T)
+        return head_grad, (losses, largest, d_logits @ head.T)
 
     inputs = (_chunked(hidden, chunk), _chunked(targets, chunk), _chunked(weights, chunk))
-    head_grad, (losses, maxima, hidden_grad) = jax.lax.scan(one_chunk, jnp.zeros(head.shape, jnp.float32), inputs)
+    head_grad, (losses, largest, hidden_grad) = jax.lax.scan(one_chunk, jnp.zeros(head.shape, jnp.float32), inputs)
     cross_entropy, z_loss, log_z = losses.sum(0)
-    logit_max, log_z_max = maxima.max(0)
+    logit_max, log_z_max = largest.max(0)
     outputs = (cross_entropy + z_loss_weight * z_loss, cross_entropy, z_loss, log_z, logit_max, log_z_max)
     return outputs, (hidden_grad.reshape(-1, hidden.shape[1])[: hidden.shape[0]], head_grad.astype(head.dtype))
 
 
-def _fused_fwd(hidden, head, targets, weights, z_loss_weight):
-    outputs, grads = _fused_forward(hidden, head, targets, weights, z_loss_weight)
+def _fused_fwd(hidden, head, targets, weights, z_loss_weight, maxima):
+    outputs, grads = _fused_forward(hidden, head, targets, weights, z_loss_weight, maxima)
     return outputs, (grads, targets, weights)
 
 
-def _fused_bwd(z_loss_weight, residuals, cotangents):
+def _fused_bwd(z_loss_weight, maxima, residuals, cotangents):
     (hidden_grad, head_grad), targets, weights = residuals
     total_cotangent = cotangents[0]
     # Targets are integers (float0 cotangent); the weights come from the loss mask, which is data.

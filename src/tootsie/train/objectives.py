@@ -68,7 +68,7 @@ class NextTokenObjective:
         (`moe/…`) to the dict, both from its training forward `hidden_states_and_aux`.
         """
         hidden, model_loss, model_metrics = model.hidden_states_and_aux(tokens, segment_ids, signals=self.signals)
-        total, head = head_loss(model, hidden, tokens, loss_mask, z_loss_weight)
+        total, head = head_loss(model, hidden, tokens, loss_mask, z_loss_weight, maxima=self.signals)
         signals = (
             {f"{AUX_PREFIX}logit_max": head.logit_max, f"{AUX_PREFIX}log_z_max": head.log_z_max} if self.signals else {}
         )

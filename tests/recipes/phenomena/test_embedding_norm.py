@@ -9,13 +9,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tootsie.datakit.token_cache import TokenCacheWriter
 from tootsie.executor import Status, run_experiment
 from tootsie.recipes.cases.common import CASE_MODEL
 from tootsie.recipes.phenomena import embedding_norm as en
 from tootsie.recipes.phenomena.registry import PHENOMENA, results_step_name
 from tootsie.recipes.phenomena.results import VERDICTS
-from tootsie.recipes.tiny.data import KINDS, TinyData
+from tootsie.recipes.tiny.data import TinyData
 from tootsie.train.optimizer import AdamWConfig, decay_mask
 
 
@@ -72,22 +71,6 @@ def test_the_embed_decay_arm_decays_the_embedding_and_nothing_else_more() -> Non
         updates, _ = optimizer.update(zeros, optimizer.init(params), params)
         embed = eqx.apply_updates(params, updates).embed
         assert float(jnp.linalg.norm(embed)) == pytest.approx(factor * float(jnp.linalg.norm(params.embed)), rel=1e-5)
-
-
-@pytest.fixture(scope="module")
-def synthetic_data(tmp_path_factory: pytest.TempPathFactory) -> TinyData:
-    """Token caches of learnable sequences (counting runs with a per-document stride), one per tiny kind."""
-    root = tmp_path_factory.mktemp("caches")
-    rng = np.random.default_rng(0)
-    caches = {}
-    for kind in KINDS:
-        writer = TokenCacheWriter(root / kind, vocab_size=1024, ledger_extra={})
-        for _ in range(200):
-            start, stride = rng.integers(0, 1024), rng.integers(1, 8)
-            writer.append((start + stride * np.arange(200)) % 1024)
-        writer.close()
-        caches[kind] = str(root / kind)
-    return TinyData(tokenizer="", train=caches, heldout=caches, components={})
 
 
 def test_the_smoke_experiment_runs_end_to_end(synthetic_data: TinyData, tmp_path: Path) -> None:

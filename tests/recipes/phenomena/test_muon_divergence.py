@@ -3,15 +3,13 @@
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from tootsie.datakit.token_cache import TokenCacheWriter
 from tootsie.executor import Status, run_experiment
 from tootsie.recipes.phenomena import muon_divergence as md
 from tootsie.recipes.phenomena.registry import PHENOMENA, results_step_name
 from tootsie.recipes.phenomena.results import VERDICTS
-from tootsie.recipes.tiny.data import KINDS, TinyData
+from tootsie.recipes.tiny.data import TinyData
 
 GRID = [1e-3, 3e-3, 1e-2, 3e-2, 1e-1]
 
@@ -82,22 +80,6 @@ def test_analysis_reads_final_losses_guard_stops_and_per_layer_signals(tmp_path:
         md.MuonDivergenceConfig(runs=tuple(r for r in runs if r.arm == "muon"))
     with pytest.raises(ValueError, match="common ratio"):  # grid steps would mean different factors in the two arms
         md.MuonDivergenceConfig(runs=tuple(r for r in runs if r.lr != 1e-2))
-
-
-@pytest.fixture(scope="module")
-def synthetic_data(tmp_path_factory: pytest.TempPathFactory) -> TinyData:
-    """Token caches of learnable sequences (counting runs with a per-document stride), one per tiny kind."""
-    root = tmp_path_factory.mktemp("caches")
-    rng = np.random.default_rng(0)
-    caches = {}
-    for kind in KINDS:
-        writer = TokenCacheWriter(root / kind, vocab_size=1024, ledger_extra={})
-        for _ in range(200):
-            start, stride = rng.integers(0, 1024), rng.integers(1, 8)
-            writer.append((start + stride * np.arange(200)) % 1024)
-        writer.close()
-        caches[kind] = str(root / kind)
-    return TinyData(tokenizer="", train=caches, heldout=caches, components={})
 
 
 def test_the_smoke_grid_runs_end_to_end(synthetic_data: TinyData, tmp_path: Path) -> None:

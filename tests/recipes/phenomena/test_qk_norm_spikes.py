@@ -6,12 +6,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tootsie.datakit.token_cache import TokenCacheWriter
 from tootsie.executor import Status, run_experiment
 from tootsie.recipes.phenomena import qk_norm_spikes as qs
 from tootsie.recipes.phenomena.registry import PHENOMENA, results_step_name
 from tootsie.recipes.phenomena.results import VERDICTS
-from tootsie.recipes.tiny.data import KINDS, TinyData
+from tootsie.recipes.tiny.data import TinyData
 
 CRITERIA = qs.SpikeCriteria()
 
@@ -86,22 +85,6 @@ def test_the_analysis_aggregates_seeds_and_reads_the_attention_logits(tmp_path: 
     assert (tmp_path / "out" / "figure.png").stat().st_size > 10_000
     with pytest.raises(ValueError, match="arms"):
         qs.QKSpikesAnalysisConfig(runs=tuple(run for run in runs if run.arm != "qk-norm"))
-
-
-@pytest.fixture(scope="module")
-def synthetic_data(tmp_path_factory: pytest.TempPathFactory) -> TinyData:
-    """Token caches of learnable sequences (counting runs with a per-document stride), one per tiny kind."""
-    root = tmp_path_factory.mktemp("caches")
-    rng = np.random.default_rng(0)
-    caches = {}
-    for kind in KINDS:
-        writer = TokenCacheWriter(root / kind, vocab_size=1024, ledger_extra={})
-        for _ in range(200):
-            start, stride = rng.integers(0, 1024), rng.integers(1, 8)
-            writer.append((start + stride * np.arange(200)) % 1024)
-        writer.close()
-        caches[kind] = str(root / kind)
-    return TinyData(tokenizer="", train=caches, heldout=caches, components={})
 
 
 @pytest.mark.timeout(900)  # about a minute on an idle machine; compiles crawl on a loaded one

@@ -6,12 +6,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tootsie.datakit.token_cache import TokenCacheWriter
 from tootsie.executor import Status, run_experiment
 from tootsie.recipes.phenomena import z_loss_cooldown as zl
 from tootsie.recipes.phenomena.registry import PHENOMENA, results_step_name
 from tootsie.recipes.phenomena.results import VERDICTS
-from tootsie.recipes.tiny.data import KINDS, TinyData
+from tootsie.recipes.tiny.data import TinyData
 
 CRITERIA = zl.Criteria(min_growth=0.05, min_log_z_rise=0.2, max_share=0.5, max_loss_cost=0.02)
 
@@ -102,22 +101,6 @@ def test_the_schedule_decays_to_the_tail_lr_and_holds_it() -> None:
         assert float(lr(step)) == pytest.approx(plan.tail_ratio * plan.peak_lr)
     with pytest.raises(ValueError, match="no hold"):
         zl.CooldownPlan(40, 10, 60, 1e-3, 0.1, 1e-3, 0.1, window=10)
-
-
-@pytest.fixture(scope="module")
-def synthetic_data(tmp_path_factory: pytest.TempPathFactory) -> TinyData:
-    """Token caches of learnable sequences (counting runs with a per-document stride), one per tiny kind."""
-    root = tmp_path_factory.mktemp("caches")
-    rng = np.random.default_rng(0)
-    caches = {}
-    for kind in KINDS:
-        writer = TokenCacheWriter(root / kind, vocab_size=1024, ledger_extra={})
-        for _ in range(200):
-            start, stride = rng.integers(0, 1024), rng.integers(1, 8)
-            writer.append((start + stride * np.arange(200)) % 1024)
-        writer.close()
-        caches[kind] = str(root / kind)
-    return TinyData(tokenizer="", train=caches, heldout=caches, components={})
 
 
 def test_the_smoke_experiment_runs_end_to_end(synthetic_data: TinyData, tmp_path: Path) -> None:

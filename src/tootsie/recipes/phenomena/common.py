@@ -7,8 +7,9 @@ diverged run writes diverged.json and counts as a result, not a failure).
 """
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
+from tootsie.executor import StepRef
 from tootsie.models.llama import LlamaConfig
 from tootsie.recipes.cases.common import CASE_MODEL, mixture
 from tootsie.recipes.tiny.data import TINY_VOCAB, TinyData
@@ -56,3 +57,17 @@ def phenomenon_train_config(
         checkpoints=CheckpointConfig(every_steps=checkpoint_every or num_steps),
     )
     return replace(config, **fields)
+
+
+@dataclass(frozen=True)
+class GridRun:
+    """One training run of an LR grid: its arm, peak LR, seed and output."""
+
+    arm: str
+    """The setting it belongs to (e.g. "llama" and "qk-norm", or "adamw" and "muon")."""
+    lr: float
+    """Its peak learning rate."""
+    seed: int
+    """Its initialization (and data) seed."""
+    run: StepRef | str
+    """The run's output directory."""

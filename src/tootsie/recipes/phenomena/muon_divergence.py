@@ -45,10 +45,10 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from tootsie.eval.training import run_training
-from tootsie.executor import Step, StepRef
+from tootsie.executor import Step
 from tootsie.monitor.metrics_log import read_metrics
 from tootsie.monitor.trackers import METRICS_FILE
-from tootsie.recipes.phenomena.common import SEEDS, phenomenon_train_config
+from tootsie.recipes.phenomena.common import SEEDS, GridRun, phenomenon_train_config
 from tootsie.recipes.phenomena.registry import results_step_name
 from tootsie.recipes.phenomena.results import over_seeds, write_phenomenon
 from tootsie.recipes.tiny.data import TinyData, tiny_data_steps
@@ -92,20 +92,6 @@ PLANS = {
     "smoke": GridPlan(num_steps=30, exponents={"adamw": (-2.0, 0.0), "muon": (-2.0, 0.0)}, final_window=5),
 }
 """Per scale: `tiny` is the documented grid (3 seeds), `smoke` two LRs per arm and one seed (the tests)."""
-
-
-@dataclass(frozen=True)
-class GridRun:
-    """One training run of the grid."""
-
-    arm: str
-    """"adamw" or "muon"."""
-    lr: float
-    """Its peak LR."""
-    seed: int
-    """Its init and data seed."""
-    run: StepRef | str
-    """Its training output."""
 
 
 @dataclass(frozen=True)

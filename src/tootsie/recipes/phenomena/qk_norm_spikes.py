@@ -32,8 +32,8 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from tootsie.eval.training import run_training
-from tootsie.executor import Step, StepRef
-from tootsie.recipes.phenomena.common import SEEDS
+from tootsie.executor import Step
+from tootsie.recipes.phenomena.common import SEEDS, GridRun
 from tootsie.recipes.phenomena.registry import results_step_name
 from tootsie.recipes.phenomena.results import over_seeds, write_phenomenon
 from tootsie.recipes.phenomena.spiking import RunSignals, read_run, spike_summary, spiking_train_config
@@ -65,20 +65,6 @@ SCALES = {
     "smoke": GridScale(num_steps=40, lrs=(3e-3, 1e-1), clip_lrs=(1e-1,), seeds=SEEDS["smoke"]),
 }
 """`tiny`: the documented grid; `smoke`: two LRs, one seed, a short run (the tests)."""
-
-
-@dataclass(frozen=True)
-class GridRun:
-    """One training run of the grid."""
-
-    arm: str
-    """One of `ARMS`."""
-    lr: float
-    """Its peak learning rate."""
-    seed: int
-    """Its initialization seed."""
-    run: StepRef | str
-    """The run's output directory."""
 
 
 @dataclass(frozen=True)
