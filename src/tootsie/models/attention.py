@@ -244,9 +244,7 @@ def attend(
     """Attention by the implementation `name` (resolved); `mask` is the XLA path's, built once per forward."""
     if resolve_attention(name, q.dtype) == "cudnn":
         return cudnn_attention(q, k, v, segment_ids)
-    if mask is None:
-        raise ValueError("the xla attention path needs the dense mask of attention_mask()")
-    return xla_attention(q, k, v, mask)
+    return xla_attention(q, k, v, _dense_mask(mask))
 
 
 def attend_and_logit_max(
@@ -260,6 +258,11 @@ def attend_and_logit_max(
     """`attend`, and the largest pre-softmax logit: from the XLA path's own logits, or recomputed beside cuDNN."""
     if resolve_attention(name, q.dtype) == "cudnn":
         return cudnn_attention(q, k, v, segment_ids), logit_max_from_qk(q, k, segment_ids)
+    return xla_attention_and_logit_max(q, k, v, _dense_mask(mask))
+
+
+def _dense_mask(mask: Bool[Array, "batch 1 seq seq"] | None) -> Bool[Array, "batch 1 seq seq"]:
+    """The XLA path's mask, or the error that says it was not built."""
     if mask is None:
         raise ValueError("the xla attention path needs the dense mask of attention_mask()")
-    return xla_attention_and_logit_max(q, k, v, mask)
+    return mask
