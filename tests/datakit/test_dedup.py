@@ -1,14 +1,18 @@
 """The dedup stage marks exact, paragraph and fuzzy duplicates in co-partitioned attribute shards, resumably."""
 
 import json
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tootsie.datakit import dedup as dedup_module
+from tootsie.datakit.consolidate import ConsolidateConfig, consolidate
 from tootsie.datakit.dedup import (
     ATTRIBUTE_SCHEMA,
     WORK_DIR,
@@ -16,6 +20,7 @@ from tootsie.datakit.dedup import (
     dedup,
     dedup_filters,
     first_occurrence,
+    line_spans,
     paragraph_spans,
 )
 from tootsie.datakit.engine import EngineConfig
@@ -173,8 +178,9 @@ def test_a_run_killed_after_the_map_resumes_to_identical_bytes(
 
 
 def test_worker_processes_give_the_same_bytes(corpus: str, tmp_path: Path) -> None:
-    dedup(DedupConfig(input=corpus, engine=ENGINE), str(tmp_path / "inline"))
-    dedup(DedupConfig(input=corpus, engine=EngineConfig(workers=2, progress=False)), str(tmp_path / "pool"))
+    dedup(DedupConfig(input=corpus, lines=True, engine=ENGINE), str(tmp_path / "inline"))
+    pool = EngineConfig(workers=2, progress=False)
+    dedup(DedupConfig(input=corpus, lines=True, engine=pool), str(tmp_path / "pool"))
     assert _file_bytes(tmp_path / "inline") == _file_bytes(tmp_path / "pool")
 
 
@@ -202,3 +208,69 @@ def test_dedup_filters_name_the_columns_each_choice_applies() -> None:
     assert [f.column for f in dedup_filters("d")] == ["exact_duplicate", "fuzzy_duplicate"]
     spans = dedup_filters("d", fuzzy=False, remove_paragraphs=True)[-1]
     assert spans.column == "duplicate_paragraph_spans" and spans.remove_spans and spans.attributes == "d"
+
+
+def test_line_spans_are_whole_lines_with_their_newline() -> None:
+    text = "first\n  indented  \n\n \t\nlast"
+    assert [text[s:e] for s, e in line_spans(text)] == ["first\n", "  indented  \n", "last"]
+    assert line_spans("") == [] and line_spans("\n \n") == [] and line_spans("one\n") == [(0, 4)]
+
+
+NAV = "Home | Docs | Blog"
+LINE_SHARDS = [
+    [f"{NAV}\nFirst page text.\nShared line.", "Second page.\n  Shared line.  \nShared line.\n"],
+    [f"Third page.\n{NAV}\n\nOwn words.", f"{NAV}\nShared line."],
+]
+
+
+def test_lines_seen_earlier_are_marked_and_cut(tmp_path: Path) -> None:
+    corpus = _write_docs(tmp_path / "docs", LINE_SHARDS)
+    config = DedupConfig(input=corpus, fuzzy=False, paragraphs=False, lines=True, engine=ENGINE)
+    stats = dedup(config, str(tmp_path / "attrs"))
+    rows = _rows(tmp_path / "attrs")
+    texts = [t for shard in LINE_SHARDS for t in shard]
+    marked = [[text[s:e] for s, e in row["duplicate_line_spans"]] for text, row in zip(texts, rows, strict=True)]
+    assert marked == [[], ["  Shared line.  \n", "Shared line.\n"], [f"{NAV}\n"], [f"{NAV}\n", "Shared line."]]
+    assert rows[3]["duplicate_line_fraction"] == 1.0 and rows[0]["duplicate_line_fraction"] == 0.0
+    assert rows[2]["duplicate_line_fraction"] == pytest.approx(len(NAV + "\n") / len(texts[2]))
+    assert all(row["duplicate_paragraph_spans"] == [] for row in rows)  # paragraphs=False: the column stays, empty
+    assert (stats["lines"], stats["duplicate_lines"]) == (11, 5)
+    assert stats["duplicate_line_chars"] == sum(len(m) for found in marked for m in found)
+    filters = dedup_filters(str(tmp_path / "attrs"), fuzzy=False, remove_lines=True)
+    cut = consolidate(ConsolidateConfig(input=corpus, attributes=filters, engine=ENGINE), str(tmp_path / "cut"))
+    kept = [row["text"] for row in _rows(tmp_path / "cut")]
+    assert kept == [texts[0], "Second page.\n", "Third page.\n\nOwn words."]
+    assert cut["removed_by"]["empty_after_span_removal"] == 1  # the last document was nothing but repeats
+
+
+def test_lines_are_off_unless_asked_for(corpus: str, tmp_path: Path) -> None:
+    stats = dedup(DedupConfig(input=corpus, fuzzy=False, engine=ENGINE), str(tmp_path / "out"))
+    assert stats["lines"] == 0 and all(row["duplicate_line_spans"] == [] for row in _rows(tmp_path / "out"))
+    assert [f.column for f in dedup_filters("d", fuzzy=False, remove_lines=True)][-1] == "duplicate_line_spans"
+
+
+POOL = ["alpha", "beta gamma", "Home | About", "delta", "  alpha", "beta gamma  ", ""]
+documents = st.lists(st.lists(st.sampled_from(POOL), min_size=1, max_size=6).map("\n".join), min_size=1, max_size=5)
+
+
+@settings(max_examples=25, deadline=None)
+@given(shards=st.lists(documents, min_size=1, max_size=4), order=st.randoms(use_true_random=False))
+def test_every_marked_line_repeats_an_earlier_one_and_each_distinct_line_survives_once(shards, order) -> None:
+    """In corpus order a line is marked exactly when an equal (trimmed) line came before; in any shard order the cut
+    corpus holds every distinct line exactly once."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, permuted in (("given", shards), ("shuffled", order.sample(shards, len(shards)))):
+            corpus = _write_docs(Path(tmp) / name, permuted)
+            config = DedupConfig(input=corpus, fuzzy=False, paragraphs=False, lines=True, engine=ENGINE)
+            dedup(config, str(Path(tmp) / f"{name}-attrs"))
+            seen: set[str] = set()
+            kept: list[str] = []
+            texts = [t for shard in permuted for t in shard]
+            for text, row in zip(texts, _rows(Path(tmp) / f"{name}-attrs"), strict=True):
+                marked = {tuple(span) for span in row["duplicate_line_spans"]}
+                for start, end in line_spans(text):
+                    line = text[start:end].strip()
+                    assert ((start, end) in marked) == (line in seen), (line, seen)
+                    seen.add(line)
+                    kept += [] if (start, end) in marked else [line]
+            assert len(kept) == len(set(kept)) == len(seen)

@@ -79,11 +79,12 @@ def _filter(parser: Parser) -> None:
 
 
 def _dedup(parser: Parser) -> None:
-    # Exact-only unless --fuzzy, as the command always was (DedupConfig, for steps, defaults to fuzzy).
+    # Exact-only unless --fuzzy, as the command always was (DedupConfig, for steps, defaults to fuzzy); --lines
+    # marks the lines seen earlier in the corpus and cuts them.
     add_config_flags(
         parser,
         DedupConfig,
-        only=("input", "fuzzy", "threshold"),
+        only=("input", "fuzzy", "threshold", "lines"),
         positional=("input",),
         metavars={"input": "DIR"},
         defaults={"fuzzy": False},
@@ -138,7 +139,8 @@ STAGES: dict[str, Stage] = {
         run.filter_command,
     ),
     "dedup": Stage(
-        "exact (and with --fuzzy, MinHash-LSH) duplicates removed; attributes in OUT/attributes",
+        "exact (and with --fuzzy, MinHash-LSH) duplicates removed, with --lines repeated lines cut;"
+        " attributes in OUT/attributes",
         _dedup,
         run.dedup_command,
     ),

@@ -90,9 +90,17 @@ def dedup_command(args: argparse.Namespace) -> int:
     engine, attributes = engine_config(args), storage.join(args.out, "attributes")
     config = config_from_args(args, DedupConfig, engine=engine)
     stats = dedup(config, attributes)
-    filters = dedup_filters(attributes, fuzzy=config.fuzzy, remove_paragraphs=args.remove_paragraphs)
+    filters = dedup_filters(
+        attributes, fuzzy=config.fuzzy, remove_paragraphs=args.remove_paragraphs, remove_lines=config.lines
+    )
     kept = consolidate(build(ConsolidateConfig, input=config.input, attributes=filters, engine=engine), args.out)
-    counts = {key: stats[key] for key in ("docs", "exact_duplicates", "fuzzy_duplicates")}
+    keys = (
+        "docs",
+        "exact_duplicates",
+        "fuzzy_duplicates",
+        *(("duplicate_lines", "duplicate_line_chars") * config.lines),
+    )
+    counts = {key: stats[key] for key in keys}
     return emit(counts | {"output_docs": kept["output_docs"]}, args, f"deduplicated documents in {args.out}")
 
 

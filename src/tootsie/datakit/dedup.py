@@ -1,4 +1,4 @@
-"""Deduplication attributes: exact document, exact paragraph and MinHash-LSH fuzzy duplicates.
+"""Deduplication attributes: exact document, exact paragraph, exact line and MinHash-LSH fuzzy duplicates.
 
 Documents are never rewritten: for each document shard `part-NNNNN.parquet` of
 `config.input`, the stage writes `<output>/part-NNNNN.parquet` with the same rows
@@ -11,13 +11,31 @@ in the same order and the columns
   cluster's first document, -1 when the document is in no cluster;
 - `duplicate_paragraph_spans`: `[start, end)` code-point offsets of the
   paragraphs already seen earlier in the corpus (or earlier in the same document);
-- `duplicate_paragraph_fraction`: characters in those spans / characters in the document.
+- `duplicate_paragraph_fraction`: characters in those spans / characters in the document;
+- `duplicate_line_spans`, `duplicate_line_fraction`: the same for lines, filled
+  only with `lines=True` (opt-in; empty lists and 0.0 otherwise).
 
 Consolidate then drops on `exact_duplicate` / `fuzzy_duplicate` and cuts the spans.
 
 Paragraphs are the text between blank lines (lines holding only whitespace),
 trimmed of surrounding whitespace; whitespace-only paragraphs are ignored. A
 paragraph is identified by the xxh3_128 of its trimmed text.
+
+Lines are the pieces between `\n`s; blank ones are ignored. A line is
+identified by the xxh3_128 of its text trimmed of surrounding whitespace (so
+indentation does not make two lines differ), but its span is the whole line
+and its `\n`, so cutting it leaves no blank line behind:
+`"a\nnav\nb"` after a document holding `nav` gives the span `[2, 6)` and,
+cut, `"a\nb"`. The first occurrence in corpus order (shard order, then row
+order, then position) is kept, every later one is marked, also within one
+document; the marks depend on the corpus order alone, never on the workers or
+the order shards finish in. Line dedup is CCNet's paragraph dedup (a CCNet
+"paragraph" is a line) without its normalization, and datatrove's sentence
+dedup at one-line granularity: it removes a site's navigation lines after
+their first page, and also any short line that happens to repeat ("Examples:",
+"Returns"), which is why it is opt-in and meant for web prose, not code. The
+reduce holds 40 bytes a non-blank line (hash, row, span), about twice that
+while sorting.
 
 Exact duplicates are left out of LSH (they are already marked, and ten thousand
 copies of one page would make one huge bucket): they get `fuzzy_duplicate`
@@ -26,13 +44,13 @@ and `fuzzy_duplicates` count disjoint documents. A document without words has
 no signature and is never a fuzzy duplicate.
 
 How it runs: a map over shards (`map_shards`: parallel, retried, resumable)
-writes per-shard arrays under `<output>/.dedup/` (id hashes, paragraph hashes
-and spans, signatures, band keys); a reduce in this process finds first
+writes per-shard arrays under `<output>/.dedup/` (id hashes, paragraph and
+line hashes and spans, signatures, band keys); a reduce in this process finds first
 occurrences by sorting hashes, builds LSH clusters band by band (see
 `minhash`), and writes the attribute shards and `stats.json`:
 `{"docs", "exact_duplicates", "fuzzy_duplicates", "fuzzy_clusters",
-"paragraphs", "duplicate_paragraphs", "duplicate_paragraph_chars",
-"candidate_pairs", "merged_pairs", "lsh_index_bytes", "shards",
+"paragraphs", "duplicate_paragraphs", "duplicate_paragraph_chars", "lines",
+"duplicate_lines", "duplicate_line_chars", "candidate_pairs", "merged_pairs", "lsh_index_bytes", "shards",
 "failed_shards"}` and the shared `total` / `kept` / `dropped`
 (`tootsie.datakit.stats`: what consolidate drops on the two duplicate
 columns, `exact_duplicate` and `fuzzy_duplicate`), which is also `dedup`'s
@@ -51,7 +69,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -70,15 +88,23 @@ from tootsie.jsonfile import read_json
 WORK_DIR = ".dedup"
 BATCH_ROWS = 1024  # documents hashed per signature batch: enough to amortize NumPy calls, small enough to bound memory
 DOC_DTYPE = np.dtype([("id_hi", "<u8"), ("id_lo", "<u8"), ("chars", "<i8"), ("empty", "?")])
-PARAGRAPH_DTYPE = np.dtype([("hash_hi", "<u8"), ("hash_lo", "<u8"), ("row", "<i8"), ("start", "<i8"), ("end", "<i8")])
+SPAN_DTYPE = np.dtype([("hash_hi", "<u8"), ("hash_lo", "<u8"), ("row", "<i8"), ("start", "<i8"), ("end", "<i8")])
+SPAN_KINDS = ("paragraph", "line")
+"""The units marked by span: `duplicate_<kind>_spans` / `duplicate_<kind>_fraction` columns, `<kind>s` arrays."""
 ATTRIBUTE_SCHEMA = pa.schema(
     [
         ("id", pa.string()),
         ("exact_duplicate", pa.bool_()),
         ("fuzzy_duplicate", pa.bool_()),
         ("fuzzy_cluster", pa.int64()),
-        ("duplicate_paragraph_spans", pa.list_(pa.list_(pa.int64()))),
-        ("duplicate_paragraph_fraction", pa.float64()),
+        *(
+            field
+            for kind in SPAN_KINDS
+            for field in (
+                pa.field(f"duplicate_{kind}_spans", pa.list_(pa.list_(pa.int64()))),
+                pa.field(f"duplicate_{kind}_fraction", pa.float64()),
+            )
+        ),
     ]
 )
 _BLANK_LINES = re.compile(r"\n[^\S\n]*\n(?:[^\S\n]*\n)*")
@@ -98,6 +124,8 @@ class DedupConfig:
     """Shingles, permutations and bands of the MinHash signatures."""
     paragraphs: bool = True
     """Mark paragraphs seen earlier in the corpus."""
+    lines: bool = False
+    """Mark lines seen earlier in the corpus (the dedup command cuts them); opt-in: for web prose, it would gut code."""
     engine: EngineConfig = field(default_factory=EngineConfig)
     """Parallelism, retries and failure budget (not hashed)."""
 
@@ -125,6 +153,27 @@ def paragraph_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
+def line_spans(text: str) -> list[tuple[int, int]]:
+    """`[start, end)` code-point spans of the non-blank lines of `text`, each the whole line and its `\\n`."""
+    spans = []
+    start = 0
+    for line in text.split("\n"):
+        end = start + len(line)
+        if line.strip():
+            spans.append((start, min(end + 1, len(text))))
+        start = end + 1
+    return spans
+
+
+def _marked_spans(texts: list[str], first_row: int, split: Any) -> list[tuple[int, int, int, int, int]]:
+    """(hash_hi, hash_lo, row, start, end) of every span `split` finds in `texts`, keyed by its trimmed text."""
+    return [
+        (*_hash128(text[s:e].strip().encode("utf-8")), first_row + offset, s, e)
+        for offset, text in enumerate(texts)
+        for s, e in split(text)
+    ]
+
+
 def _hash128(data: bytes) -> tuple[int, int]:
     value = xxhash.xxh3_128_intdigest(data)
     return value >> 64, value & 0xFFFFFFFFFFFFFFFF
@@ -138,7 +187,12 @@ def dedup_shard(task: ShardTask, config: DedupConfig) -> dict[str, int]:
     """Hash one shard's ids, paragraphs and MinHash signatures into `<work>/<shard>.*.npy`; return counts."""
     work = Path(task.output_dir)
     hasher = config.minhash.build()
-    docs, paragraphs, signatures, row = [], [], [], 0
+    splitters = {
+        "paragraph": paragraph_spans if config.paragraphs else None,
+        "line": line_spans if config.lines else None,
+    }
+    spans: dict[str, list[tuple[int, int, int, int, int]]] = {kind: [] for kind in SPAN_KINDS}
+    docs, signatures, row = [], [], 0
     for batch in pq.ParquetFile(task.inputs[0]).iter_batches(batch_size=BATCH_ROWS, columns=["id", "text"]):
         if batch.column("id").null_count or batch.column("text").null_count:
             raise TootsieError(
@@ -153,23 +207,22 @@ def dedup_shard(task: ShardTask, config: DedupConfig) -> dict[str, int]:
             .T
         )
         batch_docs["chars"] = [len(t) for t in texts]
-        if config.paragraphs:
-            for offset, text in enumerate(texts):
-                paragraphs += [
-                    (*_hash128(text[s:e].encode("utf-8")), row + offset, s, e) for s, e in paragraph_spans(text)
-                ]
+        for kind, split in splitters.items():
+            if split is not None:
+                spans[kind] += _marked_spans(texts, row, split)
         if config.fuzzy:
             signatures.append(hasher.signatures(texts))
             batch_docs["empty"] = is_empty(signatures[-1])
         docs.append(batch_docs)
         row += len(texts)
     write_npy_atomic(np.concatenate(docs) if docs else np.zeros(0, DOC_DTYPE), work / f"{task.name}.docs.npy")
-    write_npy_atomic(np.array(paragraphs, dtype=PARAGRAPH_DTYPE), work / f"{task.name}.paragraphs.npy")
+    for kind, found in spans.items():
+        write_npy_atomic(np.array(found, dtype=SPAN_DTYPE), work / f"{task.name}.{kind}s.npy")
     if config.fuzzy:
         stacked = np.concatenate(signatures) if signatures else np.zeros((0, config.minhash.num_perms), np.uint32)
         write_npy_atomic(stacked, work / f"{task.name}.signatures.npy")
         write_npy_atomic(hasher.band_keys(stacked), work / f"{task.name}.bands.npy")
-    return {"docs": row, "paragraphs": len(paragraphs)}
+    return {"docs": row, **{f"{kind}s": len(found) for kind, found in spans.items()}}
 
 
 def first_occurrence(hi: np.ndarray, lo: np.ndarray) -> Int64[np.ndarray, " items"]:
@@ -213,9 +266,9 @@ def _fuzzy(
     return cluster, counts
 
 
-def _spans_column(paragraphs: np.ndarray, duplicate: np.ndarray, rows: int) -> pa.Array:
-    """The list<list<int64>> spans of the duplicate paragraphs, grouped by row (paragraphs are in row order)."""
-    marked = paragraphs[duplicate]
+def _spans_column(spans: np.ndarray, duplicate: np.ndarray, rows: int) -> pa.Array:
+    """The list<list<int64>> spans of the duplicate spans, grouped by row (spans are in row order)."""
+    marked = spans[duplicate]
     row_offsets = np.concatenate([[0], np.cumsum(np.bincount(marked["row"], minlength=rows))])
     flat = np.stack([marked["start"], marked["end"]], axis=1).reshape(-1)
     pairs = pa.ListArray.from_arrays(
@@ -224,38 +277,69 @@ def _spans_column(paragraphs: np.ndarray, duplicate: np.ndarray, rows: int) -> p
     return pa.ListArray.from_arrays(pa.array(row_offsets.astype(np.int32)), pairs)
 
 
+class _DuplicateSpans(NamedTuple):
+    """One span kind over the corpus: each shard's span table, which spans repeat an earlier one, and the counts."""
+
+    tables: list[np.ndarray]
+    duplicate: np.ndarray
+    counts: dict[str, int]
+
+    @classmethod
+    def load(cls, work: Path, shards: list[str], kind: str) -> "_DuplicateSpans":
+        """Read the shards' `<kind>s` arrays; a span is a repeat when an earlier one (corpus order) has its hash."""
+        tables = [_load(work, shard, f"{kind}s") for shard in shards]
+        # Shards concatenate in order and each table is in (row, start) order, so this is corpus order.
+        spans = np.concatenate(tables) if tables else np.zeros(0, SPAN_DTYPE)
+        duplicate = first_occurrence(spans["hash_hi"], spans["hash_lo"]) != np.arange(len(spans))
+        marked = spans[duplicate]
+        counts = {
+            f"{kind}s": len(spans),
+            f"duplicate_{kind}s": int(duplicate.sum()),
+            f"duplicate_{kind}_chars": int((marked["end"] - marked["start"]).sum()),
+        }
+        return cls(tables, duplicate, counts)
+
+
+def _span_columns(kind: str, spans: np.ndarray, duplicate: np.ndarray, chars: np.ndarray) -> dict[str, pa.Array]:
+    """One shard's `duplicate_<kind>_spans` and `duplicate_<kind>_fraction` columns."""
+    rows = len(chars)
+    duplicate_chars = np.bincount(
+        spans["row"][duplicate], weights=(spans["end"] - spans["start"])[duplicate], minlength=rows
+    )
+    return {
+        f"duplicate_{kind}_spans": _spans_column(spans, duplicate, rows),
+        f"duplicate_{kind}_fraction": pa.array(np.divide(duplicate_chars, chars, out=np.zeros(rows), where=chars > 0)),
+    }
+
+
 def _write_attributes(
-    out: Path,
-    shard_paths: list[Path],
-    columns: dict[str, np.ndarray],
-    paragraph_tables: list[np.ndarray],
-    duplicate_paragraph: np.ndarray,
+    out: Path, shard_paths: list[Path], columns: dict[str, np.ndarray], spans: dict[str, _DuplicateSpans]
 ) -> None:
     """Write one attribute shard per document shard: same rows, same order."""
-    doc_offset = paragraph_offset = 0
-    for path, paragraphs in zip(shard_paths, paragraph_tables, strict=True):
+    doc_offset = 0
+    span_offsets = dict.fromkeys(spans, 0)
+    for index, path in enumerate(shard_paths):
         ids = pq.read_table(path, columns=["id"]).column("id")
-        rows = len(ids)
-        part = slice(doc_offset, doc_offset + rows)
-        duplicate = duplicate_paragraph[paragraph_offset : paragraph_offset + len(paragraphs)]
+        part = slice(doc_offset, doc_offset + len(ids))
         chars = columns["chars"][part]
-        duplicate_chars = np.bincount(
-            paragraphs["row"][duplicate], weights=(paragraphs["end"] - paragraphs["start"])[duplicate], minlength=rows
-        )
+        span_columns: dict[str, pa.Array] = {}
+        for kind, found in spans.items():
+            table = found.tables[index]
+            duplicate = found.duplicate[span_offsets[kind] : span_offsets[kind] + len(table)]
+            span_columns |= _span_columns(kind, table, duplicate, chars)
+            span_offsets[kind] += len(table)
         table = pa.table(
             {
                 "id": ids,
                 "exact_duplicate": columns["exact_duplicate"][part],
                 "fuzzy_duplicate": columns["fuzzy_duplicate"][part],
                 "fuzzy_cluster": columns["fuzzy_cluster"][part],
-                "duplicate_paragraph_spans": _spans_column(paragraphs, duplicate, rows),
-                "duplicate_paragraph_fraction": np.divide(duplicate_chars, chars, out=np.zeros(rows), where=chars > 0),
+                **span_columns,
             },
             schema=ATTRIBUTE_SCHEMA,
         )
         write_table_atomic(table, out / path.name)
-        doc_offset += rows
-        paragraph_offset += len(paragraphs)
+        doc_offset += len(ids)
 
 
 def dedup(config: DedupConfig, output_path: str) -> dict[str, Any]:
@@ -284,10 +368,7 @@ def dedup(config: DedupConfig, output_path: str) -> dict[str, Any]:
     first = first_occurrence(docs["id_hi"], docs["id_lo"])
     exact = first != np.arange(len(docs))
 
-    paragraph_tables = [_load(work, shard, "paragraphs") for shard in shards]
-    # Shards concatenate in order and each table is in (row, start) order, so this is corpus order.
-    hashes = np.concatenate(paragraph_tables) if shards else np.zeros(0, PARAGRAPH_DTYPE)
-    duplicate_paragraph = first_occurrence(hashes["hash_hi"], hashes["hash_lo"]) != np.arange(len(hashes))
+    spans = {kind: _DuplicateSpans.load(work, shards, kind) for kind in SPAN_KINDS}
 
     cluster, lsh_counts = (
         np.full(len(docs), -1, dtype=np.int64),
@@ -298,19 +379,16 @@ def dedup(config: DedupConfig, output_path: str) -> dict[str, Any]:
         cluster[exact] = cluster[first[exact]]
     fuzzy = (cluster >= 0) & (cluster != np.arange(len(docs))) & ~exact
     columns = {"chars": docs["chars"], "exact_duplicate": exact, "fuzzy_duplicate": fuzzy, "fuzzy_cluster": cluster}
-    _write_attributes(out, done, columns, paragraph_tables, duplicate_paragraph)
+    _write_attributes(out, done, columns, spans)
 
     counts = merge_counts(list(results.stats.values()))
-    marked = hashes[duplicate_paragraph]
     docs_seen, exact_count, fuzzy_count = int(counts.get("docs", 0)), int(exact.sum()), int(fuzzy.sum())
     details = {
         "docs": docs_seen,
         "exact_duplicates": exact_count,
         "fuzzy_duplicates": fuzzy_count,
         "fuzzy_clusters": int(len(np.unique(cluster[cluster >= 0]))),
-        "paragraphs": int(counts.get("paragraphs", 0)),
-        "duplicate_paragraphs": int(duplicate_paragraph.sum()),
-        "duplicate_paragraph_chars": int((marked["end"] - marked["start"]).sum()),
+        **{key: value for kind, found in spans.items() for key, value in found.counts.items()},
         **lsh_counts,
         "shards": len(done),
         "failed_shards": results.failed,
@@ -325,10 +403,10 @@ def dedup(config: DedupConfig, output_path: str) -> dict[str, Any]:
 
 
 def dedup_filters(
-    attributes: str, *, fuzzy: bool = True, remove_paragraphs: bool = False
+    attributes: str, *, fuzzy: bool = True, remove_paragraphs: bool = False, remove_lines: bool = False
 ) -> tuple[AttributeFilter, ...]:
     """Consolidate filters applying a dedup stage's attributes: drop exact duplicates, with `fuzzy` near-duplicates
-    too, and with `remove_paragraphs` cut the paragraphs seen earlier in the corpus."""
+    too, with `remove_paragraphs` cut the paragraphs and with `remove_lines` the lines seen earlier in the corpus."""
     filters = [AttributeFilter("exact_duplicate", attributes, "exact_duplicate", drop_value=True)]
     if fuzzy:
         filters.append(AttributeFilter("fuzzy_duplicate", attributes, "fuzzy_duplicate", drop_value=True))
@@ -336,4 +414,6 @@ def dedup_filters(
         filters.append(
             AttributeFilter("duplicate_paragraphs", attributes, "duplicate_paragraph_spans", remove_spans=True)
         )
+    if remove_lines:
+        filters.append(AttributeFilter("duplicate_lines", attributes, "duplicate_line_spans", remove_spans=True))
     return tuple(filters)
