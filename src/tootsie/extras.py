@@ -28,7 +28,7 @@ from tootsie.errors import TootsieError
 
 EXTRAS: dict[str, tuple[str, ...]] = {
     "demo": ("resiliparse", "fastwarc"),
-    "web": ("resiliparse", "fastwarc", "trafilatura", "lxml_html_clean", "lingua"),
+    "web": ("resiliparse", "fastwarc", "trafilatura", "lxml_html_clean", "lingua", "tld"),
     "ray": ("ray",),
     "s3": ("s3fs",),
     "wandb": ("wandb",),

@@ -54,13 +54,13 @@ class Site:
     latin1_url: str
 
 
-def known_paragraphs(count: int) -> list[str]:
-    """`count` distinct prose paragraphs of 300-1200 characters from the pydoc topics, in a fixed order."""
+def known_paragraphs(count: int, shortest: int = 300, longest: int = 1200) -> list[str]:
+    """`count` distinct prose paragraphs of `shortest`-`longest` characters from the pydoc topics, in a fixed order."""
     found: dict[str, None] = {}
     for name in sorted(topics):
         for block in re.split(r"\n\s*\n", topics[name]):
             text = " ".join(block.split())
-            if 300 <= len(text) <= 1200 and text[0].isupper() and text.endswith(".") and ">>>" not in text:
+            if shortest <= len(text) <= longest and text[0].isupper() and text.endswith(".") and ">>>" not in text:
                 found[text] = None
     if len(found) < count:
         raise ValueError(f"only {len(found)} paragraphs in pydoc_data.topics, {count} asked")

@@ -8,6 +8,10 @@ docstrings (`cli.options`); the handlers, in `cli.datakit_stages`, build the
 config, call the stage and print its counts (with `--json`, one JSON object
 as the last line of stdout).
 
+`extract` removes site boilerplate unless `--no-site-boilerplate`, with the
+rule's flags (`--min-pages`, `--min-fraction`, ...) beside its own; the
+`site-boilerplate` command runs that stage alone on a document directory.
+
 Kept old shapes: `extract --engine E` is `--extractor E`; `decontaminate
 --eval/--overlap` are `--eval-files/--threshold`; `tokenize --no-bos/--no-eos`
 are `--no-add-bos/--no-add-eos`; `tokenize --format chat` is `tokenize-chat`.
@@ -31,6 +35,7 @@ from tootsie.datakit.html_extract import ENGINES, FORMATS
 from tootsie.datakit.langid import LangidConfig
 from tootsie.datakit.normalize import NormalizeConfig
 from tootsie.datakit.quality import RULE_SETS, QualityConfig
+from tootsie.datakit.site_boilerplate import SiteBoilerplateConfig, SiteBoilerplateStageConfig
 from tootsie.datakit.tokenize import ChatTokenizeConfig, TokenizeConfig
 from tootsie.datakit.tokenizer import TokenizerTrainConfig
 from tootsie.datakit.train_classifier import TrainClassifierConfig
@@ -58,11 +63,30 @@ def _extract(parser: Parser) -> None:
     add_config_flags(
         parser,
         ExtractConfig,
-        exclude=("engine",),
+        exclude=("engine", "site_boilerplate"),
         positional=("inputs",),
         metavars={"inputs": "INPUT"},
         aliases={"extractor": ("--engine",)},
         choices={"extractor": ENGINES, "format": FORMATS},
+    )
+    parser.add_argument(
+        "--no-site-boilerplate",
+        dest="site_boilerplate",
+        action="store_false",
+        help="keep the lines repeated across a site's pages (by default they are removed; see --min-pages)",
+    )
+    add_config_flags(parser, SiteBoilerplateConfig)
+
+
+def _site_boilerplate(parser: Parser) -> None:
+    # The document directory comes positional, as for every stage, or as --input DIR.
+    parser.add_argument("input", nargs="?", metavar="DIR", default=argparse.SUPPRESS, help="document directory")
+    parser.add_argument("--input", dest="input", metavar="DIR", default=argparse.SUPPRESS, help="the same, as a flag")
+    add_config_flags(
+        parser,
+        SiteBoilerplateStageConfig,
+        exclude=("engine", "input", "max_doc_bytes", "max_whitespace_run"),
+        flatten=("rule",),
     )
 
 
@@ -127,6 +151,12 @@ STAGES: dict[str, Stage] = {
         " title, date)",
         _extract,
         run.extract_command,
+    ),
+    "site-boilerplate": Stage(
+        "documents with a url column (e.g. extracted elsewhere) → the same without the lines repeated across a"
+        " site's pages; report in OUT/site_boilerplate.json",
+        _site_boilerplate,
+        run.site_boilerplate_command,
     ),
     "langid": Stage(
         "language ID → attribute Parquet (id, lang, lang_score); counts per language",

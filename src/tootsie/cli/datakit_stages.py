@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tootsie import storage
-from tootsie.cli.options import config_from_args
+from tootsie.cli.options import config_from_args, given_fields
 from tootsie.cli.output import build, emit
 from tootsie.datakit.classify import ClassifyConfig, classify
 from tootsie.datakit.consolidate import AttributeFilter, ConsolidateConfig, consolidate
@@ -28,6 +28,7 @@ from tootsie.datakit.extract import ExtractConfig, extract, require_extractor
 from tootsie.datakit.langid import LangidConfig, langid, require_model
 from tootsie.datakit.normalize import NormalizeConfig, normalize
 from tootsie.datakit.quality import RULE_SETS, QualityConfig, quality, quality_filters
+from tootsie.datakit.site_boilerplate import SiteBoilerplateConfig, SiteBoilerplateStageConfig, site_boilerplate
 from tootsie.datakit.tokenize import ChatTokenizeConfig, TokenizeConfig, tokenize_chat, tokenize_documents
 from tootsie.datakit.tokenizer import TokenizerTrainConfig, save_tokenizer, train_bpe
 from tootsie.datakit.train_classifier import TrainClassifierConfig, train_classifier
@@ -61,10 +62,24 @@ def normalize_command(args: argparse.Namespace) -> int:
 
 
 def extract_command(args: argparse.Namespace) -> int:
-    """`tootsie datakit extract`: the main content of web pages as normalized documents."""
-    config = config_from_args(args, ExtractConfig, engine=engine_config(args))
+    """`tootsie datakit extract`: the main content of web pages as normalized documents, site boilerplate removed."""
+    rule_flags = given_fields(args, SiteBoilerplateConfig)
+    if not args.site_boilerplate and rule_flags:
+        flags = ", ".join("--" + name.replace("_", "-") for name in rule_flags)
+        raise TootsieError(f"{flags} set the site-boilerplate rule, which --no-site-boilerplate turns off; drop one")
+    rule = config_from_args(args, SiteBoilerplateConfig) if args.site_boilerplate else None
+    config = config_from_args(args, ExtractConfig, engine=engine_config(args), site_boilerplate=rule)
     require_extractor(config.extractor, purpose=f"datakit extract --extractor {config.extractor}")
     return emit(extract(config, args.out), args, f"extracted web documents into {args.out}")
+
+
+def site_boilerplate_command(args: argparse.Namespace) -> int:
+    """`tootsie datakit site-boilerplate`: a document directory without the lines repeated across a site."""
+    if not hasattr(args, "input"):
+        raise TootsieError("datakit site-boilerplate needs a document directory: give DIR or --input DIR")
+    config = config_from_args(args, SiteBoilerplateStageConfig, input=args.input, engine=engine_config(args))
+    stats = site_boilerplate(config, args.out)
+    return emit(stats, args, f"documents without site boilerplate in {args.out} (report: site_boilerplate.json)")
 
 
 def langid_command(args: argparse.Namespace) -> int:

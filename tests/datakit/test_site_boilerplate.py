@@ -1,0 +1,202 @@
+"""Site boilerplate: div-only templates are removed per host, content is kept, and the k/f rule holds exactly."""
+
+import json
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.datakit.div_sites import BOILERPLATE, SHARED_HOSTS, DivSites, build_div_sites
+from tests.datakit.web_site import build_site
+from tootsie.datakit.engine import EngineConfig
+from tootsie.datakit.extract import ExtractConfig, extract
+from tootsie.datakit.ids import content_id
+from tootsie.datakit.parquet_io import parquet_files
+from tootsie.datakit.site_boilerplate import (
+    WORK_DIR,
+    SiteBoilerplateConfig,
+    SiteBoilerplateStageConfig,
+    site_boilerplate,
+)
+from tootsie.datakit.site_lines import normalized_lines, site_of, without_lines
+
+INLINE = EngineConfig(workers=1, progress=False)
+# What the default rule (k=2, f=0.1, digits masked, min_chars 100, min_share 0.2) achieves on the 101 div-only pages
+# (295 known paragraphs), per engine: paragraphs kept, documents with some boilerplate left, pages dropped as
+# mostly boilerplate. resiliparse leaves the one-page host's template (1 page). trafilatura removes the template
+# itself on every page but three where it falls back to the whole page (the two link-only tag pages and the short
+# note); those lines are on at most 2 of their host's pages in its output, under f, so the stage cannot see them:
+# 3 of 101 (2.97 %), above issue 30's 2 % (docs/datakit.md, "What it does not catch").
+EXPECTED = {"resiliparse": (295, 1, 2), "trafilatura": (295, 3, 0)}
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _rows(directory: Path) -> list[dict]:
+    return [row for path in parquet_files(directory) for row in pq.read_table(path).to_pylist()]
+
+
+def _with_boilerplate(sites: DivSites, by_url: dict[str, str]) -> list[str]:
+    """URLs whose text still holds a boilerplate string, or the title of another page of its host (a related link)."""
+    host = {url: site_of(url) for url in sites.titles}
+    found = []
+    for url, text in by_url.items():
+        others = [t for other, t in sites.titles.items() if other != url and host[other] == host[url]]
+        if any(m in text for markers in BOILERPLATE.values() for m in markers) or any(t in text for t in others):
+            found.append(url)
+    return found
+
+
+@pytest.fixture(scope="module", params=["resiliparse", "trafilatura"])
+def extracted(request, tmp_path_factory) -> tuple[str, DivSites, Path, dict]:
+    """The div sites and today's semantic-tag site extracted by the default pipeline with one engine."""
+    root = tmp_path_factory.mktemp(request.param)
+    sites = build_div_sites(root)
+    semantic = build_site(root, pages=6)
+    config = ExtractConfig(inputs=(str(sites.warc), str(semantic.warc)), extractor=request.param, engine=INLINE)
+    stats = extract(config, str(root / "out"))
+    return request.param, sites, root, stats | {"semantic": semantic.paragraphs}
+
+
+def test_div_pages_lose_their_template_and_keep_their_paragraphs(extracted) -> None:
+    engine, sites, root, stats = extracted
+    by_url = {row["url"]: _flat(row["text"]) for row in _rows(root / "out")}
+    known = [(url, p) for url, paragraphs in sites.paragraphs.items() for p in paragraphs]
+    kept = sum(_flat(p) in by_url.get(url, "") for url, p in known)
+    div_docs = [url for url in by_url if url in sites.paragraphs]
+    left = _with_boilerplate(sites, {url: by_url[url] for url in div_docs})
+    assert (kept, len(left), stats["dropped"].get("mostly_boilerplate", 0)) == EXPECTED[engine], left
+    assert kept / len(known) >= 0.98  # issue 30's must-show; its <= 2 % of documents holds for resiliparse only
+    if engine == "resiliparse":
+        assert len(left) / len(div_docs) <= 0.02
+        assert left == ["https://tiny.example.dev/articles/0"]
+        assert sorted(set(sites.paragraphs) - set(by_url)) == [
+            "https://shop-example.com/tag/new",
+            "https://shop-example.com/tag/sale",
+        ]
+    semantic = [(url, p) for url, paragraphs in stats["semantic"].items() for p in paragraphs]
+    assert all(_flat(p) in by_url.get(url, "") for url, p in semantic)  # today's semantic-tag pages keep theirs
+
+
+def test_one_page_host_is_untouched_and_a_cross_host_paragraph_is_kept(extracted) -> None:
+    engine, sites, root, _ = extracted
+    off = root / "off"
+    if not off.exists():
+        extract(
+            ExtractConfig(inputs=(str(sites.warc),), extractor=engine, site_boilerplate=None, engine=INLINE), str(off)
+        )
+    before = {row["url"]: row["text"] for row in _rows(off)}
+    after = {row["url"]: row["text"] for row in _rows(root / "out")}
+    assert after["https://tiny.example.dev/articles/0"] == before["https://tiny.example.dev/articles/0"]
+    for host in SHARED_HOSTS:
+        assert _flat(sites.shared_paragraph) in _flat(after[f"https://{host}/articles/0"])
+    for page in (4, 9):  # on 2 of the blog's 21 pages: under f (2 < 0.1 * 21), so kept on both
+        assert _flat(sites.quoted_paragraph) in _flat(after[f"https://blog.example.io/articles/{page}"])
+
+
+def test_stats_and_report(extracted) -> None:
+    engine, _, root, stats = extracted
+    site = stats["site_boilerplate"]
+    assert stats["total"] == stats["kept"] + sum(stats["dropped"].values())
+    assert set(site["lines_removed"]) == {"repeated_on_site"} and site["failed_shards"] == {}
+    report = json.loads((root / "out" / "site_boilerplate.json").read_text())
+    hosts = {entry["host"]: entry for entry in report["hosts"]}
+    assert "tiny.example.dev" not in hosts and report["hosts_seen"] == 6  # five div hosts and docs.example.org
+    assert report["rule"] == {"group": "host", "mask_digits": True, "min_chars": 100, "min_fraction": 0.1,
+                              "min_pages": 2, "min_share": 0.2}  # fmt: skip
+    assert site["top_hosts"][0]["host"] == report["hosts"][0]["host"]
+    if engine == "resiliparse":
+        shop = hosts["shop-example.com"]
+        assert shop["pages"] == 42 and shop["docs_dropped"] == 2
+        footer = next(line for line in shop["lines"] if "All rights reserved" in line["text"])
+        assert footer["pages"] == 42 and footer["share"] == 1.0 and len(footer["key"]) == 16
+
+
+def test_rerun_writes_the_same_bytes(tmp_path) -> None:
+    sites = build_div_sites(tmp_path)
+    config = ExtractConfig(
+        inputs=(str(sites.warc),), site_boilerplate=SiteBoilerplateConfig(partitions=3), engine=INLINE
+    )
+    extract(config, str(tmp_path / "out"))
+    first = {p.name: p.read_bytes() for p in sorted((tmp_path / "out").iterdir())}
+    extract(config, str(tmp_path / "out"))
+    assert {p.name: p.read_bytes() for p in sorted((tmp_path / "out").iterdir())} == first
+    # the standalone stage on extract's output without the stage gives the same documents
+    extract(ExtractConfig(inputs=(str(sites.warc),), site_boilerplate=None, engine=INLINE), str(tmp_path / "off"))
+    stale = tmp_path / "alone" / WORK_DIR / "rule.json"  # left by an interrupted run with another rule: cleared
+    stale.parent.mkdir(parents=True)
+    stale.write_text('{"rule": {"min_pages": 7}}')
+    stats = site_boilerplate(
+        SiteBoilerplateStageConfig(input=str(tmp_path / "off"), engine=INLINE), str(tmp_path / "alone")
+    )
+    assert _rows(tmp_path / "alone") == _rows(tmp_path / "out")
+    assert stats["input_docs"] == 101 and stats["output_docs"] == 99 and not (tmp_path / "alone" / WORK_DIR).exists()
+
+
+LINES = st.sampled_from(["nav a b", "© 2024 corp", "cookie text", "x", "y", "z", "w", "shared line", "Menu"])
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    hosts=st.lists(st.lists(st.lists(LINES, min_size=1, max_size=5), min_size=1, max_size=6), min_size=1, max_size=3),
+    k=st.integers(2, 4),
+    f=st.sampled_from([0.0, 0.3, 0.6, 1.0]),
+)
+def test_rule_removes_exactly_the_lines_on_k_pages_and_f_of_the_host(hosts, k, f) -> None:
+    rows, expected = [], {}
+    for h, pages in enumerate(hosts):
+        texts = [f"own line of page {'abcdef'[i]}\n" + "\n".join(lines) for i, lines in enumerate(pages)]
+        on = {}
+        for text in texts:
+            for line in set(normalized_lines(text)) - {""}:
+                on[line] = on.get(line, 0) + 1
+        for i, text in enumerate(texts):
+            url = f"https://h{h}.example/{i}"
+            remove = [bool(n) and on[n] >= k and on[n] >= f * len(pages) for n in normalized_lines(text)]
+            expected[url] = without_lines(text, np.array(remove, dtype=bool))
+            assert len(pages) > 1 or expected[url] == text  # a one-page host never loses a line
+            rows.append({"id": content_id(text), "text": text, "source_id": url, "url": url})
+    with tempfile.TemporaryDirectory() as scratch:
+        pq.write_table(pa.Table.from_pylist(rows), Path(scratch) / "part-00000.parquet")
+        rule = SiteBoilerplateConfig(min_pages=k, min_fraction=f, min_chars=0, min_share=0.0, partitions=2)
+        config = SiteBoilerplateStageConfig(input=scratch, rule=rule, engine=INLINE)
+        stats = site_boilerplate(config, str(Path(scratch) / "out"))
+        got = {row["url"]: row["text"] for row in _rows(Path(scratch) / "out")}
+    assert stats["dropped"].get("mostly_boilerplate", 0) == 0
+    for url, text in expected.items():  # a page whose kept text equals an earlier page's is an exact duplicate
+        assert got.get(url, text) == text and (url in got or text in got.values())
+
+
+def test_sites_and_line_normalization() -> None:
+    assert site_of("https://WWW.Example.org:8080/a?b") == site_of("http://example.org/") == "example.org"
+    assert site_of("https://docs.example.org/x") == "docs.example.org"
+    assert site_of("pages/a.html") is None and site_of(None) is None and site_of("http://[::1") is None
+    assert site_of("https://a.b.example.co.uk/", "registered_domain") == "example.co.uk"
+    assert site_of("http://pydoc.local/x.html", "registered_domain") == "pydoc.local"
+    assert normalized_lines("© 2023  Example\u00a0Corp\n\nＡＢＣ") == ["© 0 example corp", "", "abc"]
+    assert normalized_lines("© 2024 Example Corp", mask_digits=False) == ["© 2024 example corp"]
+    remove = np.array([True, False, False, False, True, False, False])
+    assert without_lines("NAV\n\nBody one.\n\nFOOT\n\nBody two.", remove) == "Body one.\n\nBody two."
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"min_pages": 1}, "min_pages must be >= 2"),
+        ({"min_fraction": 1.5}, "min_fraction must be in"),
+        ({"min_share": -0.1}, "min_share must be in"),
+        ({"min_chars": -1}, "min_chars must be >= 0"),
+        ({"group": "domain"}, "group must be one of"),
+        ({"partitions": 0}, "partitions must be >= 1"),
+    ],
+)
+def test_bad_rule_names_the_field(fields, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        SiteBoilerplateConfig(**fields)
