@@ -3,7 +3,8 @@
 Flow (each line is a step; its output path hashes its config and inputs):
 
     stdlib corpus (code + prose)           raw JSONL from the running Python
-    pydoc WARC → extract (web)             stdlib docs rendered to HTML, packed as a WARC, main text taken out
+    pydoc WARC → extract (web)             stdlib docs rendered to HTML, packed as a WARC, main text taken out,
+                                           lines repeated across the pages removed (site boilerplate)
     → normalize, per source                Parquet with xxh3 ids, exact duplicates dropped (prose: + web pages)
     → quality + dedup attributes           length/compression rules; MinHash-LSH near-duplicates
     → consolidate → split by id            drop flagged documents; hold out 5 % by id
@@ -131,6 +132,8 @@ def build_data_steps(settings: DemoSettings) -> tuple[Step, dict[tuple[str, str]
     """The datakit steps: the tokenizer step and the token-cache step of every (source, split)."""
     raw = Step("demo/raw/stdlib", build_stdlib_corpus, StdlibSourceConfig(max_code_bytes=settings.max_code_bytes))
     warc = Step("demo/raw/pydoc-warc", build_pydoc_warc, PydocWarcConfig(max_pages=settings.web_pages))
+    # extract's default removes site boilerplate: pydoc's headings and the inherited-method docs it repeats on every
+    # page with a class (22 % of the extracted characters of the 100 pages; docs/datakit.md "Site boilerplate").
     web = Step("demo/extracted/web", extract, ExtractConfig(inputs=(warc.ref(),), engine=INLINE))
     # Web pages first: normalize keeps the order of its inputs, and held-out BPB reads the first `eval_sequences`
     # packed sequences, so this order decides which prose is evaluated (pages, as before inputs kept their order).
