@@ -26,6 +26,7 @@ Example: `extract_main("<h1>Hi</h1><p>long text...</p><footer>(c)</footer>",
 "resiliparse", "markdown")` gives text starting `# Hi`.
 """
 
+import functools
 import re
 from html.parser import HTMLParser
 from types import ModuleType
@@ -47,6 +48,7 @@ class Extracted(NamedTuple):
     text: str
 
 
+@functools.cache  # one import check per process, not one per page
 def _web_module(name: str) -> ModuleType:
     """Import a module of the `web` extra, or raise MissingExtra naming it."""
     return import_extra(name, extra="web", purpose="HTML extraction")

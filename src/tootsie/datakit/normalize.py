@@ -19,6 +19,7 @@ Example: two JSONL lines `{"text": "a\\u0301"}` and `{"text": "á"}` normalize t
 the same NFC text, hence the same id; the second counts as an exact duplicate.
 """
 
+import os
 import re
 import shutil
 import unicodedata
@@ -31,10 +32,12 @@ import pyarrow.parquet as pq
 
 from tootsie.datakit.engine import EngineConfig, ShardResults, ShardTask, map_shards, merge_counts
 from tootsie.datakit.ids import content_id
-from tootsie.datakit.parquet_io import write_table_atomic
+from tootsie.datakit.parquet_io import temporary_path, write_table_atomic
 from tootsie.datakit.readers import expand_inputs, read_records
 from tootsie.datakit.stats import StageStats, finish_stage
 
+ROW_GROUP_CHARS = 4_000_000
+"""Characters of text a chunk writer gathers before writing a row group: what bounds a worker's rows in memory."""
 DOCUMENT_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string()), ("source_id", pa.string())])
 WORK_DIR = ".normalize"
 
@@ -79,39 +82,75 @@ def rejection_reason(text: str, max_doc_bytes: int, max_whitespace_run: int) -> 
     """Why a normalized text is dropped (empty, over `max_doc_bytes`, a long whitespace run), or None to keep it."""
     if not text.strip():
         return "empty"
-    if len(text) > max_doc_bytes or len(text.encode("utf-8")) > max_doc_bytes:
+    # UTF-8 takes at most 4 bytes a code point, so most texts need no encoding to pass the size guard.
+    if len(text) > max_doc_bytes or (4 * len(text) > max_doc_bytes and len(text.encode("utf-8")) > max_doc_bytes):
         return "too_large"
-    if re.search(rf"\s{{{max_whitespace_run + 1}}}", text):
+    if len(text) > max_whitespace_run and re.search(rf"\s{{{max_whitespace_run + 1}}}", text):
         return "whitespace_run"
     return None
 
 
 class ChunkWriter:
-    """Collects document rows and writes them as `chunk-NNNNN.parquet` files of about `shard_bytes` of text."""
+    """Collects document rows and writes them as `chunk-NNNNN.parquet` files of about `shard_bytes` of text.
+
+    Rows are written as row groups of about `ROW_GROUP_CHARS` of text, so a worker holds one row group, not a
+    whole chunk; a chunk appears under its name (a rename) only when it is complete."""
 
     def __init__(self, output_dir: Path, schema: pa.Schema, shard_bytes: int) -> None:
         self.output_dir, self.schema, self.shard_bytes = output_dir, schema, shard_bytes
-        self.rows: list[dict[str, object]] = []
-        self.text_bytes = 0
+        self.columns: dict[str, list[object]] = {name: [] for name in schema.names}
+        self.group_chars = self.chunk_chars = 0
         self.chunks = 0
+        self.writer: pq.ParquetWriter | None = None
 
     def add(self, row: dict[str, object]) -> None:
         """Add one document (a dict with the schema's columns); write a chunk when enough text has gathered."""
-        self.rows.append(row)
-        self.text_bytes += len(str(row["text"]))
-        if self.text_bytes >= self.shard_bytes:
-            self._flush()
+        for name, values in self.columns.items():
+            values.append(row.get(name))
+        chars = len(str(row["text"]))
+        self.group_chars += chars
+        self.chunk_chars += chars
+        if self.chunk_chars >= self.shard_bytes:
+            self._finish_chunk()
+        elif self.group_chars >= ROW_GROUP_CHARS:
+            self._write_group()
 
     def close(self) -> int:
         """Write the last rows (an empty chunk when there were none at all); return the number of chunks."""
-        if self.rows or self.chunks == 0:
-            self._flush()
+        if self.group_chars or self.writer is not None or self.chunks == 0:
+            self._finish_chunk()
         return self.chunks
 
-    def _flush(self) -> None:
-        table = pa.Table.from_pylist(self.rows, schema=self.schema)
-        write_table_atomic(table, self.output_dir / f"chunk-{self.chunks:05d}.parquet")
-        self.rows, self.text_bytes, self.chunks = [], 0, self.chunks + 1
+    def _path(self) -> Path:
+        return self.output_dir / f"chunk-{self.chunks:05d}.parquet"
+
+    def _write_group(self) -> pq.ParquetWriter:
+        if self.writer is None:
+            self.output_dir.mkdir(parents=True, exist_ok=True)
+            self.writer = pq.ParquetWriter(temporary_path(self._path()), self.schema, compression="zstd")
+        columns = [column_array(self.columns[f.name], f.type) for f in self.schema]
+        self.writer.write_table(pa.Table.from_arrays(columns, schema=self.schema))
+        self.columns = {name: [] for name in self.schema.names}
+        self.group_chars = 0
+        return self.writer
+
+    def _finish_chunk(self) -> None:
+        self._write_group().close()
+        os.replace(temporary_path(self._path()), self._path())
+        self.writer, self.chunk_chars, self.chunks = None, 0, self.chunks + 1
+
+
+def column_array(values: list[object], kind: pa.DataType) -> pa.Array:
+    """An Arrow array of `values`; strings are built from their UTF-8 bytes, because `pa.array` on Python objects
+    imports pandas where it is installed (about 50 MB and half a second in every worker that writes documents)."""
+    if kind != pa.string():
+        return pa.array(values, type=kind)
+    data = [b"" if value is None else str(value).encode("utf-8") for value in values]
+    offsets = np.zeros(len(data) + 1, dtype=np.int32)
+    np.cumsum([len(item) for item in data], out=offsets[1:])
+    valid = np.packbits(np.array([value is not None for value in values], dtype=bool), bitorder="little")
+    buffers = (pa.py_buffer(valid), pa.py_buffer(offsets), pa.py_buffer(b"".join(data)))
+    return pa.StringArray.from_buffers(len(data), buffers[1], buffers[2], buffers[0])
 
 
 def add_document(writer: ChunkWriter, stats: StageStats, guards: DocumentGuards, text: str, **columns: object) -> None:
@@ -189,24 +228,24 @@ def reduce_chunks(tasks: list[ShardTask], results: ShardResults, out: Path) -> t
 def write_deduplicated(chunks: list[Path], out: Path) -> int:
     """Reduce: rewrite `chunks` (in order) as `out/part-NNNNN.parquet` keeping each id's first row; return the drops.
 
-    Only the ids are held in memory (16 bytes a document); part files beyond the
-    chunk count, left by an earlier run with more inputs, are removed.
+    Only the ids are held in memory (16 bytes a document); a chunk that loses no row is copied as it is, not
+    decoded and encoded again; part files beyond the chunk count, left by an earlier run with more inputs, are
+    removed.
     """
-    ids = (
-        np.concatenate(
-            [pq.read_table(c, columns=["id"]).column("id").to_numpy(zero_copy_only=False).astype("S32") for c in chunks]
-        )
-        if chunks
-        else np.zeros(0, "S32")
-    )
-    keep = first_occurrences(ids)
+    chunk_ids = [
+        pq.read_table(c, columns=["id"]).column("id").to_numpy(zero_copy_only=False).astype("S32") for c in chunks
+    ]
+    keep = first_occurrences(np.concatenate(chunk_ids) if chunks else np.zeros(0, "S32"))
     start = 0
-    for index, chunk in enumerate(chunks):
-        table = pq.read_table(chunk)
-        write_table_atomic(
-            table.filter(pa.array(keep[start : start + table.num_rows])), out / f"part-{index:05d}.parquet"
-        )
-        start += table.num_rows
+    out.mkdir(parents=True, exist_ok=True)
+    for index, (chunk, ids) in enumerate(zip(chunks, chunk_ids, strict=True)):
+        part, kept = out / f"part-{index:05d}.parquet", keep[start : start + len(ids)]
+        if kept.all():
+            shutil.copyfile(chunk, temporary_path(part))
+            os.replace(temporary_path(part), part)
+        else:
+            write_table_atomic(pq.read_table(chunk).filter(pa.array(kept)), part)
+        start += len(ids)
     for stale in sorted(out.glob("part-*.parquet"))[len(chunks) :]:
         stale.unlink()
     return int(len(keep) - keep.sum())

@@ -16,17 +16,22 @@ import pyarrow.parquet as pq
 from tootsie.errors import TootsieError
 
 
+def temporary_path(path: Path) -> Path:
+    """Where a file bound for `path` is written before its rename: hidden, and private to this process."""
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
+
+
 def write_table_atomic(table: pa.Table, path: Path) -> None:
     """Write `table` to `path` via a temporary file and a rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp = temporary_path(path)
     pq.write_table(table, tmp, compression="zstd")
     os.replace(tmp, path)
 
 
 def write_npy_atomic(array: np.ndarray, path: Path) -> None:
     """Write a .npy file (never pickled objects) via a temporary file and a rename."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp = temporary_path(path)
     with open(tmp, "wb") as handle:
         np.save(handle, array, allow_pickle=False)
     os.replace(tmp, path)
