@@ -10,7 +10,8 @@ after extraction and before dedup, in three passes:
    and, per distinct non-blank line, its (site, line) key (`site_lines`:
    hostname without `www.`, NFKC-casefolded, whitespace collapsed, digits
    masked); it spills `(key, host, doc)` triples, partitioned by `key %
-   partitions`, as `.npy` files, and each site's page count as Parquet.
+   partitions`, as `.npy` files, each line's key (so no line is normalized
+   twice), and each site's page count as Parquet.
 2. **reduce** (a map over partitions): per key, the number of distinct pages,
    by a sort (`np.unique` over the partition's keys: each (key, doc) pair is
    spilled once). A key is **boilerplate** when its line is on at least
@@ -35,7 +36,8 @@ partition, so a site of 10^7 pages with 100 lines each (2.4·10^10 bytes of
 triples) fits in ~1.5 GB per partition with 16 partitions, and `partitions`
 (not hashed: any value gives the same output) divides it further. The
 remove pass holds the boilerplate keys (8 bytes each: a site's template
-lines, not its pages) and one record batch.
+lines, not its pages), one shard's line keys (8 bytes a line) and one
+record batch.
 
 Each pass is resumable through the engine's done markers under the work
 directory; a work directory left by an interrupted run with another rule is
@@ -152,31 +154,39 @@ class SiteResult(NamedTuple):
 
 
 def count_shard(task: ShardTask, job: _Pass) -> dict[str, Any]:
-    """Pass 1: spill one shard's (key, host, doc) triples by partition and its sites' page counts."""
+    """Pass 1: spill one shard's (key, host, doc) triples by partition, its line keys and its sites' page counts.
+
+    The line keys (`<shard>.lines.npy`, 0 for a blank line or a page without a
+    site; `<shard>.offsets.npy`, each page's first line) spare the remove pass
+    normalizing every line again."""
     path, index = task.inputs[0], int(task.inputs[1])
     work = Path(job.work)
-    triples, pages, names, row, lines = [], Counter[int](), {}, 0, 0
+    triples, line_keys_of, offsets, pages, names, row = [], [], [0], Counter[int](), {}, 0
     for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS, columns=[job.url_field, "text"]):
         for url, text in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
             site = site_of(url, job.rule.group)
             if site is not None and text:
-                keys, counted = line_keys(site, text, job.rule.mask_digits)
-                distinct = np.unique(keys[counted])
+                keys = line_keys(site, text, job.rule.mask_digits)
+                distinct = np.unique(keys[keys != 0])
                 host = host_hash(site)
                 pages[host] += 1
                 names[host] = site
-                lines += int(counted.sum())
                 found = np.zeros(len(distinct), TRIPLE_DTYPE)
                 found["key"], found["host"], found["doc"] = distinct, host, (index << 32) | row
                 triples.append(found)
+                line_keys_of.append(keys)
+            offsets.append(offsets[-1] + (len(line_keys_of[-1]) if site is not None and text else 0))
             row += 1
     spilled = np.concatenate(triples) if triples else np.zeros(0, TRIPLE_DTYPE)
     partition = spilled["key"] % np.uint64(job.rule.partitions)
     for p in range(job.rule.partitions):
         write_npy_atomic(spilled[partition == p], work / f"{task.name}.p{p:04d}.npy")
+    keys = np.concatenate(line_keys_of) if line_keys_of else np.zeros(0, np.uint64)
+    write_npy_atomic(keys, work / f"{task.name}.lines.npy")
+    write_npy_atomic(np.array(offsets, dtype=np.int64), work / f"{task.name}.offsets.npy")
     hosts = {"host": list(pages), "site": [names[h] for h in pages], "pages": list(pages.values())}
     write_table_atomic(pa.table(hosts, schema=PAGES_SCHEMA), work / f"{task.name}.hosts.parquet")
-    return {"docs": row, "docs_without_host": row - sum(pages.values()), "lines": lines}
+    return {"docs": row, "docs_without_host": row - sum(pages.values()), "lines": int((keys != 0).sum())}
 
 
 def reduce_partition(task: ShardTask, job: _Pass) -> dict[str, Any]:
@@ -197,42 +207,48 @@ def reduce_partition(task: ShardTask, job: _Pass) -> dict[str, Any]:
 
 def remove_shard(task: ShardTask, job: _Pass) -> dict[str, Any]:
     """Pass 3: one shard without its boilerplate lines, as chunks; per-site counts and line samples beside them."""
-    out = Path(task.output_dir)
-    boilerplate = np.load(Path(job.work) / "boilerplate.npy", allow_pickle=False)
+    out, work = Path(task.output_dir), Path(job.work)
+    boilerplate = np.load(work / "boilerplate.npy", allow_pickle=False)
+    keys = np.load(work / f"{task.name}.lines.npy", allow_pickle=False)
+    offsets = np.load(work / f"{task.name}.offsets.npy", allow_pickle=False)
+    removed = (keys != 0) & _member(keys, boilerplate)
     parquet = pq.ParquetFile(task.inputs[0])
     writer = ChunkWriter(out, parquet.schema_arrow, job.guards.shard_bytes)
-    stats, per_host, samples, names = StageStats(), {}, {}, {}
-    lines_removed = chars_removed = 0
+    stats, samples, names = StageStats(), {}, {}
+    lines_removed, chars_removed, docs_dropped = Counter[int](), Counter[int](), Counter[int]()
+    row = 0
     for batch in parquet.iter_batches(batch_size=BATCH_ROWS):
-        for row in batch.to_pylist():
-            text, site = row.pop("text"), site_of(row[job.url_field], job.rule.group)
-            row.pop("id", None)
-            if site is None or not text:
-                add_document(writer, stats, job.guards, text or "", **row)
+        for columns in batch.to_pylist():
+            text, site = columns.pop("text") or "", site_of(columns[job.url_field], job.rule.group)
+            columns.pop("id", None)
+            page = slice(offsets[row], offsets[row + 1])
+            remove = removed[page]
+            row += 1
+            if site is None or not remove.any():
+                add_document(writer, stats, job.guards, text, **columns)
                 continue
-            keys, counted = line_keys(site, text, job.rule.mask_digits)
-            remove = counted & _member(keys, boilerplate)
-            kept = without_lines(text, remove)
-            host = host_hash(site)
+            host, kept, lines = host_hash(site), without_lines(text, remove), text.split("\n")
             names[host] = site
-            counts = per_host.setdefault(host, [0, 0, 0])
-            lines = text.split("\n")
-            for key, index in zip(keys[remove].tolist(), np.flatnonzero(remove).tolist(), strict=True):
-                samples.setdefault(key, (host, " ".join(lines[index].split())))
-            counts[0] += int(remove.sum())
-            counts[1] += len(text) - len(kept)
-            lines_removed, chars_removed = lines_removed + int(remove.sum()), chars_removed + len(text) - len(kept)
-            if remove.any() and _mostly_boilerplate(len(text.strip()), len(kept), job.rule):
-                counts[2] += 1
+            for key, index in zip(keys[page][remove].tolist(), np.flatnonzero(remove).tolist(), strict=True):
+                if key not in samples:  # one sample per line: the first page's, in shard order
+                    samples[key] = (host, " ".join(lines[index].split()))
+            lines_removed[host] += int(remove.sum())
+            chars_removed[host] += len(text) - len(kept)
+            if _mostly_boilerplate(len(text.strip()), len(kept), job.rule):
+                docs_dropped[host] += 1
                 stats.drop("mostly_boilerplate")
-                continue
-            add_document(writer, stats, job.guards, kept, **row)
+            else:
+                add_document(writer, stats, job.guards, kept, **columns)
+    hosts = list(names)
     host_rows = {
-        "host": list(per_host),
-        "site": [names[h] for h in per_host],
-        "lines_removed": [c[0] for c in per_host.values()],
-        "chars_removed": [c[1] for c in per_host.values()],
-        "docs_dropped": [c[2] for c in per_host.values()],
+        "host": hosts,
+        "site": [names[h] for h in hosts],
+        **{
+            name: [counts[h] for h in hosts]
+            for name, counts in zip(
+                ("lines_removed", "chars_removed", "docs_dropped"), (lines_removed, chars_removed, docs_dropped)
+            )
+        },
     }
     write_table_atomic(pa.table(host_rows, schema=REMOVED_SCHEMA), out / "hosts.parquet")
     sample_rows = {
@@ -241,7 +257,7 @@ def remove_shard(task: ShardTask, job: _Pass) -> dict[str, Any]:
         "text": [s[1] for s in samples.values()],
     }
     write_table_atomic(pa.table(sample_rows, schema=SAMPLE_SCHEMA), out / "samples.parquet")
-    lines = {"lines_removed": {LINE_REASON: lines_removed}, "chars_removed": chars_removed}
+    lines = {"lines_removed": {LINE_REASON: lines_removed.total()}, "chars_removed": chars_removed.total()}
     return {**stats.to_json(), **lines, "chunks": writer.close()}
 
 
@@ -314,7 +330,8 @@ def remove_site_boilerplate(
 def _merge_hosts(job: _Pass) -> None:
     """Sum the count shards' per-site page counts into `hosts.npy` (sorted by host hash) for the reduce."""
     tables = [pq.read_table(Path(job.work) / f"{shard}.hosts.parquet") for shard in job.shards]
-    merged = pa.concat_tables(tables, promote_options="default").group_by("host").aggregate([("pages", "sum")])
+    merged = pa.concat_tables(tables) if tables else PAGES_SCHEMA.empty_table()
+    merged = merged.group_by("host").aggregate([("pages", "sum")])
     hosts = np.zeros(merged.num_rows, np.dtype([("host", "<u8"), ("pages", "<i8")]))
     hosts["host"], hosts["pages"] = merged.column("host").to_numpy(), merged.column("pages_sum").to_numpy()
     write_npy_atomic(np.sort(hosts, order="host"), Path(job.work) / "hosts.npy")

