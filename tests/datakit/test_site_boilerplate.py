@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from tests.datakit.div_sites import BOILERPLATE, SHARED_HOSTS, DivSites, build_div_sites
 from tests.datakit.web_site import build_site
+from tootsie.datakit import site_boilerplate as stage
 from tootsie.datakit.engine import EngineConfig
 from tootsie.datakit.extract import ExtractConfig, extract
 from tootsie.datakit.ids import content_id
@@ -24,6 +25,7 @@ from tootsie.datakit.site_boilerplate import (
     site_boilerplate,
 )
 from tootsie.datakit.site_lines import normalized_lines, site_of, without_lines
+from tootsie.errors import TootsieError
 
 INLINE = EngineConfig(workers=1, progress=False)
 # What the default rule (k=2, f=0.1, digits masked, min_chars 100, min_share 0.2) achieves on the 101 div-only pages
@@ -138,6 +140,28 @@ def test_rerun_writes_the_same_bytes(tmp_path) -> None:
     )
     assert _rows(tmp_path / "alone") == _rows(tmp_path / "out")
     assert stats["input_docs"] == 101 and stats["output_docs"] == 99 and not (tmp_path / "alone" / WORK_DIR).exists()
+
+
+def test_a_run_killed_in_the_remove_pass_resumes_to_the_same_bytes(tmp_path, monkeypatch) -> None:
+    sites = build_div_sites(tmp_path)
+    extract(ExtractConfig(inputs=(str(sites.warc),), site_boilerplate=None, engine=INLINE), str(tmp_path / "off"))
+    config = SiteBoilerplateStageConfig(input=str(tmp_path / "off"), engine=INLINE)
+    site_boilerplate(config, str(tmp_path / "clean"))
+
+    def killed(task, job):
+        raise RuntimeError("killed")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(stage, "remove_shard", killed)
+        with pytest.raises(TootsieError, match="site remove"):
+            site_boilerplate(config, str(tmp_path / "resumed"))
+    with monkeypatch.context() as patch:  # the finished count and reduce passes are not run again
+        patch.setattr(stage, "count_shard", killed)
+        patch.setattr(stage, "reduce_partition", killed)
+        stats = site_boilerplate(config, str(tmp_path / "resumed"))
+    assert stats["failed_shards"] == {}
+    for name in ("part-00000.parquet", "site_boilerplate.json", "stats.json"):
+        assert (tmp_path / "resumed" / name).read_bytes() == (tmp_path / "clean" / name).read_bytes()
 
 
 LINES = st.sampled_from(["nav a b", "© 2024 corp", "cookie text", "x", "y", "z", "w", "shared line", "Menu"])
