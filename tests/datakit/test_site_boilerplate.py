@@ -2,6 +2,7 @@
 
 import json
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -22,9 +23,11 @@ from tootsie.datakit.site_boilerplate import (
     WORK_DIR,
     SiteBoilerplateConfig,
     SiteBoilerplateStageConfig,
+    chain_counts,
     site_boilerplate,
 )
 from tootsie.datakit.site_lines import normalized_lines, site_of, without_lines
+from tootsie.datakit.stats import StageStats
 from tootsie.errors import TootsieError
 
 INLINE = EngineConfig(workers=1, progress=False)
@@ -208,6 +211,14 @@ def test_sites_and_line_normalization() -> None:
     assert normalized_lines("© 2024 Example Corp", mask_digits=False) == ["© 2024 example corp"]
     remove = np.array([True, False, False, False, True, False, False])
     assert without_lines("NAV\n\nBody one.\n\nFOOT\n\nBody two.", remove) == "Body one.\n\nBody two."
+
+
+def test_chained_counts_add_up_when_a_site_shard_failed() -> None:
+    extracted = StageStats(total=10, kept=8, dropped=Counter({"status_404": 2}))
+    site = StageStats(total=6, kept=5, dropped=Counter({"mostly_boilerplate": 1}))  # 2 pages were in a failed shard
+    both = chain_counts(extracted, site)
+    assert (both.total, both.kept) == (10, 5)
+    assert both.dropped == {"status_404": 2, "mostly_boilerplate": 1, "failed_shard": 2}
 
 
 @pytest.mark.parametrize(

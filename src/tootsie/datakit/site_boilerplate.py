@@ -364,8 +364,14 @@ def _details(counted: ShardResults, removed: ShardResults, report: dict[str, Any
 
 
 def chain_counts(before: StageStats, after: StageStats) -> StageStats:
-    """The counts of two stages run one after the other: `before`'s documents, `after`'s kept, both's drops."""
-    return StageStats(total=before.total, kept=after.kept, dropped=before.dropped + after.dropped)
+    """The counts of two stages run one after the other: `before`'s documents, `after`'s kept, both's drops.
+
+    Documents `before` kept that `after` never saw (their shard failed within
+    the failure budget) are dropped as `failed_shard`, so the counts add up."""
+    dropped = before.dropped + after.dropped
+    if before.kept > after.total:
+        dropped["failed_shard"] += before.kept - after.total
+    return StageStats(total=before.total, kept=after.kept, dropped=dropped)
 
 
 def site_boilerplate(config: SiteBoilerplateStageConfig, output_path: str) -> dict[str, Any]:
