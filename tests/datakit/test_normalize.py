@@ -2,17 +2,22 @@
 
 import gzip
 import json
+import re
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.two_prefixes import run_under_two_prefixes
+from tootsie.datakit import normalize as normalize_module
 from tootsie.datakit.engine import EngineConfig
 from tootsie.datakit.ids import content_id
-from tootsie.datakit.normalize import NormalizeConfig, normalize
+from tootsie.datakit.normalize import ChunkWriter, NormalizeConfig, has_whitespace_run, normalize
 from tootsie.datakit.split import SplitConfig, split_documents
 from tootsie.datakit.stats import STATS_FILE
 from tootsie.errors import TootsieError
@@ -164,3 +169,25 @@ def test_input_order_is_the_config_order_under_any_prefix(tmp_path) -> None:
     for _, out, _ in runs:
         [row] = pq.read_table(sorted(out.glob("part-*.parquet"))[0]).to_pylist()
         assert row["source_id"] == "step"  # the first input's copy, as listed
+
+
+@given(
+    text=st.text(alphabet=st.sampled_from(["a", " ", "\n", "\t", "\u00a0", "é", "\u3000", "\U0001f600", "\x1c"])),
+    longer_than=st.integers(1, 6),
+)
+def test_whitespace_runs_are_found_as_the_regex_finds_them(text: str, longer_than: int) -> None:
+    assert has_whitespace_run(text, longer_than) == bool(re.search(rf"\s{{{longer_than + 1}}}", text))
+
+
+def test_chunk_writer_row_groups_and_nulls_read_back_as_written(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(normalize_module, "ROW_GROUP_CHARS", 10)
+    schema = pa.schema([("id", pa.string()), ("text", pa.string()), ("title", pa.string())])
+    rows = [{"id": str(i), "text": f"text número {i}", "title": None if i % 3 else f"t{i}"} for i in range(25)]
+    writer = ChunkWriter(tmp_path / "chunks", schema, shard_bytes=200)
+    for row in rows:
+        writer.add(row)
+    chunks = writer.close()
+    files = sorted((tmp_path / "chunks").glob("chunk-*.parquet"))
+    assert chunks == len(files) == 2 and pq.ParquetFile(files[0]).num_row_groups > 1
+    assert [row for f in files for row in pq.read_table(f).to_pylist()] == rows
+    assert sorted(p.name for p in (tmp_path / "chunks").iterdir()) == [f.name for f in files]  # no temporary left
