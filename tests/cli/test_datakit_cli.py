@@ -2,6 +2,8 @@
 
 import json
 
+import pyarrow.parquet as pq
+
 from tootsie.cli.main import main
 
 
@@ -212,3 +214,15 @@ def test_filter_dedup_decontaminate_consolidate_json(tmp_path, capsys) -> None:
     assert filtered["docs"] == deduped["output_docs"] - 1 and filtered["output_docs"] == filtered["kept"]
     assert main(["datakit", "consolidate", str(tmp_path / "clean"), "--out", str(tmp_path / "x")]) == 2
     assert "at least one --drop" in capsys.readouterr().err
+
+
+def test_dedup_lines_cuts_lines_seen_earlier(tmp_path, capsys) -> None:
+    texts = ["Home | Docs\nFirst page.", "Home | Docs\nSecond page.", "Third page.\nFirst page."]
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    assert main(["datakit", "normalize", str(tmp_path / "in.jsonl"), "--out", str(tmp_path / "docs"), "--quiet"]) == 0
+    command = ["datakit", "dedup", str(tmp_path / "docs"), "--lines", "--out", str(tmp_path / "dedup"), "--json"]
+    assert main([*command, "--workers", "1"]) == 0
+    counts = _last_json(capsys)
+    assert (counts["duplicate_lines"], counts["duplicate_line_chars"], counts["output_docs"]) == (2, 23, 3)
+    kept = pq.read_table(tmp_path / "dedup" / "part-00000.parquet").column("text").to_pylist()
+    assert kept == ["Home | Docs\nFirst page.", "Second page.", "Third page.\n"]
