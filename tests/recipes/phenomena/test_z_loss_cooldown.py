@@ -124,6 +124,18 @@ def test_the_smoke_experiment_runs_end_to_end(synthetic_data: TinyData, tmp_path
     assert arms["z-loss"]["log_z_end"]["mean"] < arms["no-z-loss"]["log_z_end"]["mean"]
     assert arms["z-loss"]["log_z_max_end"]["mean"] < arms["no-z-loss"]["log_z_max_end"]["mean"]
     assert (path.parent / "figure.png").stat().st_size > 10_000
+    # The lm_head of the base and of each tail, split into its shift and centered parts (squares add up).
+    parts = results["numbers"]["lm_head_parts"]
+    assert set(parts) == {"base", *zl.ARMS}
+    for part in parts.values():
+        norm, shift, centered = (part[key]["mean"] for key in ("norm", "shift", "centered"))
+        assert norm**2 == pytest.approx(shift**2 + centered**2, rel=1e-9) and 0 < shift < norm
+    assert parts["no-z-loss"]["norm"]["mean"] != parts["base"]["norm"]["mean"]
+
+
+def test_head_parts_needs_a_checkpoint(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="no checkpoint"):
+        zl.head_parts(str(tmp_path))
 
 
 def test_the_tiny_tails_warm_start_from_their_seeds_base_and_differ_only_in_z_loss() -> None:

@@ -22,6 +22,8 @@ norm's relative growth, the rise of the mean log-partition (`aux/log_z`) and of
 the largest one (`aux/log_z_max`), the largest output logit's rise
 (`aux/logit_max`), and the final loss. `verdict` turns them into reproduced /
 partial / not_reproduced by the thresholds of `Criteria` (`checks` says which held).
+It also splits the lm_head of each base and tail (`head_parts`) into the part
+that shifts every logit alike (log Z only) and the part that ranks tokens.
 
 Tuned on seed 0 (hold from step 500, 50-step means), then run on every seed:
 the Spoonbill-like tail of 0.01 x peak moves nothing in 1,000 steps (lm_head
@@ -48,6 +50,7 @@ from tootsie.recipes.phenomena.common import SEEDS, phenomenon_train_config
 from tootsie.recipes.phenomena.registry import results_step_name
 from tootsie.recipes.phenomena.results import over_seeds, write_phenomenon
 from tootsie.recipes.tiny.data import TinyData, tiny_data_steps
+from tootsie.train.checkpoint import latest_checkpoint, read_tensors
 from tootsie.train.config import WarmStartConfig
 from tootsie.train.divergence import read_divergence
 from tootsie.train.optimizer import AdamWConfig
@@ -168,9 +171,13 @@ class ZLossAnalysisConfig:
     """The z-loss arm's weight (reported)."""
     criteria: Criteria = field(default_factory=Criteria)
     """Thresholds of the verdict."""
+    bases: tuple[StepRef | str, ...] = ()
+    """The base runs, one per seed in the same order; given, `head_parts` splits the lm_head of each base and tail."""
 
     def __post_init__(self) -> None:
         check_arms(self.runs, ARMS, self.seeds)
+        if self.bases and len(self.bases) != len(self.seeds):
+            raise ValueError(f"bases has {len(self.bases)} runs for seeds {self.seeds}; give one per seed, or none")
 
 
 def hold_change(run: str, name: str, hold_start: int, window: int) -> tuple[float, float]:
@@ -196,6 +203,26 @@ def seed_numbers(run: str, hold_start: int, window: int) -> dict[str, float]:
         numbers |= {f"{key}_start": start, f"{key}_end": end, f"{key}_rise": end - start}
     numbers["final_loss"] = hold_change(run, "loss", hold_start, window)[1]
     return numbers
+
+
+def head_parts(run: str) -> dict[str, float]:
+    """The lm_head at a run's last checkpoint: its norm, and the two parts whose squares add up to its square.
+
+    `shift` is the norm of the vocabulary-mean column repeated over the vocabulary: it adds the same amount to
+    every logit, so it moves log Z and never a prediction; `centered` is the rest, which ranks the tokens. z-loss
+    acts on the first (cross-entropy does not see it); sharpening predictions grows the second.
+    """
+    checkpoint = latest_checkpoint(f"{run}/checkpoints")
+    tensors = read_tensors(checkpoint, "model") if checkpoint is not None else None
+    if tensors is None or ".lm_head" not in tensors:
+        raise ValueError(f"{run} has no checkpoint with an untied lm_head to split; train it with checkpoints on")
+    head = np.asarray(tensors[".lm_head"], np.float64)  # (hidden, vocab)
+    mean_column = head.mean(axis=1, keepdims=True)
+    return {
+        "norm": float(np.linalg.norm(head)),
+        "shift": float(np.linalg.norm(mean_column) * np.sqrt(head.shape[1])),
+        "centered": float(np.linalg.norm(head - mean_column)),
+    }
 
 
 def checks(
@@ -242,6 +269,13 @@ def analyze_z_loss_cooldown(config: ZLossAnalysisConfig, output_path: str) -> di
         "loss_cost": loss_cost,
         "diverged": {arm: [read_divergence(run) is not None for run in runs[arm]] for arm in ARMS},
     }
+    if config.bases:
+        parts = {"base": [head_parts(str(run)) for run in config.bases]} | {
+            arm: [head_parts(run) for run in runs[arm]] for arm in ARMS
+        }
+        numbers["lm_head_parts"] = {
+            when: {key: over_seeds([seed[key] for seed in seeds]) for key in seeds[0]} for when, seeds in parts.items()
+        }
     return write_phenomenon(output_path, NAME, verdict(passed), numbers, _figure(runs, config.hold_start))
 
 
@@ -296,6 +330,7 @@ def _figure(runs: Mapping[str, Sequence[str]], hold_start: int) -> Figure:
 def cooldown_steps(plan: CooldownPlan, data: TinyData, seeds: Sequence[int]) -> list[Step]:
     """Per seed a base run on `data` and its two tails (without and with z-loss), then the results step."""
     runs: dict[str, list[StepRef]] = {arm: [] for arm in ARMS}
+    bases: list[StepRef] = []
     steps = []
     for seed in seeds:
         config = phenomenon_train_config(
@@ -308,6 +343,7 @@ def cooldown_steps(plan: CooldownPlan, data: TinyData, seeds: Sequence[int]) -> 
         )
         base = Step(f"phenomena/{NAME}/base-seed{seed}", run_training, config)
         steps.append(base)
+        bases.append(base.ref())
         for arm, weight in zip(ARMS, (0.0, plan.z_loss_weight), strict=True):
             tail = replace(
                 config, num_steps=plan.total_steps, z_loss_weight=weight, warm_start=WarmStartConfig(base.ref())
@@ -320,6 +356,7 @@ def cooldown_steps(plan: CooldownPlan, data: TinyData, seeds: Sequence[int]) -> 
         hold_start=plan.hold_start,
         window=plan.window,
         z_loss_weight=plan.z_loss_weight,
+        bases=tuple(bases),
     )
     return [*steps, Step(results_step_name(NAME), analyze_z_loss_cooldown, analysis)]
 
