@@ -52,7 +52,7 @@ from resiliparse.extract.html2text import extract_plain_text
 
 from tootsie.corpora.pydoc_source import pydoc_pages
 from tootsie.corpora.warc_write import WarcRecord, http_response, write_warc
-from tootsie.datakit.engine import EngineConfig
+from tootsie.datakit.engine import EngineConfig, shutdown_workers
 from tootsie.datakit.extract import ExtractConfig, extract
 from tootsie.datakit.web_source import record_ranges
 
@@ -169,7 +169,11 @@ def main() -> None:
         big = write_warc(root / "pydoc-copies.warc.gz", records(args.copies))
 
         def run(name: str, warc: Path, workers: int, site: bool) -> Callable[[int], object]:
-            return lambda repeat: extract(_config(warc, workers, site), str(root / f"{name}-{repeat}"))
+            def once(repeat: int) -> None:
+                extract(_config(warc, workers, site), str(root / f"{name}-{repeat}"))
+                shutdown_workers()  # each repeat starts its workers, as a command does; their CPU is then counted
+
+            return once
 
         per_core: dict[str, Callable[[int], object]] = {
             "resiliparse": lambda _: [extract_plain_text(p, main_content=True) for p in pages],

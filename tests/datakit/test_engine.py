@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tootsie.datakit.engine import EngineConfig, ShardTask, map_shards, merge_counts
+from tootsie.datakit.engine import EngineConfig, ShardTask, map_shards, merge_counts, shutdown_workers
 from tootsie.errors import TootsieError
 
 
@@ -93,3 +93,28 @@ def test_rerun_skips_finished_shards(tmp_path) -> None:
     again = map_shards(flaky_shard, Behaviour({}), _tasks(tmp_path), tmp_path / "done", engine)
     assert again.skipped == 4
     assert all((tmp_path / f"part-{i:05d}.attempts").read_text() == "1" for i in range(4))
+
+
+def _worker_pid(task: ShardTask, config: None) -> dict[str, int]:
+    return {"pid": os.getpid()}
+
+
+def test_maps_share_their_worker_processes_and_a_broken_pool_is_replaced(tmp_path, monkeypatch) -> None:
+    engine = EngineConfig(workers=2, retries=1, progress=False)
+
+    def pids(name: str) -> set[int]:
+        result = map_shards(_worker_pid, None, _tasks(tmp_path, 4), tmp_path / name, engine)
+        return {stats["pid"] for stats in result.stats.values()}
+
+    first = pids("first")
+    assert first and pids("second") <= first and os.getpid() not in first
+    map_shards(flaky_shard, Behaviour({"part-00001": 1}, mode="kill"), _tasks(tmp_path), tmp_path / "kill", engine)
+    assert not pids("after") & first  # the pool a killed worker broke was replaced by a fresh one
+
+    after = pids("again")
+    monkeypatch.setenv("TOOTSIE_ENGINE_TEST", "1")
+    assert not pids("new-env") & after  # workers that started under another environment are not reused
+    last = pids("last")
+    shutdown_workers()
+    assert not pids("after-shutdown") & last
+    shutdown_workers()
