@@ -91,18 +91,18 @@ def rejection_reason(text: str, max_doc_bytes: int, max_whitespace_run: int) -> 
 
 _LAST_SPACE = 0x3000  # U+3000 IDEOGRAPHIC SPACE: no code point above it is whitespace (str.isspace, Unicode 15)
 _IS_SPACE = np.array([chr(c).isspace() for c in range(_LAST_SPACE + 1)] + [False])
-_IS_ASCII_SPACE = _IS_SPACE[:128].copy()
+_ASCII_SPACES = bytes(32 if chr(c).isspace() else 120 for c in range(256))  # whitespace -> " ", the rest -> "x"
 
 
 def has_whitespace_run(text: str, longer_than: int) -> bool:
     """Whether `text` holds more than `longer_than` whitespace characters in a row (`str.isspace`, regex `\\s`).
 
-    In NumPy over the positions of the whitespace: a run longer than n puts position p + n right after p. About
-    3x faster than `re.search(r"\\s{n+1}")` on extracted web text (0.6 ms against 4.4 ms for 183 K characters)."""
+    ASCII text: every whitespace byte becomes a space, then one substring search (C speed). Other text: NumPy over
+    the positions of the whitespace, where a run longer than n puts position p + n right after p. On extracted web
+    text both beat `re.search(r"\\s{n+1}")` (183 K characters: 0.18 ms and 0.6 ms against 4.4 ms)."""
     if text.isascii():
-        space = _IS_ASCII_SPACE[np.frombuffer(text.encode("ascii"), dtype=np.uint8)]
-    else:
-        space = _IS_SPACE[np.minimum(np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32), _LAST_SPACE + 1)]
+        return b" " * (longer_than + 1) in text.encode("ascii").translate(_ASCII_SPACES)
+    space = _IS_SPACE[np.minimum(np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32), _LAST_SPACE + 1)]
     at = np.flatnonzero(space)
     return bool(len(at) > longer_than and (at[longer_than:] - at[: len(at) - longer_than] == longer_than).any())
 
