@@ -126,7 +126,7 @@ def test_a_missing_extractor_module_is_not_an_extract_error(tmp_path: Path, monk
     page = tmp_path / "page.html"
     page.write_text("<html><title>t</title><body><p>some text</p></body></html>", encoding="utf-8")
     monkeypatch.setitem(sys.modules, "trafilatura", None)
-    task = ShardTask(name="input-00000", inputs=(str(page), "page.html"), output_dir=str(tmp_path / "shard"))
+    task = ShardTask(name="input-00000", inputs=(str(page), "page.html", "0", ""), output_dir=str(tmp_path / "shard"))
     with pytest.raises(MissingExtra, match="trafilatura"):
         extract_file(task, ExtractConfig(inputs=(str(page),), extractor="trafilatura"))
 

@@ -3,10 +3,14 @@
 import gzip
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from tootsie.corpora.warc_write import WarcRecord, http_response, record_bytes, write_warc
 from tootsie.datakit import web_source
+from tootsie.datakit.engine import EngineConfig
+from tootsie.datakit.extract import ExtractConfig, extract
+from tootsie.datakit.parquet_io import parquet_files
 from tootsie.datakit.web_source import read_web_pages, record_ranges
 
 PARAGRAPH = "Every page of this archive carries one paragraph of its own, long enough to be main content: "
@@ -51,3 +55,28 @@ def test_whole_file_gzip_and_plain_warc_are_read_whole(tmp_path: Path, monkeypat
     plain = write_warc(tmp_path / "plain.warc", records)
     assert one_member.stat().st_size > 1_000 and record_ranges(str(one_member)) == [(0, None)]
     assert record_ranges(str(plain)) == [(0, None)]
+
+
+def test_extract_writes_the_same_documents_split_or_whole_and_for_any_workers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_warc(tmp_path / "in" / "crawl.warc.gz", _records(120))
+    write_warc(tmp_path / "in" / "small.warc.gz", _records(3))
+
+    def documents(out: Path, workers: int) -> tuple[list[dict], dict]:
+        engine = EngineConfig(workers=workers, progress=False)
+        stats = extract(ExtractConfig(inputs=(str(tmp_path / "in"),), engine=engine), str(out))
+        return [row for path in parquet_files(out) for row in pq.read_table(path).to_pylist()], stats
+
+    whole, whole_stats = documents(tmp_path / "whole", 1)
+    monkeypatch.setattr(web_source, "RANGE_MIN_BYTES", 4_000)
+    split, split_stats = documents(tmp_path / "split", 1)
+    pool, _ = documents(tmp_path / "pool", 2)
+    assert split == whole and pool == split and len(whole) == 123 - 3  # the 3 small pages repeat 3 of the 120
+    assert split_stats["shards"] > whole_stats["shards"] == 2
+    assert {k: split_stats[k] for k in ("input_records", "output_docs", "rejected")} == {
+        k: whole_stats[k] for k in ("input_records", "output_docs", "rejected")
+    }
+    assert [p.read_bytes() for p in parquet_files(tmp_path / "pool")] == [
+        p.read_bytes() for p in parquet_files(tmp_path / "split")
+    ]

@@ -1,7 +1,9 @@
 """Extract: web archives and HTML files → normalized Parquet documents of each page's main content.
 
-The front door for web data. Map (one shard per input file, in parallel,
-resumable through the engine): `web_source` yields the HTTP 200 `text/html`
+The front door for web data. Map (one shard per input file, or per byte
+range of a large one-member-per-record `.warc.gz` (`web_source.web_ranges`, a
+split that depends on the file alone, so the output does not depend on it),
+in parallel, resumable through the engine): `web_source` yields the HTTP 200 `text/html`
 pages of a WARC (or an `.html` file), decoded; `html_extract` takes out the
 main content with resiliparse (default) or trafilatura, as plain text or
 Markdown; the text then goes through normalize's own path (NFC, the empty /
@@ -18,6 +20,13 @@ page: each record that is not kept counts under one reason in `rejected`
 normalize's `empty` / `too_large` / `whitespace_run` on the extracted text,
 `exact_duplicate` in the reduce).
 
+Then, unless `site_boilerplate` is None (`--no-site-boilerplate`), the
+site-boilerplate stage (`site_boilerplate`) removes the lines repeated across
+the pages of a site, drops the pages left mostly boilerplate
+(`mostly_boilerplate`) and those that became identical (`exact_duplicate`),
+and writes `site_boilerplate.json`; its counts are under the stats'
+`site_boilerplate` key, its drops in `rejected`.
+
 Extract needs the `web` extra's modules for its engine (`extractor_modules`:
 resiliparse and fastwarc, plus trafilatura's for that engine), checked before
 it starts; a missing one is a `MissingExtra`, never a page's `extract_error`
@@ -25,8 +34,8 @@ or a failed shard. As a step it declares the `demo` extra, which is exactly
 what the default engine needs.
 
 `stats.json`: `{"input_records", "output_docs", "rejected": {reason: count},
-"shards", "failed_inputs", "extractor", "format"}` and the shared `total` /
-`kept` / `dropped`.
+"shards", "failed_inputs", "extractor", "format", "site_boilerplate"}` and the
+shared `total` / `kept` / `dropped`.
 
 Example: a WARC with a request record, two copies of one 200 HTML page and a
 404 gives `input_records` 4, `output_docs` 1 and `rejected` `{"exact_duplicate":
@@ -34,7 +43,7 @@ Example: a WARC with a request record, two copies of one 200 HTML page and a
 """
 
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +52,9 @@ import pyarrow as pa
 from tootsie.datakit.engine import ShardTask, map_shards
 from tootsie.datakit.html_extract import ENGINE_MODULES, ENGINES, FORMATS, extract_main
 from tootsie.datakit.normalize import DOCUMENT_SCHEMA, ChunkWriter, DocumentGuards, add_document, reduce_chunks
+from tootsie.datakit.site_boilerplate import SiteBoilerplateConfig, chain_counts, remove_site_boilerplate
 from tootsie.datakit.stats import StageStats, finish_stage
-from tootsie.datakit.web_source import expand_web_inputs, read_web_pages
+from tootsie.datakit.web_source import read_web_pages, web_ranges
 from tootsie.executor.step import requires_extras
 from tootsie.extras import MissingExtra, require_modules
 
@@ -66,6 +76,8 @@ class ExtractConfig(DocumentGuards):
     """"text" or "markdown" (headings, lists, code blocks and tables kept)."""
     max_html_bytes: int = 5_000_000
     """Pages whose payload is larger than this are rejected as `too_large` before parsing."""
+    site_boilerplate: SiteBoilerplateConfig | None = field(default_factory=SiteBoilerplateConfig)
+    """Remove the lines repeated across a site's pages (`site_boilerplate`); None keeps the extractor's text as is."""
 
     def __post_init__(self) -> None:
         if not self.inputs:
@@ -90,11 +102,12 @@ def require_extractor(extractor: str, *, purpose: str) -> None:
 
 
 def extract_file(task: ShardTask, config: ExtractConfig) -> dict[str, Any]:
-    """Map: extract the pages of one input file into chunk files under `task.output_dir`; return its counts."""
+    """Map: extract the pages of one input file (or byte range of one) into chunk files under `task.output_dir`."""
     stats = StageStats()
     writer = ChunkWriter(Path(task.output_dir), WEB_DOCUMENT_SCHEMA, config.shard_bytes)
-    path, name = task.inputs  # the file and its name relative to its input (set by `extract`)
-    for page in read_web_pages(path, config.max_html_bytes, stats.drop, name=name):
+    path, name, start, stop = task.inputs  # the file, its name relative to its input, its range (set by `extract`)
+    ranged = {"start": int(start), "stop": int(stop) if stop else None}
+    for page in read_web_pages(path, config.max_html_bytes, stats.drop, name=name, **ranged):
         try:
             extracted = extract_main(page.html, config.extractor, config.format)
         except (ImportError, MissingExtra):  # a missing dependency fails the job (the engine says so), not a page
@@ -114,11 +127,19 @@ def extract(config: ExtractConfig, output_path: str) -> dict[str, Any]:
     out = Path(output_path)
     work = out / WORK_DIR
     tasks = [
-        ShardTask(name=f"input-{i:05d}", inputs=(path, name), output_dir=str(work / f"input-{i:05d}"))
-        for i, (path, name) in enumerate(expand_web_inputs(config.inputs))
+        ShardTask(
+            name=shard, inputs=(web.path, web.name, str(web.start), str(web.stop or "")), output_dir=str(work / shard)
+        )
+        for i, web in web_ranges(config.inputs)
+        for shard in [f"input-{i:05d}" + (f"-{web.start:012d}" if web.stop or web.start else "")]
     ]
     results = map_shards(extract_file, config, tasks, work / "done", config.engine, label="extract")
-    counts, shards = reduce_chunks(tasks, results, out)
+    rule = config.site_boilerplate
+    counts, shards = reduce_chunks(tasks, results, out if rule is None else work / "pages")
+    site = None
+    if rule is not None:  # the pages of every input are in work/pages: count lines per site, then remove
+        site = remove_site_boilerplate(rule, config, work / "pages", out, work / "site")
+        counts, shards = chain_counts(counts, site.counts), site.shards
     details = {
         "input_records": counts.total,
         "output_docs": counts.kept,
@@ -127,6 +148,7 @@ def extract(config: ExtractConfig, output_path: str) -> dict[str, Any]:
         "failed_inputs": results.failed,
         "extractor": config.extractor,
         "format": config.format,
+        "site_boilerplate": None if site is None else {**site.details, "failed_shards": site.failed},
     }
     stats = finish_stage(out, counts, details)
     shutil.rmtree(work)  # finished: the chunks are now parts; an interrupted run keeps them to resume
