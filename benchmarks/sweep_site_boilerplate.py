@@ -1,10 +1,11 @@
 """Sweep the site-boilerplate rule (k, f, digit masking, the mostly-boilerplate thresholds) on two corpora.
 
-1. The div-only fixture (`tests/datakit/div_sites.py`: 98 pages on 5 hosts,
-   294 known paragraphs), extracted once per engine without the stage, then
-   run through `site_boilerplate` with each rule: paragraphs kept, documents
-   with boilerplate left (by kind; `related` also counts another page's title
-   left in a page), pages dropped, own titles kept.
+1. The div-only fixture (`tests/datakit/div_sites.py`: 101 pages on 5 hosts,
+   295 known paragraphs), run through `extract` with each rule, per engine (the
+   pipeline a user runs: with trafilatura the stage counts lines on each
+   page's whole text, `extract.WHOLE_PAGE_ENGINES`): paragraphs kept,
+   documents with boilerplate left (by kind; `related` also counts another
+   page's title left in a page), pages dropped, own titles kept.
 2. The demo's web source: the pydoc pages of the first `--pydoc-pages` stdlib
    modules (`corpora.pydoc_source`), extracted with resiliparse: lines and
    characters removed, pages dropped, and the lines removed on most pages.
@@ -50,10 +51,19 @@ def _rows(directory: Path) -> list[dict[str, Any]]:
     return [row for path in parquet_files(directory) for row in pq.read_table(path).to_pylist()]
 
 
-def _run(rule: SiteBoilerplateConfig | None, docs: Path, out: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    if rule is None:
-        return _rows(docs), {"dropped": {}, "lines_removed": {}, "chars_removed": 0}
+def _run(rule: SiteBoilerplateConfig, docs: Path, out: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The standalone stage with `rule` on the documents `docs` (counting lines on their text)."""
     stats = site_boilerplate(SiteBoilerplateStageConfig(input=str(docs), rule=rule, engine=INLINE), str(out))
+    return _rows(out), stats
+
+
+def _extract(
+    warc: Path, engine: str, rule: SiteBoilerplateConfig | None, out: Path
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """`extract` of `warc` with `engine` and the site stage's `rule` (None: off)."""
+    stats = extract(
+        ExtractConfig(inputs=(str(warc),), extractor=engine, site_boilerplate=rule, engine=INLINE), str(out)
+    )
     return _rows(out), stats
 
 
@@ -126,13 +136,8 @@ def main() -> None:
         root = Path(scratch)
         sites = build_div_sites(root)
         for engine in ("resiliparse", "trafilatura"):
-            docs = root / f"docs-{engine}"
-            extract(
-                ExtractConfig(inputs=(str(sites.warc),), extractor=engine, site_boilerplate=None, engine=INLINE),
-                str(docs),
-            )
             for i, rule in enumerate([None, *RULES, *DROP_RULES]):
-                rows, stats = _run(rule, docs, root / f"{engine}-{i}")
+                rows, stats = _extract(sites.warc, engine, rule, root / f"{engine}-{i}")
                 results.append({"corpus": f"divs/{engine}", **_name(rule), **fixture_row(sites, rows, stats)})
                 print(json.dumps(results[-1]))
         build_pydoc_warc(PydocWarcConfig(max_pages=args.pydoc_pages), str(root / "pydoc"))

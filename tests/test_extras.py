@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tootsie.datakit import html_extract
 from tootsie.datakit.engine import EngineConfig, ShardTask, map_shards
 from tootsie.datakit.extract import ExtractConfig, extract, extract_file, extractor_modules
 from tootsie.datakit.html_extract import ENGINES
@@ -126,6 +127,7 @@ def test_a_missing_extractor_module_is_not_an_extract_error(tmp_path: Path, monk
     page = tmp_path / "page.html"
     page.write_text("<html><title>t</title><body><p>some text</p></body></html>", encoding="utf-8")
     monkeypatch.setitem(sys.modules, "trafilatura", None)
+    html_extract._web_module.cache_clear()  # an earlier test's extraction cached trafilatura's import check
     task = ShardTask(name="input-00000", inputs=(str(page), "page.html", "0", ""), output_dir=str(tmp_path / "shard"))
     with pytest.raises(MissingExtra, match="trafilatura"):
         extract_file(task, ExtractConfig(inputs=(str(page),), extractor="trafilatura"))

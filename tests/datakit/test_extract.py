@@ -114,6 +114,23 @@ def test_markdown_keeps_headings_lists_code_tables() -> None:
     assert "# Install guide" in extract_main(body, "trafilatura", "markdown").text
 
 
+def test_whole_page_is_in_each_engines_line_shapes() -> None:
+    """The site stage counts template lines on the whole page: in the shapes the engine's own text cuts them."""
+    body = (
+        "<html><head><title>T</title><style>p {}</style></head><body>"
+        '<div class="top"><a href="/">Home</a> <a href="/d">Deals</a></div><div class="content">'
+        + "<p>A paragraph long enough to be the main content of this page, and then some more words.</p>" * 3
+        + '</div><div class="f">© 2024 Example. <a href="/p">Privacy</a></div><script>var x = 1;</script></body></html>'
+    )
+    assert extract_main(body, "trafilatura", "text").page == ""  # rendered only when asked
+    resiliparse = extract_main(body, "resiliparse", "text", whole_page=True).page.split("\n")
+    assert "Home Deals" in resiliparse and "© 2024 Example. Privacy" in resiliparse
+    lines = extract_main(body, "trafilatura", "text", whole_page=True).page.split("\n")
+    # block lines (trafilatura's main path) and text nodes (its whole-body fallback), never a script's text
+    assert {"Home Deals", "© 2024 Example. Privacy", "Home", "Deals", "© 2024 Example.", "Privacy"} <= set(lines)
+    assert not any("var x" in line for line in lines)
+
+
 def test_minimal_html_nested_lists() -> None:
     minimal = "<ul>\n  <li>outer\n  <ol>\n    <li>inner one</li>\n    <li>inner two</li>\n  </ol></li>\n</ul>"
     assert minimal_html_to_markdown(minimal) == "- outer\n  1. inner one\n  2. inner two"

@@ -18,6 +18,24 @@ become plain spaces: a rendering device, not text, and as U+00A0 they cost a
 byte-level tokenizer two bytes per space (the demo's final code BPB was 1.722
 with them in its prose, 1.604 without; docs/demo.md).
 
+For the site-boilerplate stage, `extract_main(..., whole_page=True)` also
+renders the **whole page** (`Extracted.page`) in the line shapes the engine's
+text can take, so that a template line the extractor kept on one page has the
+same line key (`site_lines`) as that line on the site's other pages, where the
+extractor dropped it:
+
+- `resiliparse`: `extract_plain_text(main_content=False)` on the tree already
+  parsed, with the same formatting (Markdown for `markdown`): the same
+  renderer, so the same lines.
+- `trafilatura`: its text has two line shapes. Its main path, jusText and
+  readability write a block element a line, inline children joined
+  (resiliparse's whole-page text has these lines); when the main content is
+  short it falls back to the whole body, one text node a line (its
+  `baseline`: a navigation bar of `<a>`s becomes a line per link). So its page
+  is both: resiliparse's whole-page text, then the body's text nodes
+  (`trafilatura.load_html`, its own lxml parse), trimmed, one a line, without
+  `<script>`, `<style>`, `<noscript>` and `<template>`.
+
 Both need the `web` extra's modules (`ENGINE_MODULES`); a missing one is a
 `MissingExtra` naming `pip install "tootsie[web]"`, never a page's
 `extract_error`.
@@ -38,14 +56,16 @@ ENGINE_MODULES = {"resiliparse": ("resiliparse",), "trafilatura": ("resiliparse"
 """Engine -> the modules of the `web` extra it imports (both parse titles with resiliparse; jusText, which
 trafilatura imports, needs lxml_html_clean)."""
 ENGINES = tuple(ENGINE_MODULES)
+_UNRENDERED = ("script", "style", "noscript", "template")  # elements whose text a browser never shows
 FORMATS = ("text", "markdown")
 
 
 class Extracted(NamedTuple):
-    """A page's title and main content."""
+    """A page's title and main content, and with `whole_page=True` its whole text (module docstring)."""
 
     title: str
     text: str
+    page: str = ""
 
 
 @functools.cache  # one import check per process, not one per page
@@ -54,16 +74,16 @@ def _web_module(name: str) -> ModuleType:
     return import_extra(name, extra="web", purpose="HTML extraction")
 
 
-def extract_main(html: str, engine: str, fmt: str) -> Extracted:
-    """The main content of `html` with `engine` in format `fmt` ("text" or "markdown"), and the page title."""
+def extract_main(html: str, engine: str, fmt: str, *, whole_page: bool = False) -> Extracted:
+    """The main content of `html` with `engine` in format `fmt` ("text" or "markdown"), and the page title; with
+    `whole_page`, also the whole page's text in the engine's line shapes (module docstring)."""
     parser = _web_module("resiliparse.parse.html")
     tree = parser.HTMLTree.parse(html)
     title = " ".join((tree.title or "").split())
+    page = ""
     if engine == "resiliparse":
-        html2text = _web_module("resiliparse.extract.html2text")
-        formatting: bool | str = "minimal_html" if fmt == "markdown" else True
-        text = html2text.extract_plain_text(tree, main_content=True, preserve_formatting=formatting, alt_texts=False)
-        text = minimal_html_to_markdown(text) if fmt == "markdown" else text
+        text = _resiliparse_text(tree, fmt, main_content=True)
+        page = _resiliparse_text(tree, fmt, main_content=False) if whole_page else ""
     elif engine == "trafilatura":
         trafilatura = _web_module("trafilatura")
         text = (
@@ -76,9 +96,32 @@ def extract_main(html: str, engine: str, fmt: str) -> Extracted:
             )
             or ""
         )
+        if whole_page:
+            page = _resiliparse_text(tree, "text", main_content=False) + "\n" + _text_nodes(html)
     else:
         raise ValueError(f"unknown extraction engine {engine!r}; use one of {ENGINES}")
-    return Extracted(title=title, text=text.replace("\u00a0", " ").strip())
+    return Extracted(title=title, text=text.replace("\u00a0", " ").strip(), page=page.replace("\u00a0", " "))
+
+
+def _resiliparse_text(tree: object, fmt: str, *, main_content: bool) -> str:
+    """resiliparse's text of the parsed `tree` in format `fmt`: its main content, or the whole page."""
+    html2text = _web_module("resiliparse.extract.html2text")
+    formatting: bool | str = "minimal_html" if fmt == "markdown" else True
+    text = html2text.extract_plain_text(
+        tree, main_content=main_content, preserve_formatting=formatting, alt_texts=False
+    )
+    return minimal_html_to_markdown(text) if fmt == "markdown" else text
+
+
+def _text_nodes(html: str) -> str:
+    """The text nodes of the body of `html`, whitespace collapsed, one a line (trafilatura's whole-body fallback)."""
+    tree = _web_module("trafilatura").load_html(html)  # trafilatura's own parse (lxml), so its text nodes
+    body = None if tree is None else tree.find(".//body")
+    if body is None:
+        return ""
+    for element in list(body.iter(*_UNRENDERED)):
+        element.drop_tree()  # the element and its text; its tail (text after it) stays
+    return "\n".join(line for node in body.itertext() if (line := " ".join(node.split())))
 
 
 def minimal_html_to_markdown(minimal: str) -> str:

@@ -11,18 +11,27 @@ after extraction and before dedup, in three passes:
    hostname without `www.`, NFKC-casefolded, whitespace collapsed, digits
    masked); it spills `(key, host, doc)` triples, partitioned by `key %
    partitions`, as `.npy` files, each line's key (so no line is normalized
-   twice), and each site's page count as Parquet.
+   twice), and each site's page count as Parquet. With a `count_field` (extract
+   sets it to each page's whole text, `html_extract`'s `whole_page`), a page's
+   lines are those of its text **and** of that field: a line counts on every
+   page that *contains* it, not only on those where the extractor kept it.
+   An extractor that drops a template on most pages of a site but keeps it on
+   a few (trafilatura falls back to the whole page when the main content is
+   short) otherwise leaves it on too few pages of its output to count.
 2. **reduce** (a map over partitions): per key, the number of distinct pages,
    by a sort (`np.unique` over the partition's keys: each (key, doc) pair is
    spilled once). A key is **boilerplate** when its line is on at least
-   `min_pages` pages **and** on at least `min_fraction` of its site's pages.
+   `min_pages` pages **and** on at least `min_fraction` of its site's pages,
+   and in the text of at least one (a line only in the count field has
+   nothing to remove).
 3. **remove** (a map over document shards): drops the boilerplate lines from
    each page; a page whose remaining text is under `min_chars` characters or
    under `min_share` of its original length is dropped as
    `mostly_boilerplate`. Kept pages get their new `id = xxh3_128(text)`, and
    the pages that became identical are dropped as `exact_duplicate` (the
    normalize reduce), so the output is a document directory every later stage
-   reads unchanged (the input's columns, in the input's order).
+   reads unchanged (the input's columns, in the input's order, without the
+   count field).
 
 Why both thresholds: `min_pages` alone would strip a 10 000-page site of every
 line quoted on 5 pages; `min_fraction` alone would strip a 2-page site of
@@ -31,7 +40,8 @@ everything the two pages share. A page of a 1-page site is never changed
 two sites is two keys, so a paragraph shared across sites is kept.
 
 Memory: no pass holds a site's text. The count pass holds one shard's
-triples (24 bytes per distinct line per page); the reduce holds one
+triples (24 bytes per distinct line per page, of its text and count field
+together); the reduce holds one
 partition, so a site of 10^7 pages with 100 lines each (2.4·10^10 bytes of
 triples) fits in ~1.5 GB per partition with 16 partitions, and `partitions`
 (not hashed: any value gives the same output) divides it further. The
@@ -77,6 +87,8 @@ WORK_DIR = ".site_boilerplate"
 REPORT_FILE = "site_boilerplate.json"
 BATCH_ROWS = 1024  # documents per record batch: amortizes Arrow calls, bounds the remove pass's memory
 TRIPLE_DTYPE = np.dtype([("key", "<u8"), ("host", "<u8"), ("doc", "<u8")])
+IN_TEXT = np.uint64(1 << 63)
+"""Set in a triple's `doc` (shard index << 32 | row) when its line is in the page's text, not only its count field."""
 REMOVED_DTYPE = np.dtype([("key", "<u8"), ("host", "<u8"), ("pages", "<i8")])
 LINE_REASON = "repeated_on_site"
 """The reason lines are removed under: on >= min_pages pages and >= min_fraction of its site's pages."""
@@ -139,6 +151,8 @@ class _Pass:
     rule: SiteBoilerplateConfig
     guards: DocumentGuards
     url_field: str
+    count_field: str | None
+    """A column whose lines count beside the text's (a page's whole text), dropped from the output; None: text only."""
     work: str
     shards: tuple[str, ...]
     """Names of the count shards whose spills the reduce reads."""
@@ -162,17 +176,22 @@ def count_shard(task: ShardTask, job: _Pass) -> dict[str, Any]:
     path, index = task.inputs[0], int(task.inputs[1])
     work = Path(job.work)
     triples, line_keys_of, offsets, pages, names, row = [], [], [0], Counter[int](), {}, 0
-    for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS, columns=[job.url_field, "text"]):
-        for url, text in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
+    columns = [job.url_field, "text", *([job.count_field] if job.count_field else [])]
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS, columns=columns):
+        counted = batch.column(2).to_pylist() if job.count_field else [None] * batch.num_rows
+        for url, text, whole in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), counted, strict=True):
             site = site_of(url, job.rule.group)
             if site is not None and text:
                 keys = line_keys(site, text, job.rule.mask_digits)
-                distinct = np.unique(keys[keys != 0])
+                in_text = np.unique(keys[keys != 0])
+                distinct = np.union1d(in_text, line_keys(site, whole, job.rule.mask_digits)) if whole else in_text
+                distinct = distinct[distinct != 0]
                 host = host_hash(site)
                 pages[host] += 1
                 names[host] = site
                 found = np.zeros(len(distinct), TRIPLE_DTYPE)
                 found["key"], found["host"], found["doc"] = distinct, host, (index << 32) | row
+                found["doc"][_member_sorted(distinct, in_text)] |= IN_TEXT
                 triples.append(found)
                 line_keys_of.append(keys)
             offsets.append(offsets[-1] + (len(line_keys_of[-1]) if site is not None and text else 0))
@@ -194,11 +213,13 @@ def reduce_partition(task: ShardTask, job: _Pass) -> dict[str, Any]:
     work, p = Path(job.work), int(task.inputs[0])
     parts = [np.load(work / f"{shard}.p{p:04d}.npy", allow_pickle=False) for shard in job.shards]
     triples = np.concatenate(parts) if parts else np.zeros(0, TRIPLE_DTYPE)
-    keys, first, pages = np.unique(triples["key"], return_index=True, return_counts=True)
+    keys, first, inverse, pages = np.unique(triples["key"], return_index=True, return_inverse=True, return_counts=True)
+    in_text = np.zeros(len(keys), dtype=bool)
+    in_text[inverse[(triples["doc"] & IN_TEXT) != 0]] = True
     hosts = triples["host"][first]
     site_pages = np.load(work / "hosts.npy", allow_pickle=False)
     host_pages = site_pages["pages"][np.searchsorted(site_pages["host"], hosts)]
-    boilerplate = (pages >= job.rule.min_pages) & (pages >= job.rule.min_fraction * host_pages)
+    boilerplate = (pages >= job.rule.min_pages) & (pages >= job.rule.min_fraction * host_pages) & in_text
     removed = np.zeros(int(boilerplate.sum()), REMOVED_DTYPE)
     removed["key"], removed["host"], removed["pages"] = keys[boilerplate], hosts[boilerplate], pages[boilerplate]
     write_npy_atomic(removed, Path(task.output_dir) / f"{task.name}.npy")
@@ -213,11 +234,14 @@ def remove_shard(task: ShardTask, job: _Pass) -> dict[str, Any]:
     offsets = np.load(work / f"{task.name}.offsets.npy", allow_pickle=False)
     removed = (keys != 0) & _member(keys, boilerplate)
     parquet = pq.ParquetFile(task.inputs[0])
-    writer = ChunkWriter(out, parquet.schema_arrow, job.guards.shard_bytes)
+    schema = parquet.schema_arrow
+    if job.count_field is not None:
+        schema = schema.remove(schema.get_field_index(job.count_field))
+    writer = ChunkWriter(out, schema, job.guards.shard_bytes)
     stats, samples, names = StageStats(), {}, {}
     lines_removed, chars_removed, docs_dropped = Counter[int](), Counter[int](), Counter[int]()
     row = 0
-    for batch in parquet.iter_batches(batch_size=BATCH_ROWS):
+    for batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=schema.names):
         for columns in batch.to_pylist():
             text, site = columns.pop("text") or "", site_of(columns[job.url_field], job.rule.group)
             columns.pop("id", None)
@@ -263,10 +287,15 @@ def remove_shard(task: ShardTask, job: _Pass) -> dict[str, Any]:
 
 def _member(keys: np.ndarray, boilerplate: np.ndarray) -> np.ndarray:
     """Whether each key is in the sorted `boilerplate["key"]`."""
-    if not len(boilerplate):
+    return _member_sorted(keys, boilerplate["key"])
+
+
+def _member_sorted(keys: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
+    """Whether each of `keys` is in the sorted array `sorted_keys`."""
+    if not len(sorted_keys):
         return np.zeros(len(keys), dtype=bool)
-    at = np.minimum(np.searchsorted(boilerplate["key"], keys), len(boilerplate) - 1)
-    return boilerplate["key"][at] == keys
+    at = np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)
+    return sorted_keys[at] == keys
 
 
 def _mostly_boilerplate(original: int, remaining: int, rule: SiteBoilerplateConfig) -> bool:
@@ -275,31 +304,47 @@ def _mostly_boilerplate(original: int, remaining: int, rule: SiteBoilerplateConf
 
 
 def remove_site_boilerplate(
-    rule: SiteBoilerplateConfig, guards: DocumentGuards, documents: Path, out: Path, work: Path, url_field: str = "url"
+    rule: SiteBoilerplateConfig,
+    guards: DocumentGuards,
+    documents: Path,
+    out: Path,
+    work: Path,
+    url_field: str = "url",
+    count_field: str | None = None,
 ) -> SiteResult:
     """The three passes over the document directory `documents`, writing parts and the report into `out`.
 
-    `work` holds the spills and done markers (kept by a failed or interrupted
-    run, to resume; the caller removes it when done)."""
+    `count_field` names a column whose lines count beside the text's (module
+    docstring) and which the output leaves out. `work` holds the spills and
+    done markers (kept by a failed or interrupted run, to resume; the caller
+    removes it when done)."""
     paths = parquet_files(documents)
-    missing = [name for name in ("text", url_field) if name not in pq.ParquetFile(paths[0]).schema_arrow.names]
+    needed = ("text", url_field, *([count_field] if count_field else []))
+    missing = [name for name in needed if name not in pq.ParquetFile(paths[0]).schema_arrow.names]
     if missing:
         raise TootsieError(
             f"{paths[0]} has no {missing} column; the site-boilerplate stage needs each page's text and URL"
             " (give --url-field for another URL column, or turn the stage off)"
         )
-    stamp = {"rule": asdict(rule), "url_field": url_field, "inputs": [p.name for p in paths]}
+    stamp = {
+        "rule": asdict(rule),
+        "url_field": url_field,
+        "count_field": count_field,
+        "inputs": [p.name for p in paths],
+    }
     if read_json(work / "rule.json") not in (None, stamp):
         shutil.rmtree(work)  # left by an interrupted run with another rule: its spills mean something else
     write_json_atomic(work / "rule.json", stamp)
     names = tuple(path.stem for path in paths)
-    job = _Pass(rule, guards, url_field, str(work / "count"), names)
+    job = _Pass(rule, guards, url_field, count_field, str(work / "count"), names)
     count_tasks = [
         ShardTask(name=name, inputs=(str(path), str(i)), output_dir=job.work)
         for i, (name, path) in enumerate(zip(names, paths, strict=True))
     ]
     counted = map_shards(count_shard, job, count_tasks, work / "count" / "done", guards.engine, label="site count")
-    job = _Pass(rule, guards, url_field, job.work, tuple(t.name for t in count_tasks if t.name in counted.stats))
+    job = _Pass(
+        rule, guards, url_field, count_field, job.work, tuple(t.name for t in count_tasks if t.name in counted.stats)
+    )
     _merge_hosts(job)
     reduce_tasks = [
         ShardTask(name=f"partition-{p:04d}", inputs=(str(p),), output_dir=str(work / "reduce"))
