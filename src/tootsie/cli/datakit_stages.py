@@ -109,12 +109,8 @@ def dedup_command(args: argparse.Namespace) -> int:
         attributes, fuzzy=config.fuzzy, remove_paragraphs=args.remove_paragraphs, remove_lines=config.lines
     )
     kept = consolidate(build(ConsolidateConfig, input=config.input, attributes=filters, engine=engine), args.out)
-    keys = (
-        "docs",
-        "exact_duplicates",
-        "fuzzy_duplicates",
-        *(("duplicate_lines", "duplicate_line_chars") * config.lines),
-    )
+    line_keys = ("duplicate_lines", "duplicate_line_chars") if config.lines else ()
+    keys = ("docs", "exact_duplicates", "fuzzy_duplicates", *line_keys)
     counts = {key: stats[key] for key in keys}
     return emit(counts | {"output_docs": kept["output_docs"]}, args, f"deduplicated documents in {args.out}")
 

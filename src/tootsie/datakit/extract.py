@@ -69,7 +69,7 @@ from tootsie.datakit.html_extract import ENGINE_MODULES, ENGINES, FORMATS, extra
 from tootsie.datakit.normalize import DOCUMENT_SCHEMA, ChunkWriter, DocumentGuards, add_document, reduce_chunks
 from tootsie.datakit.site_boilerplate import SiteBoilerplateConfig, chain_counts, remove_site_boilerplate
 from tootsie.datakit.stats import StageStats, finish_stage
-from tootsie.datakit.web_source import read_web_pages, web_ranges
+from tootsie.datakit.web_source import WebRange, read_web_pages, web_ranges
 from tootsie.executor.step import requires_extras
 from tootsie.extras import MissingExtra, require_modules
 from tootsie.jsonfile import read_json, write_json_atomic
@@ -127,6 +127,11 @@ def _whole_page(config: ExtractConfig) -> bool:
     return config.site_boilerplate is not None and config.extractor in WHOLE_PAGE_ENGINES
 
 
+def _shard_name(index: int, web: WebRange) -> str:
+    """A map shard's name: its input's index, and the byte offset of its range when the input is split."""
+    return f"input-{index:05d}" + (f"-{web.start:012d}" if web.stop or web.start else "")
+
+
 def extract_file(task: ShardTask, config: ExtractConfig) -> dict[str, Any]:
     """Map: extract the pages of one input file (or byte range of one) into chunk files under `task.output_dir`."""
     stats = StageStats()
@@ -163,17 +168,18 @@ def extract(config: ExtractConfig, output_path: str) -> dict[str, Any]:
     write_json_atomic(work / "map.json", stamp)
     tasks = [
         ShardTask(
-            name=shard, inputs=(web.path, web.name, str(web.start), str(web.stop or "")), output_dir=str(work / shard)
+            name=_shard_name(i, web),
+            inputs=(web.path, web.name, str(web.start), str(web.stop or "")),
+            output_dir=str(work / _shard_name(i, web)),
         )
         for i, web in web_ranges(config.inputs)
-        for shard in [f"input-{i:05d}" + (f"-{web.start:012d}" if web.stop or web.start else "")]
     ]
     results = map_shards(extract_file, config, tasks, work / "done", config.engine, label="extract")
     rule = config.site_boilerplate
     counts, shards = reduce_chunks(tasks, results, out if rule is None else work / "pages")
     site = None
     if rule is not None:  # the pages of every input are in work/pages: count lines per site, then remove
-        count_field = PAGE_FIELD if _whole_page(config) else None
+        count_field = PAGE_FIELD if stamp["whole_page"] else None
         site = remove_site_boilerplate(rule, config, work / "pages", out, work / "site", count_field=count_field)
         counts, shards = chain_counts(counts, site.counts), site.shards
     details = {
