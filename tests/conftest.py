@@ -131,3 +131,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     failing = _SKIPPED or _LOOSE_XFAILS
     if STRICT_SKIPS and failing and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_programs():
+    """Drop JAX's compiled programs after each test module, so a worker's JIT-compiled code does not pile up.
+
+    XLA CPU registers every compiled program's unwind tables with libgcc; one process that ran ~1,050 tests
+    segfaulted in libgcc's unwinder near the end, and so did a worker of two at ~890 (a crash in whichever test
+    came next). No compiled program is shared across test modules, so clearing costs nothing but the memory.
+    """
+    yield
+    jax.clear_caches()
