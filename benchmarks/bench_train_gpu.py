@@ -34,6 +34,7 @@ from tootsie.models.presets import PRESETS
 from tootsie.monitor.throughput import mfu
 from tootsie.train.config import CheckpointConfig, TrainConfig
 from tootsie.train.loading import init_model
+from tootsie.train.objectives import NextTokenObjective
 from tootsie.train.schedule import WSDConfig
 from tootsie.train.state import build_layout, build_optimizer
 from tootsie.train.train_step import make_train_step
@@ -52,8 +53,20 @@ def packed_batch(batch: int, seq_len: int, vocab: int, seed: int = 0) -> tuple[j
     return jnp.asarray(tokens), jnp.asarray(segments), jnp.ones((batch, seq_len), jnp.float32)
 
 
-def bench_shape(model: LlamaConfig, seq_len: int, batch: int, steps: int, warmup: int) -> dict[str, object]:
-    """Compile and time the train step of `model` at this shape on one device; the figures as a dict."""
+def fresh(batch: tuple[jax.Array, ...]) -> tuple[jax.Array, ...]:
+    """A device-side copy of the batch for one step: the step donates its inputs, and on a GPU a donated array
+    is gone (reusing it raised "Array has been deleted" on an H200)."""
+    return tuple(jnp.copy(array) for array in batch)
+
+
+def bench_shape(
+    model: LlamaConfig, seq_len: int, batch: int, steps: int, warmup: int, signals: bool
+) -> dict[str, object]:
+    """Compile and time the train step of `model` at this shape on one device; the figures as a dict.
+
+    `signals` is the objective's instability signals (`NextTokenObjective.signals`): beside cuDNN they cost a
+    recomputed `q·kᵀ` per layer, forward only.
+    """
     with tempfile.TemporaryDirectory(prefix="tootsie-bench-gpu-") as cache:
         config = TrainConfig(
             model=model,
@@ -68,6 +81,7 @@ def bench_shape(model: LlamaConfig, seq_len: int, batch: int, steps: int, warmup
             checkpoints=CheckpointConfig(every_steps=10**9, every_minutes=None),
             compute_dtype="bfloat16",
             ema=None,
+            objective=NextTokenObjective(signals=signals),
         )
         optimizer = build_optimizer(config)
         layout = build_layout(config, optimizer)
@@ -76,15 +90,15 @@ def bench_shape(model: LlamaConfig, seq_len: int, batch: int, steps: int, warmup
     opt_state = optimizer.init(eqx.filter(state, eqx.is_array))
     data = packed_batch(batch, seq_len, model.vocab_size)
     started = time.perf_counter()
-    state, opt_state, _, metrics = train_step(state, opt_state, None, jnp.asarray(0), *data)
+    state, opt_state, _, metrics = train_step(state, opt_state, None, jnp.asarray(0), *fresh(data))
     jax.block_until_ready(metrics)
     compile_seconds = time.perf_counter() - started
     for index in range(warmup):
-        state, opt_state, _, metrics = train_step(state, opt_state, None, jnp.asarray(1 + index), *data)
+        state, opt_state, _, metrics = train_step(state, opt_state, None, jnp.asarray(1 + index), *fresh(data))
     jax.block_until_ready(metrics)
     started = time.perf_counter()
     for index in range(steps):
-        state, opt_state, _, metrics = train_step(state, opt_state, None, jnp.asarray(1 + warmup + index), *data)
+        state, opt_state, _, metrics = train_step(state, opt_state, None, jnp.asarray(1 + warmup + index), *fresh(data))
     jax.block_until_ready((state, metrics))
     seconds = (time.perf_counter() - started) / steps
     tokens_per_s = batch * seq_len / seconds
@@ -98,6 +112,7 @@ def bench_shape(model: LlamaConfig, seq_len: int, batch: int, steps: int, warmup
         "batch_size": batch,
         "remat": model.remat,
         "attention": model.attention,
+        "signals": signals,
         "device": device.device_kind,
         "step_seconds": round(seconds, 4),
         "tokens_per_s": round(tokens_per_s, 1),
@@ -120,6 +135,9 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps after the compiling one")
     parser.add_argument("--remat", choices=sorted(REMAT_POLICIES), default="full")
     parser.add_argument(
+        "--no-signals", action="store_true", help="turn off the objective's instability signals (attn/logit maxima)"
+    )
+    parser.add_argument(
         "--smoke", action="store_true", help="a tiny shape (seq 128, batch 2, 3 steps) to check it runs"
     )
     args = parser.parse_args()
@@ -136,7 +154,7 @@ def main() -> None:
     results = []
     for name, model, seq_len, batch, steps, warmup in runs:
         model = dataclasses.replace(model, remat=args.remat)
-        results.append({"shape": name, **bench_shape(model, seq_len, batch, steps, warmup)})
+        results.append({"shape": name, **bench_shape(model, seq_len, batch, steps, warmup, not args.no_signals)})
     print(f"{'shape':<8}{'params':>10}{'seq':>6}{'batch':>6}{'step s':>9}{'tokens/s':>12}{'MFU':>8}  device")
     for row in results:
         shown = "n/a" if row["mfu"] is None else f"{100 * row['mfu']:.1f}%"

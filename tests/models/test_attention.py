@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from tootsie.models import attention
 from tootsie.models.attention import (
     attend,
     attention_mask,
@@ -77,8 +78,6 @@ def test_cudnn_call_passes_jax_shape_checks(monkeypatch: pytest.MonkeyPatch) -> 
     """
     from jax._src.cudnn import fused_attention_stablehlo as binding
 
-    from tootsie.models import attention
-
     monkeypatch.setattr(binding, "check_cudnn_version", lambda: 91000)
     monkeypatch.setattr(binding, "check_compute_capability", lambda capability: True)
     monkeypatch.setattr(attention, "packed_layout_supported", lambda: True)
@@ -95,3 +94,39 @@ def test_cudnn_call_passes_jax_shape_checks(monkeypatch: pytest.MonkeyPatch) -> 
     assert [g.shape for g in grads] == [(2, 128, 4, 64), (2, 128, 2, 64), (2, 128, 2, 64)]
     monkeypatch.setattr(attention, "packed_layout_supported", lambda: False)  # pre-Hopper: the dense mask
     assert jax.eval_shape(attention.cudnn_attention, q, kv, kv, segments).shape == (2, 128, 4, 64)
+
+
+def test_documents_per_row_counts_runs() -> None:
+    segments = packed_segment_ids(seq=24, rows=6, seed=3)
+    expected = [len(np.unique(np.asarray(row))) for row in segments]
+    assert np.asarray(attention.documents_per_row(segments)).tolist() == expected
+
+
+@pytest.mark.parametrize("bound", [4, 9])
+def test_cudnn_takes_the_packed_layout_within_the_bound_and_the_dense_mask_past_it(
+    monkeypatch: pytest.MonkeyPatch, bound: int
+) -> None:
+    """With both cuDNN calls replaced by the XLA path under the mask each is given: the packed call masks what
+    the XLA path masks, and a batch with a row of more than `PACKED_MAX_DOCUMENTS` documents takes the dense
+    mask (so no row is cut short). The fakes tag their output to tell which branch ran."""
+    from jax._src.cudnn import fused_attention_stablehlo as binding
+
+    def fake_packed(q, k, v, *, q_seqlen, kv_seqlen, q_offsets, kv_offsets, scale, mask_type):
+        return xla_attention(q, k, v, segments_mask(q_seqlen, q_offsets, q.shape[1]))
+
+    def fake_masked(q, k, v, *, mask, scale, implementation):
+        return xla_attention(q, k, v, mask) + 1000.0
+
+    monkeypatch.setattr(binding, "dot_product_attention", fake_packed)
+    monkeypatch.setattr(attention.jax.nn, "dot_product_attention", fake_masked)
+    monkeypatch.setattr(attention, "packed_layout_supported", lambda: True)
+    monkeypatch.setattr(attention, "PACKED_MAX_DOCUMENTS", bound)
+    keys = jax.random.split(jax.random.key(bound), 3)
+    q = jax.random.normal(keys[0], (3, 24, 4, 8))
+    k, v = (jax.random.normal(key, (3, 24, 2, 8)) for key in keys[1:])
+    few = jnp.asarray(np.repeat(np.arange(4), 6)[None].repeat(3, axis=0), jnp.int32)  # 4 documents in every row
+    many = few.at[2].set(jnp.arange(24) // 2)  # the last row holds 12
+    for segments, tag in ((few, 0.0), (many, 1000.0 if bound < 12 else 0.0)):
+        reference = xla_attention(q, k, v, attention_mask(segments, 3, 24))
+        out = jax.jit(attention.cudnn_attention)(q, k, v, segments)
+        np.testing.assert_allclose(np.asarray(out), np.asarray(reference) + tag, rtol=1e-5, atol=1e-4)

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from tootsie.models import experts
 from tootsie.models.llama import LlamaConfig
 from tootsie.models.moe import MoeConfig
 from tootsie.models.registry import model_config_from_plain
@@ -175,3 +176,17 @@ def test_inference_is_dropless_whatever_the_training_capacity() -> None:
     dropless = dataclasses.replace(tight.config, capacity_factor=None).build(key=jax.random.key(0))
     np.testing.assert_allclose(eqx.filter_jit(tight)(batch), eqx.filter_jit(dropless)(batch), atol=1e-6)
     assert float(eqx.filter_jit(tight.hidden_states_and_aux)(batch)[2]["moe/dropped_fraction"]) > 0
+
+
+@pytest.mark.parametrize(
+    ("platform", "num_experts", "expected"),
+    [("cpu", 8, "padded"), ("tpu", 64, "ragged"), ("gpu", 8, "ragged"), ("gpu", 9, "padded"), ("gpu", 64, "padded")],
+)
+def test_auto_backend_follows_the_platform_and_on_gpu_the_expert_count(
+    monkeypatch: pytest.MonkeyPatch, platform: str, num_experts: int, expected: str
+) -> None:
+    """`auto` is `ragged` on a GPU only up to RAGGED_MAX_EXPERTS_GPU (8, measured on an H200); a named backend is
+    kept whatever the platform."""
+    monkeypatch.setattr(experts.jax, "default_backend", lambda: platform)
+    assert experts.resolve_backend("auto", num_experts) == expected
+    assert experts.resolve_backend("ragged", num_experts) == "ragged"

@@ -6,10 +6,15 @@ earlier positions of its own document. They differ in how that mask is said:
 - `xla_attention` takes the dense boolean mask `attention_mask(segment_ids)`,
   `[batch, 1, seq, seq]`, and runs two einsums with a float32 softmax between
   them. Grouped-query heads are contracted in groups, never repeated.
-- `cudnn_attention` never builds a mask: cuDNN's packed ("ragged") layout takes
-  each row's documents as `offsets` (where each starts) and `seqlens` (how
-  long each is), padded with -1 to a fixed number of documents per row, and
-  applies causal masking inside each document (`PADDING_CAUSAL`).
+- `cudnn_attention` takes cuDNN's packed ("ragged") layout: each row's
+  documents as `offsets` (where each starts) and `seqlens` (how long each
+  is), padded with -1 to a fixed number of documents per row
+  (`PACKED_MAX_DOCUMENTS`), with causal masking inside each document
+  (`PADDING_CAUSAL`). JAX's binding keeps softmax statistics of
+  `batch × that bound × heads × seq` floats, so the bound must be small: at
+  the sequence length itself (one document per token) a 125M step at seq
+  4096 asked an H200 for 398 GiB. A batch with a row of more documents takes
+  cuDNN with the dense mask instead (`lax.cond`), so no row is ever cut.
 
 `cudnn_segments` turns segment ids into those arguments and `segments_mask`
 turns them back into the dense mask cuDNN's masking amounts to, so a CPU test
@@ -142,7 +147,9 @@ def cudnn_segments(
     """`(seqlens, offsets)` of each row's documents in cuDNN's packed layout, -1 past the row's last document.
 
     A document starts wherever the segment id changes. `max_segments` is the
-    static bound on documents per row (the sequence length always suffices).
+    static bound on documents per row (the sequence length always suffices); in
+    a row with more, the last kept document runs to the row's end, so
+    `cudnn_attention` never gives cuDNN such a row.
     """
     batch, seq = segment_ids.shape
     starts = jnp.concatenate([jnp.ones((batch, 1), bool), segment_ids[:, 1:] != segment_ids[:, :-1]], axis=1)
@@ -171,6 +178,17 @@ def segments_mask(
     return (same_doc & causal[None])[:, None]
 
 
+PACKED_MAX_DOCUMENTS = 64
+"""Documents per row in cuDNN's packed layout: 64 covers rows of 64-token documents at seq 4096; a batch with a
+fuller row runs cuDNN with the dense mask (same result, more memory traffic). NOT IN SEEDS: MaxText's
+`max_segments_per_seq` plays this part."""
+
+
+def documents_per_row(segment_ids: Int[Array, "batch seq"]) -> Int[Array, " batch"]:
+    """How many documents each row holds: one plus the number of places its segment id changes."""
+    return 1 + jnp.sum(segment_ids[:, 1:] != segment_ids[:, :-1], axis=1, dtype=jnp.int32)
+
+
 def packed_layout_supported() -> bool:
     """Whether the default device takes cuDNN's packed layout: a GPU of compute capability 9.0 (Hopper) or later."""
     capability = getattr(jax.devices()[0], "compute_capability", None)
@@ -189,14 +207,19 @@ def cudnn_attention(
     (`jax._src.cudnn.fused_attention_stablehlo`, as AXLearn does), because
     `jax.nn.dot_product_attention` exposes only padding lengths, not document
     offsets. cuDNN's packed layout needs Hopper or later; on older GPUs the
-    documents reach cuDNN as the dense mask (which it applies as a bias).
+    documents reach cuDNN as the dense mask (which it applies as a bias), and
+    so do the batches that hold a row of more than `PACKED_MAX_DOCUMENTS`.
     """
     scale = 1 / math.sqrt(q.shape[-1])
     if segment_ids is None:
         return jax.nn.dot_product_attention(q, k, v, scale=scale, is_causal=True, implementation="cudnn")
-    if not packed_layout_supported():
+
+    def masked(q: Array, k: Array, v: Array) -> Array:
         mask = attention_mask(segment_ids, q.shape[0], q.shape[1])
         return jax.nn.dot_product_attention(q, k, v, mask=mask, scale=scale, implementation="cudnn")
+
+    if not packed_layout_supported():
+        return masked(q, k, v)
     try:
         from jax._src.cudnn.fused_attention_stablehlo import MaskType
         from jax._src.cudnn.fused_attention_stablehlo import dot_product_attention as fused
@@ -205,18 +228,23 @@ def cudnn_attention(
             f"this JAX ({jax.__version__}) has no cuDNN packed-attention binding ({error});"
             " set the model's attention: xla"
         ) from error
-    seqlens, offsets = cudnn_segments(segment_ids, q.shape[1])
-    return fused(
-        q,
-        k,
-        v,
-        q_seqlen=seqlens,
-        kv_seqlen=seqlens,
-        q_offsets=offsets,
-        kv_offsets=offsets,
-        scale=scale,
-        mask_type=MaskType.PADDING_CAUSAL,
-    )
+    bound = min(PACKED_MAX_DOCUMENTS, q.shape[1])
+    seqlens, offsets = cudnn_segments(segment_ids, bound)
+
+    def packed(q: Array, k: Array, v: Array) -> Array:
+        return fused(
+            q,
+            k,
+            v,
+            q_seqlen=seqlens,
+            kv_seqlen=seqlens,
+            q_offsets=offsets,
+            kv_offsets=offsets,
+            scale=scale,
+            mask_type=MaskType.PADDING_CAUSAL,
+        )
+
+    return jax.lax.cond(documents_per_row(segment_ids).max() <= bound, packed, masked, q, k, v)
 
 
 ATTENTION_IMPLEMENTATIONS = {"auto": None, "xla": xla_attention, "cudnn": cudnn_attention}

@@ -23,7 +23,8 @@ assignment's expert output `[k, tokens, hidden]`, zero where it was dropped:
   grouped matmul that the seeds use on GPU and TPU: work is the routed rows
   (dropped ones included, which are then zeroed), no padding.
 
-`auto` picks `ragged` on GPU/TPU and `padded` on CPU (`resolve_backend`).
+`auto` picks `padded` on CPU, `ragged` on TPU, and on GPU `ragged` up to
+`RAGGED_MAX_EXPERTS_GPU` experts and `padded` past it (`resolve_backend`).
 Measured on XLA:CPU (issue 27), `ragged_dot` took 65.7 ms against 13.6 ms
 for the padded form at 4,096 tokens, hidden 256, inter 512, 8 experts; the
 backends against each other and against Levanter: docs/moe-benchmarks.md.
@@ -200,15 +201,26 @@ ExpertBackend = names_literal(EXPERT_BACKENDS)
 """The type of `MoeConfig.expert_backend`: a key of EXPERT_BACKENDS."""
 
 
-def resolve_backend(name: str) -> str:
-    """The backend `name` stands for: `auto` is `ragged` on GPU/TPU and `padded` on CPU."""
-    if name == "auto":
-        return "padded" if jax.default_backend() == "cpu" else "ragged"
-    return name
+RAGGED_MAX_EXPERTS_GPU = 8
+"""Most experts for which `auto` takes `ragged` on a GPU. Measured on an H200 with JAX 0.11.2
+(`benchmarks/gpu_checks.py`, 16,384 tokens, hidden 2,048, forward + backward in bf16): `ragged_dot` ran
+2.48x faster than `padded` at 8 experts (k 2, width 1,408) and 0.47x as fast at 64 (k 8, width 768); in
+float32 at 64 and 128 experts its lowering asked for 64 and 128 GiB, every row times every expert."""
+
+
+def resolve_backend(name: str, num_experts: int) -> str:
+    """The backend `name` stands for: `auto` is `padded` on CPU, `ragged` on TPU, and on GPU `ragged` up to
+    `RAGGED_MAX_EXPERTS_GPU` experts (of this layer or device), `padded` past it."""
+    if name != "auto":
+        return name
+    platform = jax.default_backend()
+    if platform == "cpu" or (platform == "gpu" and num_experts > RAGGED_MAX_EXPERTS_GPU):
+        return "padded"
+    return "ragged"
 
 
 def expert_outputs(
     name: str, x: Float[Array, "tokens hidden"], routing: Routing, weights: ExpertWeights, capacity: int
 ) -> Float[Array, "k tokens hidden"]:
     """Each assignment's expert output by the backend `name` (resolved by platform when `auto`)."""
-    return EXPERT_BACKENDS[resolve_backend(name)](x, routing, weights, capacity)
+    return EXPERT_BACKENDS[resolve_backend(name, weights[0].shape[0])](x, routing, weights, capacity)
