@@ -127,3 +127,26 @@ def test_gpu_benchmark_smoke_runs_on_cpu_and_reports_no_mfu() -> None:
     assert row["benchmark"] == "train_gpu" and row["device"] == "cpu"
     assert row["mfu"] is None and "MFU is not reported on a CPU" in done.stdout
     assert row["tokens_per_s"] > 0 and np.isfinite(row["loss"])
+
+
+def test_gpu_checks_smoke_runs_on_cpu_and_refuses_without_smoke(tmp_path) -> None:
+    """`benchmarks/gpu_checks.py --smoke` runs every case at tiny shapes (XLA standing in for cuDNN): the stand-in
+    agrees with itself and the two MoE backends agree; without `--smoke` a CPU is refused."""
+    script = str(Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_checks.py")
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    out = tmp_path / "checks.json"
+    done = subprocess.run(
+        [sys.executable, script, "--smoke", "--rounds", "1", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = json.loads(out.read_text())
+    assert [row["check"] for row in rows] == ["attention", "attention", "moe", "moe"]
+    assert all("error" not in row for row in rows)
+    assert all(row["error_ratio"] == 1.0 for row in rows if row["check"] == "attention")
+    assert all(row["relative_error_ragged_vs_padded"]["out"] < 1e-2 for row in rows if row["check"] == "moe")
+    refused = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=120, env=env)
+    assert refused.returncode != 0 and "no GPU here" in refused.stderr
