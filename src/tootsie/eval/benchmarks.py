@@ -200,6 +200,30 @@ SUITES = {
 """Named task sets for `tootsie eval suite --suite NAME`."""
 
 
+MARIN_BASE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("AGI Eval LSAT-AR", "agieval_lsat_ar"),
+    ("ARC Easy", "arc_easy"),
+    ("ARC Challenge", "arc_challenge"),
+    ("BoolQ", "boolq"),
+    ("CommonSense QA", "commonsense_qa"),
+    ("COPA", "copa"),
+    ("HellaSwag", "hellaswag"),
+    ("lambada_openai", "lambada_openai"),
+    ("OpenBookQA", "openbookqa"),
+    ("PIQA", "piqa"),
+    ("WinoGrande", "winogrande"),
+    ("WSC", "wsc273"),
+    ("MMLU", "mmlu"),
+    ("GPQA", "gpqa"),
+    ("BBH", "bbh"),
+    ("MMLU Pro", "mmlu_pro"),
+    ("HumanEval", "humaneval"),
+    ("GSM8K", "gsm8k"),
+    ("MATH", "math500"),
+)
+"""The 32B retrospective's base-model table, in its column order: (the seeds' column title, benchmark name)."""
+
+
 def suite_benchmarks(suite: str) -> tuple[Benchmark, ...]:
     """The benchmarks of a named suite, or of a comma-separated list of benchmark names."""
     names = SUITES.get(suite) or tuple(name.strip() for name in suite.split(",") if name.strip())
