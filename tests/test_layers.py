@@ -25,6 +25,7 @@ LAYERS = [
     "monitor",
     "train",
     "eval",
+    "rl",
     "scaling",
     "report",
     "recipes",
