@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from tests.eval.benchmark_fixtures import ROWS, fixture_texts, write_fixtures
+from tests.eval.benchmark_fixtures import ROWS, fixture_rows, fixture_texts, write_fixtures
 from tootsie.datakit.parquet_io import write_table_atomic
 from tootsie.datakit.tokenizer import TokenizerTrainConfig, train_bpe
 from tootsie.errors import TootsieError
@@ -72,12 +72,13 @@ def test_every_suite_task_runs_end_to_end_in_both_formats(lm, data_dir, tmp_path
     prompts = result["prompts"]
     (stock,) = prompts["gsm8k/lm-eval/gsm8k"]
     (olmes,) = prompts["gsm8k/olmes/gsm8k_olmes"]
-    question = "Question: Tom has 2 apples and buys 3 more. How many apples does he have?\nAnswer:"
+    question = f"Question: {fixture_rows('gsm8k', 'test')[0]['question']}\nAnswer:"
     assert stock.endswith(question) and olmes.endswith(question) and stock != olmes
     assert stock.count("Question:") == 6 and "#### " in stock  # 5 shots from the train split + the document
     assert olmes.count("Question:") == 9 and olmes.count("So the answer is") == 8 and "####" not in olmes
     (arc_mc,) = prompts["arc_easy/olmes/arc_easy_olmes"]
-    assert arc_mc.endswith("\n A. the red one\n B. the blue one\n C. the green one\n D. the small one\nAnswer:")
+    options = fixture_rows("arc_easy", "test")[0]["choices"]["text"]
+    assert arc_mc.endswith("".join(f"\n {'ABCDE'[i]}. {text}" for i, text in enumerate(options)) + "\nAnswer:")
     if refused:
         pytest.skip(f"HumanEval was refused, not run: {refused}")
 
@@ -118,13 +119,14 @@ def test_a_missing_file_refuses_with_the_mirror_command(tmp_path) -> None:
 
 def test_the_manifest_checks_every_file_it_lists(tmp_path) -> None:
     files = write_fixtures(tmp_path, ("arc_easy", "boolq"))
+    (tmp_path / MANIFEST_FILE).unlink()  # write_fixtures records every file; list only ARC's two
     record_files(tmp_path, files[:2])
     manifest = json.loads((tmp_path / MANIFEST_FILE).read_text())
     assert sorted(manifest["files"]) == ["allenai/ai2_arc/ARC-Easy/test.jsonl", "allenai/ai2_arc/ARC-Easy/train.jsonl"]
     assert benchmark_files(tmp_path, BENCHMARKS["arc_easy"])["ARC-Easy"]["test"] == files[0]
     with pytest.raises(TootsieError, match="not listed in"):
         benchmark_files(tmp_path, BENCHMARKS["boolq"])
-    files[1].write_text(files[1].read_text().replace("red", "pink"))
+    files[1].write_text("".join(files[1].read_text().splitlines(keepends=True)[:-1]))  # a truncated copy
     with pytest.raises(TootsieError, match="train.jsonl has sha256 .* but manifest.json records"):
         benchmark_files(tmp_path, BENCHMARKS["arc_easy"])
 
