@@ -11,7 +11,7 @@ import pytest
 from tootsie.cli.main import main
 from tootsie.errors import TootsieError
 from tootsie.eval.benchmarks import MARIN_BASE_COLUMNS, SUITES
-from tootsie.eval.table import build_row, build_table, read_results, render_markdown, suite_columns, table_json
+from tootsie.eval.table import build_row, build_table, read_results, render_markdown, table_columns, table_json
 
 RETROSPECTIVE_HEADER = (
     "AGI Eval LSAT-AR | ARC Easy | ARC Challenge | BoolQ | CommonSense QA | COPA | HellaSwag | lambada_openai"
@@ -42,7 +42,7 @@ def full(offset: float = 0.0) -> dict[str, float | None]:
 
 
 def table_of(*models: tuple[str, dict[str, Any]], compare: bool = False, prompt_format: str = "lm-eval"):
-    columns = suite_columns("marin-base")
+    columns = table_columns("marin-base")
     rows = [build_row(label, [(f"{label}.json", result)], columns, prompt_format) for label, result in models]
     return build_table("marin-base", rows, columns, prompt_format, compare=compare)
 
@@ -51,8 +51,8 @@ def test_marin_base_columns_follow_the_retrospective_and_other_suites_their_own_
     table = table_of(("base", suite_result(full())))
     header = render_markdown(table).splitlines()[0]
     assert header == f"| Model | Format | Average | {RETROSPECTIVE_HEADER} |"
-    assert [column.task for column in suite_columns("core")] == list(SUITES["core"])
-    assert [column.title for column in suite_columns("core")][:2] == ["ARC Easy", "ARC Challenge"]
+    assert [column.task for column in table_columns("core")] == list(SUITES["core"])
+    assert [column.title for column in table_columns("core")][:2] == ["ARC Easy", "ARC Challenge"]
 
 
 def test_cells_are_percentages_with_one_standard_error_and_the_average_is_over_all_columns() -> None:
@@ -79,10 +79,17 @@ def test_an_empty_column_is_named_with_its_reason_and_the_average_says_over_how_
     assert average.value == pytest.approx(sum(present) / 17) and (average.columns, average.of) == (17, 19)
     assert average.missing == ("GPQA", "HumanEval")
     assert f"{100 * average.value:.1f} ± {100 * average.stderr:.1f} (17/19)" in markdown.splitlines()[2]
-    assert "- GPQA (gpqa) is empty for every model: not in the results." in markdown
-    assert "- HumanEval (humaneval) is empty for every model: no sandbox here." in markdown
+    assert "- Empty for every model: GPQA (gpqa) (not in the results read)." in markdown
+    assert "- Empty for every model: HumanEval (humaneval) (no sandbox here)." in markdown
     assert "over 17 of 19 columns (missing: GPQA, HumanEval), not comparable" in markdown
     assert markdown.splitlines()[2].count(" — ") == 2
+
+
+def test_columns_empty_for_one_model_for_one_reason_share_a_note() -> None:
+    sft = {task: value for task, value in full().items() if task not in ("gpqa", "mmlu_pro")}
+    markdown = render_markdown(table_of(("base", suite_result(full())), ("sft", suite_result(sft))))
+    assert "- Empty for sft: GPQA (gpqa), MMLU Pro (mmlu_pro) (not in the results read)." in markdown
+    assert "Average of base" not in markdown and "Average of sft is over 17 of 19 columns" in markdown
 
 
 def test_before_after_view_differences_and_degradation_marks() -> None:
@@ -106,6 +113,16 @@ def test_before_after_view_differences_and_degradation_marks() -> None:
     assert "(sqrt(se_before² + se_after²)): BoolQ." in notes
 
 
+def test_the_metrics_note_gives_each_columns_metric_shots_and_documents() -> None:
+    result = suite_result({"arc_easy": 0.5, "boolq": 0.6}, n=20)
+    result["results"][0]["num_fewshot"] = 10
+    notes = render_markdown(table_of(("m", result)))
+    assert (
+        "Metrics, few-shot counts where recorded (documents scored): ARC Easy acc, 10-shot (n=20); BoolQ acc (n=20)."
+        in notes
+    )
+
+
 def test_compare_needs_exactly_two_models() -> None:
     with pytest.raises(TootsieError, match="exactly two models"):
         table_of(("a", suite_result(full())), compare=True)
@@ -117,12 +134,12 @@ def test_olmes_table_takes_olmes_rows_and_lm_eval_rows_only_where_no_variant_exi
     table = table_of(("m", {"results": olmes + lm_eval}), prompt_format="olmes")
     cells = {cell.column.task: cell for cell in table.rows[0].cells}
     assert cells["arc_easy"].value == 0.5 and cells["boolq"].value == 0.6  # boolq has no OLMES variant
-    assert cells["arc_challenge"].value is None and cells["arc_challenge"].empty == "only lm-eval results"
+    assert cells["arc_challenge"].value is None and cells["arc_challenge"].empty == "only in lm-eval format"
     assert "| **m** | olmes (1 lm-eval) |" in render_markdown(table)
 
 
 def test_one_benchmark_twice_under_one_label_is_refused() -> None:
-    columns = suite_columns("marin-base")
+    columns = table_columns("marin-base")
     results = [("a.json", suite_result({"boolq": 0.5})), ("b.json", suite_result({"boolq": 0.6}))]
     with pytest.raises(TootsieError, match=r"boolq \(lm-eval\) is in more than one result of 'm'"):
         build_row("m", results, columns, "lm-eval")

@@ -107,9 +107,9 @@ def input_results(label: str, path: str, args: argparse.Namespace) -> dict[str, 
 
 def run_table_command(args: argparse.Namespace) -> int:
     """`tootsie eval table`: the Markdown to --out (or stdout), or with --json the same numbers as one object."""
-    from tootsie.eval.table import build_row, build_table, render_markdown, suite_columns, table_json
+    from tootsie.eval.table import build_row, build_table, render_markdown, table_columns, table_json
 
-    columns = suite_columns(args.suite)
+    columns = table_columns(args.suite)
     grouped: dict[str, list[tuple[str, dict[str, Any]]]] = {}
     for spec in args.inputs:
         label, path = split_label(spec)

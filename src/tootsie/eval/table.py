@@ -43,7 +43,7 @@ HOW_TO_WRITE = "write it with `tootsie eval suite --checkpoint RUN --suite S --d
 
 
 @dataclass(frozen=True)
-class Column:
+class TableColumn:
     """One benchmark column: its title in the table and the suite's benchmark name."""
 
     title: str
@@ -54,12 +54,14 @@ class Column:
 class Cell:
     """One model's result on one column, or why it is empty."""
 
-    column: Column
+    column: TableColumn
     value: float | None
     stderr: float | None = None
     n: int = 0
     metric: str | None = None
     prompt_format: str | None = None
+    num_fewshot: int | None = None
+    """Few-shot examples per prompt, where the result records it."""
     empty: str | None = None
     """Why there is no value (absent from the inputs, refused, another prompt format); None when there is one."""
 
@@ -114,17 +116,17 @@ class Table:
 
     suite: str
     prompt_format: str
-    columns: tuple[Column, ...]
+    columns: tuple[TableColumn, ...]
     rows: tuple[Row, ...]
     compare: tuple[Delta, ...] | None = None
 
 
-def suite_columns(suite: str) -> tuple[Column, ...]:
+def table_columns(suite: str) -> tuple[TableColumn, ...]:
     """The table's columns: the retrospective's 19 for `marin-base`, else the suite's benchmarks in its order."""
     titles = {task: title for title, task in MARIN_BASE_COLUMNS}
     if suite == "marin-base":
-        return tuple(Column(title, task) for title, task in MARIN_BASE_COLUMNS)
-    return tuple(Column(titles.get(b.name, b.name), b.name) for b in suite_benchmarks(suite))
+        return tuple(TableColumn(title, task) for title, task in MARIN_BASE_COLUMNS)
+    return tuple(TableColumn(titles.get(b.name, b.name), b.name) for b in suite_benchmarks(suite))
 
 
 def read_results(path: str | Path) -> dict[str, Any]:
@@ -166,7 +168,7 @@ def _check_results(path: Path, result: object) -> None:
             )
 
 
-def _pick(column: Column, found: list[tuple[str, dict[str, Any]]], prompt_format: str, label: str) -> Cell:
+def _pick(column: TableColumn, found: list[tuple[str, dict[str, Any]]], prompt_format: str, label: str) -> Cell:
     """The cell for `column` from the (source, result row)s `found` for its task, or an empty cell saying why."""
     benchmark = BENCHMARKS.get(column.task)
     fallback = prompt_format == "olmes" and benchmark is not None and benchmark.olmes is None
@@ -181,7 +183,7 @@ def _pick(column: Column, found: list[tuple[str, dict[str, Any]]], prompt_format
         )
     if not wanted:
         formats = sorted({str(r.get("prompt_format")) for _, r in found})
-        reason = f"only {', '.join(formats)} results" if found else "not in the results"
+        reason = f"only in {', '.join(formats)} format" if found else "not in the results read"
         return Cell(column, None, empty=reason)
     source, row = wanted[0]
     if row["value"] is None:
@@ -194,6 +196,7 @@ def _pick(column: Column, found: list[tuple[str, dict[str, Any]]], prompt_format
         int(row.get("n", 0)),
         row.get("metric"),
         row.get("prompt_format", "lm-eval"),
+        row.get("num_fewshot"),
     )
 
 
@@ -209,7 +212,7 @@ def _average(cells: Sequence[Cell]) -> Average:
 
 
 def build_row(
-    label: str, results: Sequence[tuple[str, dict[str, Any]]], columns: Sequence[Column], prompt_format: str
+    label: str, results: Sequence[tuple[str, dict[str, Any]]], columns: Sequence[TableColumn], prompt_format: str
 ) -> Row:
     """One model's row from its (source, suite result object)s; a benchmark found twice in one format refuses."""
     if prompt_format not in TABLE_FORMATS:
@@ -241,7 +244,7 @@ def compare_rows(before: Row, after: Row) -> tuple[Delta, ...]:
 
 
 def build_table(
-    suite: str, rows: Sequence[Row], columns: Sequence[Column], prompt_format: str, compare: bool = False
+    suite: str, rows: Sequence[Row], columns: Sequence[TableColumn], prompt_format: str, compare: bool = False
 ) -> Table:
     """The table; with `compare`, the two rows are a base and its instruction-tuned model, in that order."""
     if compare and len(rows) != 2:
@@ -289,14 +292,7 @@ def table_notes(table: Table) -> list[str]:
             )
         if row.limits:
             notes.append(f"{row.label} was scored on the first {'/'.join(map(str, row.limits))} documents per task.")
-    for index, column in enumerate(table.columns):
-        cells = [(row.label, row.cells[index]) for row in table.rows]
-        empty = [(label, cell.empty) for label, cell in cells if cell.value is None]
-        if not empty:
-            continue
-        reasons = sorted({str(reason) for _, reason in empty})
-        who = "every model" if len(empty) == len(cells) else ", ".join(label for label, _ in empty)
-        notes.append(f"{column.title} ({column.task}) is empty for {who}: {'; '.join(reasons)}.")
+    notes += _empty_notes(table)
     if table.prompt_format == "olmes":
         fallen = [c.column.title for row in table.rows[:1] for c in row.cells if c.prompt_format == "lm-eval"]
         if fallen:
@@ -307,12 +303,26 @@ def table_notes(table: Table) -> list[str]:
         if cells:
             names = "/".join(sorted({str(cell.metric) for cell in cells}))
             sizes = "/".join(str(n) for n in sorted({cell.n for cell in cells}))
-            metrics.append(f"{column.title} {names} (n={sizes})")
+            shots = sorted({cell.num_fewshot for cell in cells if cell.num_fewshot is not None})
+            shot_text = f", {'/'.join(map(str, shots))}-shot" if shots else ""
+            metrics.append(f"{column.title} {names}{shot_text} (n={sizes})")
     if metrics:
-        notes.append(f"Metrics (documents scored): {'; '.join(metrics)}.")
+        notes.append(f"Metrics, few-shot counts where recorded (documents scored): {'; '.join(metrics)}.")
     if table.compare is not None:
         notes += _compare_notes(table)
     return notes
+
+
+def _empty_notes(table: Table) -> list[str]:
+    """One note per (models, reason) naming every empty column it covers, e.g. the six a file does not hold."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for index, column in enumerate(table.columns):
+        empty = [(row.label, row.cells[index].empty) for row in table.rows if row.cells[index].value is None]
+        if empty:
+            who = "every model" if len(empty) == len(table.rows) else ", ".join(label for label, _ in empty)
+            reasons = "; ".join(sorted({str(reason) for _, reason in empty}))
+            groups.setdefault((who, reasons), []).append(f"{column.title} ({column.task})")
+    return [f"Empty for {who}: {', '.join(titles)} ({reasons})." for (who, reasons), titles in groups.items()]
 
 
 def _compare_notes(table: Table) -> list[str]:
@@ -361,7 +371,7 @@ def table_json(table: Table) -> dict[str, Any]:
     for row in table.rows:
         cells = [
             {"title": c.column.title, "task": c.column.task, "value": c.value, "stderr": c.stderr, "n": c.n}
-            | {"metric": c.metric, "prompt_format": c.prompt_format, "empty": c.empty}
+            | {"metric": c.metric, "prompt_format": c.prompt_format, "num_fewshot": c.num_fewshot, "empty": c.empty}
             for c in row.cells
         ]
         average = vars(row.average) | {"missing": list(row.average.missing)}
