@@ -2,6 +2,9 @@
 
 Each file or folder of `--suite` is a domain; its token cache is an executor
 step under `--prefix`, built once and reused (see `tootsie.eval.bpb_suite`).
+A local clone of the allenai/paloma dataset (`<source>/val/*.jsonl.gz`) is
+detected and scored the way Paloma defines its figures (`tootsie.eval.paloma`,
+docs/paloma.md); `--layout` forces either reading.
 """
 
 import argparse
@@ -26,7 +29,27 @@ def register(verbs: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
         "--suite",
         required=True,
         metavar="DIR",
-        help="held-out domains: one .txt/.jsonl/.parquet file or folder per domain",
+        help="held-out domains: one .txt/.jsonl/.parquet file or folder per domain, or a Paloma mirror",
+    )
+    suite.add_argument(
+        "--layout",
+        choices=("auto", "folders", "paloma"),
+        default="auto",
+        help="how --suite is read: detected (default), one domain per entry, or Paloma's release layout",
+    )
+    paloma = suite.add_argument_group("Paloma layout (docs/paloma.md)")
+    paloma.add_argument("--split", choices=("val", "test"), default="val", help="the split folder to score")
+    paloma.add_argument(
+        "--subsets", default=None, metavar="A,B", help="sources to score, e.g. c4_en,m2d2_s2orc_unsplit (default: all)"
+    )
+    paloma.add_argument(
+        "--max-documents", type=int, default=None, help="documents per subdomain, the first ones (default: all)"
+    )
+    paloma.add_argument(
+        "--prefix-token",
+        choices=("bos", "eos"),
+        default="bos",
+        help="the token a document's first token is predicted from (Paloma's code uses EOS; tootsie trains on BOS)",
     )
     suite.add_argument(
         "--tokenizer",
@@ -43,7 +66,9 @@ def register(verbs: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
     suite.add_argument(
         "--seq-len", type=int, default=None, help="tokens per evaluated sequence (default: the run's, else 128)"
     )
-    suite.add_argument("--max-sequences", type=int, default=None, help="sequences per domain (default: all)")
+    suite.add_argument(
+        "--max-sequences", type=int, default=None, help="packed sequences per domain, folders layout (default: all)"
+    )
     suite.add_argument("--ema", action="store_true", help="evaluate the checkpoint's EMA weights")
     add_output_flags(suite)
     suite.set_defaults(handler=run)
@@ -51,8 +76,22 @@ def register(verbs: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
 
 def run(args: argparse.Namespace) -> int:
     """`tootsie eval bpb-suite`."""
-    from tootsie.eval.bpb_suite import run_bpb_suite
+    from tootsie.eval.bpb_suite import run_bpb_suite, run_paloma_suite, suite_layout
 
+    weights = "ema" if args.ema else "model"
+    if suite_layout(args.suite, args.layout) == "paloma":
+        result = run_paloma_suite(
+            args.checkpoint,
+            args.suite,
+            tokenizer=args.tokenizer,
+            seq_len=args.seq_len,
+            split=args.split,
+            sources=tuple(args.subsets.split(",")) if args.subsets else None,
+            max_documents=args.max_documents,
+            prefix_token=args.prefix_token,
+            weights=weights,
+        )
+        return emit(result, args, f"Paloma {args.split} figures of {result['checkpoint']} ({weights})")
     result = run_bpb_suite(
         args.checkpoint,
         args.suite,
@@ -60,6 +99,6 @@ def run(args: argparse.Namespace) -> int:
         tokenizer=args.tokenizer,
         seq_len=args.seq_len,
         max_sequences=args.max_sequences,
-        weights="ema" if args.ema else "model",
+        weights=weights,
     )
     return emit(result, args, f"bits per byte of {result['checkpoint']} on {result['suite']} ({result['weights']})")

@@ -13,6 +13,12 @@ Example: a suite of `code/` and `prose.jsonl` gives `{"bpb": {"code": 1.61,
 "prose": 2.05, "macro_avg": 1.83, "micro_avg": 1.78}, "caches": {"code":
 {"path": ".../bpb_suite/code-3f2a...", "built": true}, ...}}`; a second call
 prints the same numbers with `"built": false`.
+
+A directory in Paloma's released layout (`<source>/val/*.jsonl.gz`, detected by
+`paloma.is_paloma_mirror` or asked for with `layout="paloma"`) is scored by
+`run_paloma_suite` the way Paloma scores it instead (`tootsie.eval.paloma`):
+each document alone, figures per subdomain and macro-averaged per source. The
+two modes differ on purpose; docs/paloma.md lists how.
 """
 
 import os
@@ -24,6 +30,7 @@ from tootsie.datakit.tokenizer import load_tokenizer
 from tootsie.errors import TootsieError
 from tootsie.eval.bpb import domain_bpb, summarize
 from tootsie.eval.heldout_domains import domain_cache_steps
+from tootsie.eval.paloma import evaluate_source, is_paloma_mirror, prepare_mirror
 from tootsie.executor import failure_summary, run_experiment
 from tootsie.executor.portable import resolve_recorded
 from tootsie.jsonfile import read_json
@@ -34,6 +41,8 @@ from tootsie.train.loading import load_model, resolve_checkpoint
 
 DEFAULT_SEQ_LEN = 128
 """Tokens per evaluated sequence when the run's config does not say (`tootsie eval bpb`'s default)."""
+LAYOUTS = ("auto", "folders", "paloma")
+"""How a suite directory is read: detected, one domain per entry (`heldout_domains`), or Paloma's release."""
 
 
 def evaluate_domains(
@@ -88,6 +97,60 @@ def recorded_tokenizer(checkpoint: str) -> str | None:
     return resolve_recorded(recorded, run_dir)
 
 
+def _eval_settings(checkpoint: str, tokenizer: str | None, seq_len: int | None) -> tuple[str, int]:
+    """The tokenizer and seq_len to evaluate with: given, else the run's recorded ones."""
+    run, _ = _run_config(checkpoint)
+    tokenizer = tokenizer or recorded_tokenizer(checkpoint)
+    if not tokenizer:
+        raise TootsieError(
+            f"no tokenizer recorded for {checkpoint} (its config.json has no eval.tokenizer); "
+            "pass --tokenizer with the tokenizer.json the model was trained with"
+        )
+    return tokenizer, int(seq_len or (run.get("data") or {}).get("seq_len") or DEFAULT_SEQ_LEN)
+
+
+def _load(checkpoint: str, weights: str) -> tuple[Path, LlamaModel]:
+    """The checkpoint's location and its model (`weights`: "model" or "ema")."""
+    location = resolve_checkpoint(checkpoint)
+    return location, load_model(model_config_of(location), str(location), weights=weights)
+
+
+def run_paloma_suite(
+    checkpoint: str,
+    mirror: str,
+    tokenizer: str | None = None,
+    seq_len: int | None = None,
+    split: str = "val",
+    sources: tuple[str, ...] | None = None,
+    max_documents: int | None = None,
+    prefix_token: str = "bos",
+    weights: str = "model",
+) -> dict[str, Any]:
+    """Paloma's figures of a checkpoint on a Paloma mirror: per subdomain, and macro and micro per source.
+
+    `bpb` maps each source to its macro BPB (Paloma's per-source figure);
+    `sources` holds every figure (`tootsie.eval.paloma.summarize_source`).
+    """
+    tokenizer, seq_len = _eval_settings(checkpoint, tokenizer, seq_len)
+    prepared = prepare_mirror(mirror, tokenizer, seq_len, split, sources, max_documents, prefix_token)
+    location, model = _load(checkpoint, weights)
+    results = {name: evaluate_source(model, source) for name, source in prepared.items()}
+    return {
+        "checkpoint": str(location),
+        "step": read_checkpoint_state(location)["step"],
+        "weights": weights,
+        "suite": str(Path(mirror).resolve()),
+        "layout": "paloma",
+        "split": split,
+        "tokenizer": str(tokenizer),
+        "seq_len": seq_len,
+        "prefix_token": prefix_token,
+        "max_documents": max_documents,
+        "bpb": {name: r["macro_bpb"] for name, r in results.items()},
+        "sources": results,
+    }
+
+
 def run_bpb_suite(
     checkpoint: str,
     suite_dir: str,
@@ -103,26 +166,28 @@ def run_bpb_suite(
     and `seq_len` default to the run's recorded eval tokenizer and sequence length.
     """
     prefix = prefix or os.environ.get("TOOTSIE_PREFIX") or "out"
-    run, _ = _run_config(checkpoint)
-    tokenizer = tokenizer or recorded_tokenizer(checkpoint)
-    if not tokenizer:
-        raise TootsieError(
-            f"no tokenizer recorded for {checkpoint} (its config.json has no eval.tokenizer); "
-            "pass --tokenizer with the tokenizer.json the model was trained with"
-        )
-    seq_len = seq_len or (run.get("data") or {}).get("seq_len") or DEFAULT_SEQ_LEN
+    tokenizer, seq_len = _eval_settings(checkpoint, tokenizer, seq_len)
     caches = build_domain_caches(suite_dir, tokenizer, prefix)
-    location = resolve_checkpoint(checkpoint)
-    model = load_model(model_config_of(location), str(location), weights=weights)
+    location, model = _load(checkpoint, weights)
     scores = evaluate_domains(model, {name: c["path"] for name, c in caches.items()}, tokenizer, seq_len, max_sequences)
     return {
         "checkpoint": str(location),
         "step": read_checkpoint_state(location)["step"],
         "weights": weights,
         "suite": str(Path(suite_dir).resolve()),
+        "layout": "folders",
         "tokenizer": str(tokenizer),
         "seq_len": int(seq_len),
         "max_sequences": max_sequences,
         **scores,
         "caches": caches,
     }
+
+
+def suite_layout(suite_dir: str, layout: str = "auto") -> str:
+    """`"paloma"` or `"folders"`: the layout asked for, or (for `"auto"`) the one the directory has."""
+    if layout not in LAYOUTS:
+        raise TootsieError(f"layout {layout!r} is not one of {LAYOUTS}")
+    if layout != "auto":
+        return layout
+    return "paloma" if is_paloma_mirror(suite_dir) else "folders"
