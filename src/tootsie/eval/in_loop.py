@@ -9,7 +9,10 @@ keys with an `_ema` suffix — the pairs `tootsie monitor spikes` reads as the
 EMA gap — and, for `eval.lm_eval_tasks`, `eval/lm/<task>/<metric>` (raw
 weights only: a task costs far more than a held-out batch) with the time it
 took as `eval/lm/seconds`. The lm-eval task files are written once under
-`<run>/lm_eval_tasks/`.
+`<run>/lm_eval_tasks/`. For `eval.paloma` it gains, per Paloma source,
+`eval/paloma/<source>/bpb` (the macro average over its subdomains, Paloma's
+per-source figure), `.../bpb_micro` and `.../ppl_token`, with the same `_ema`
+suffix; the mirror is read and cut into Paloma's windows once, when the run starts.
 """
 
 import time
@@ -21,6 +24,8 @@ import equinox as eqx
 from tootsie.datakit.token_bytes import TokenBytes
 from tootsie.datakit.tokenizer import load_tokenizer
 from tootsie.eval.bpb import domain_bpb, summarize
+from tootsie.eval.paloma import evaluate_source, prepare_mirror
+from tootsie.models.llama import LlamaModel
 from tootsie.train.callbacks import Evaluation, Every, Record, Run
 from tootsie.train.config import TrainConfig
 from tootsie.train.state import TrainState
@@ -31,6 +36,14 @@ LM_EVAL_TASKS_DIR = "lm_eval_tasks"
 def _every(config: TrainConfig) -> Every:
     """The in-loop evaluation's schedule: every `eval.every_steps` steps, and after the last."""
     return Every(steps=config.eval.every_steps, last=True)
+
+
+def _weights(state: TrainState) -> dict[str, LlamaModel]:
+    """Metric-key suffix → model: the raw weights (""), and the EMA weights ("_ema") when the run keeps them."""
+    weights = {"": state.model}
+    if state.ema is not None:
+        weights["_ema"] = eqx.combine(state.ema, eqx.filter(state.model, eqx.is_array, inverse=True))
+    return weights
 
 
 class HeldOutBPB(Evaluation):
@@ -46,11 +59,8 @@ class HeldOutBPB(Evaluation):
     def scores(self, state: TrainState) -> dict[str, float]:
         """`eval/bpb/*` of `state`'s model, and with an `_ema` suffix of its EMA weights when it has them."""
         evaluation = self.config.eval
-        weights = {"": state.model}
-        if state.ema is not None:
-            weights["_ema"] = eqx.combine(state.ema, eqx.filter(state.model, eqx.is_array, inverse=True))
         values = {}
-        for suffix, model in weights.items():
+        for suffix, model in _weights(state).items():
             results = {
                 name: domain_bpb(
                     model, cache, self.token_bytes, self.config.data.seq_len, max_sequences=evaluation.max_sequences
@@ -58,6 +68,37 @@ class HeldOutBPB(Evaluation):
                 for name, cache in sorted(evaluation.heldout.items())
             }
             values |= {f"eval/bpb/{name}{suffix}": value for name, value in summarize(results).items()}
+        return values
+
+
+class PalomaBPB(Evaluation):
+    """Score `config.eval.paloma`'s sources (raw and EMA weights) as Paloma defines its figures."""
+
+    def __init__(self, config: TrainConfig) -> None:
+        paloma = config.eval.paloma
+        self.config, self.every = config, _every(config)
+        self.sources = prepare_mirror(
+            paloma.mirror,
+            config.eval.tokenizer,
+            config.data.seq_len,
+            paloma.split,
+            paloma.subsets,
+            paloma.max_documents,
+            paloma.prefix_token,
+        )
+
+    def after_step(self, run: Run, step: int, record: Record) -> None:
+        record.update(self.scores(run.state))
+
+    def scores(self, state: TrainState) -> dict[str, float]:
+        """`eval/paloma/<source>/{bpb,bpb_micro,ppl_token}` of `state`'s model (and `_ema` of its EMA weights)."""
+        values = {}
+        for suffix, model in _weights(state).items():
+            for name, source in self.sources.items():
+                result = evaluate_source(model, source)
+                values[f"eval/paloma/{name}/bpb{suffix}"] = result["macro_bpb"]
+                values[f"eval/paloma/{name}/bpb_micro{suffix}"] = result["micro_bpb"]
+                values[f"eval/paloma/{name}/ppl_token{suffix}"] = result["macro_ppl_token"]
         return values
 
 
@@ -97,9 +138,11 @@ class LMEvalTasks(Evaluation):
 
 
 def evaluation_callbacks(config: TrainConfig, output_path: str) -> list[Evaluation]:
-    """The callbacks that run everything `config.eval` asks for (held-out BPB, lm-eval tasks); none without `eval`."""
+    """The callbacks that run everything `config.eval` asks for (held-out BPB, Paloma, lm-eval tasks)."""
     if config.eval is None:
         return []
-    return ([HeldOutBPB(config)] if config.eval.heldout else []) + (
-        [LMEvalTasks(config, output_path)] if config.eval.lm_eval_tasks else []
+    return (
+        ([HeldOutBPB(config)] if config.eval.heldout else [])
+        + ([PalomaBPB(config)] if config.eval.paloma is not None else [])
+        + ([LMEvalTasks(config, output_path)] if config.eval.lm_eval_tasks else [])
     )

@@ -72,6 +72,32 @@ class WarmStartConfig:
 
 
 @dataclass(frozen=True)
+class PalomaDomains:
+    """Sources of a local Paloma mirror scored in-loop with Paloma's definitions (`tootsie.eval.paloma`)."""
+
+    mirror: str
+    """A local clone of the allenai/paloma dataset: `<mirror>/<source>/<split>/*.jsonl.gz`."""
+    subsets: tuple[str, ...]
+    """Sources to score, e.g. ("c4_en", "m2d2_s2orc_unsplit"); logged as `eval/paloma/<source>/*`."""
+    split: str = "val"
+    """The split folder: "val" or "test"."""
+    max_documents: int | None = 32
+    """Documents per subdomain (the first ones); None for all."""
+    prefix_token: str = "bos"
+    """The token a document's first token is predicted from: "bos" or "eos" (Paloma's code uses EOS)."""
+
+    def __post_init__(self) -> None:
+        if not self.subsets:
+            raise ValueError("subsets is empty; name at least one Paloma source, e.g. subsets: [c4_en]")
+        if self.split not in ("val", "test"):
+            raise ValueError(f"split must be 'val' or 'test', got {self.split!r}")
+        if self.max_documents is not None and self.max_documents <= 0:
+            raise ValueError(f"max_documents must be positive or None, got {self.max_documents}")
+        if self.prefix_token not in ("bos", "eos"):
+            raise ValueError(f"prefix_token must be 'bos' or 'eos', got {self.prefix_token!r}")
+
+
+@dataclass(frozen=True)
 class InLoopEvalConfig:
     """Held-out bits-per-byte (raw and EMA weights) and lm-eval tasks (raw weights) during training.
 
@@ -95,11 +121,13 @@ class InLoopEvalConfig:
     """Directories of lm-eval task YAMLs with local data_files."""
     lm_eval_limit: int | None = None
     """Documents per lm-eval task (the first ones); None for all."""
+    paloma: PalomaDomains | None = hashed_when_set()
+    """Paloma sources scored as Paloma defines its figures; None for none (and then left out of the hash)."""
 
     def __post_init__(self) -> None:
-        if not self.heldout and not self.lm_eval_tasks:
+        if not self.heldout and not self.lm_eval_tasks and self.paloma is None:
             raise ValueError(
-                "heldout and lm_eval_tasks are both empty; name at least one held-out cache or lm-eval task"
+                "heldout, lm_eval_tasks and paloma are all empty; name a held-out cache, an lm-eval task or paloma"
             )
         if self.every_steps <= 0:
             raise ValueError(f"every_steps must be positive, got {self.every_steps}")
