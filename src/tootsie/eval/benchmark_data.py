@@ -39,9 +39,10 @@ def split_path(data_dir: Path, benchmark: Benchmark, config: str, split: str) ->
     for suffix in SUFFIXES:
         if stem.with_suffix(suffix).is_file():
             return stem.with_suffix(suffix)
+    access = f"; {benchmark.access}" if benchmark.access else ""
     raise TootsieError(
         f"{benchmark.name}: missing {stem}.jsonl (or .parquet), {benchmark.repo} config {config!r} split {split!r};"
-        f" run `tootsie eval mirror {benchmark.name} --out {data_dir}` where a network exists"
+        f" run `tootsie eval mirror {benchmark.name} --out {data_dir}` where a network exists{access}"
     )
 
 
@@ -106,9 +107,11 @@ def mirror(benchmarks: list[Benchmark], out: Path) -> dict[str, dict[str, object
                 try:
                     rows = datasets.load_dataset(benchmark.repo, name, split=split)
                 except Exception as error:  # datasets raises several types offline; all mean "not fetched"
+                    access = f"; {benchmark.access}" if benchmark.access else ""
                     raise TootsieError(
                         f"could not download {benchmark.repo} config {subtask.config!r} split {split!r} for {path}:"
                         f" {type(error).__name__}: {error}; mirroring needs network access to the Hugging Face Hub"
+                        f"{access}"
                     ) from error
                 path.parent.mkdir(parents=True, exist_ok=True)
                 temporary = path.with_name(f".{path.name}.tmp")

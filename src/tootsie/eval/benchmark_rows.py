@@ -196,6 +196,93 @@ def humaneval(rng: random.Random, index: int) -> Row:
     }
 
 
+def agieval_lsat_ar(rng: random.Random, index: int) -> Row:
+    """hails/agieval-lsat-ar: query (passage, question, lettered choices, "A: Among A through E, the answer is"),
+    choices ("(A)..." strings), gold (a one-item list of the right choice's index)."""
+    choices = [f"({letter}){option}" for letter, option in zip("ABCDE", _options(rng, 5), strict=True)]
+    return {
+        "query": f"Q: Exactly {rng.randint(3, 9)} of the {_phrase(rng, 2, 12)} are chosen. Which one could be"
+        f" {_phrase(rng, 1, 4)}? Answer Choices: {' '.join(choices)}\nA: Among A through E, the answer is",
+        "choices": choices,
+        "gold": [rng.randrange(5)],
+    }
+
+
+def commonsense_qa(rng: random.Random, index: int) -> Row:
+    """tau/commonsense_qa: id, question, question_concept, choices {label A-E, text}, answerKey."""
+    concept = rng.choice(WORDS)
+    return {
+        "id": f"{index:032x}",
+        "question": f"Where would you put a {concept} {_phrase(rng, 0, 8)}?",
+        "question_concept": concept,
+        "choices": {"label": list("ABCDE"), "text": _options(rng, 5)},
+        "answerKey": rng.choice("ABCDE"),
+    }
+
+
+def copa(rng: random.Random, index: int) -> Row:
+    """aps/super_glue copa: premise (ending in "."), choice1, choice2, question (cause/effect), idx, label."""
+    choice1, choice2 = (f"The {option} moved." for option in _options(rng, 2))
+    return {
+        "premise": f"The {_phrase(rng, 1, 8)} fell over.",
+        "choice1": choice1,
+        "choice2": choice2,
+        "question": rng.choice(("cause", "effect")),
+        "idx": index,
+        "label": rng.randrange(2),
+    }
+
+
+def wsc273(rng: random.Random, index: int) -> Row:
+    """lighteval/winograd_wsc wsc273: text, pronoun, pronoun_loc, quote, quote_loc, options, label, source."""
+    first, second = _options(rng, 2)
+    prefix, pronoun = f"The {first} could not lift the {second} because ", rng.choice(("it", "they"))
+    rest = f" was too {_phrase(rng, 1, 5)}."
+    return {
+        "text": f"{prefix}{pronoun}{rest}",
+        "pronoun": pronoun,
+        "pronoun_loc": len(prefix),
+        "quote": f"{pronoun}{rest}",
+        "quote_loc": len(prefix),
+        "options": [f"the {first}", f"the {second}"],
+        "label": rng.randrange(2),
+        "source": "made up",
+    }
+
+
+def gpqa(rng: random.Random, index: int) -> Row:
+    """Idavidrein/gpqa gpqa_main: Question, Correct Answer, Incorrect Answer 1-3, Explanation, domains, Record ID."""
+    right, *wrong = _options(rng, 4)
+    return {
+        "Record ID": f"rec{index:05d}",
+        "Question": f"Which {_phrase(rng, 1, 10)} explains the {rng.choice(WORDS)} result?",
+        "Correct Answer": right,
+        "Incorrect Answer 1": wrong[0],
+        "Incorrect Answer 2": wrong[1],
+        "Incorrect Answer 3": wrong[2],
+        "Explanation": f"Because {_phrase(rng, 2, 8)}.",
+        "Subdomain": rng.choice(("Physics (general)", "Organic Chemistry", "Molecular Biology")),
+        "High-level domain": rng.choice(("Physics", "Chemistry", "Biology")),
+    }
+
+
+def mmlu_pro(rng: random.Random, index: int) -> Row:
+    """TIGER-Lab/MMLU-Pro: question_id, question, options (up to 10), answer (a letter), answer_index, cot_content,
+    category, src."""
+    count = rng.choice((4, 7, 10, 10))
+    answer = rng.randrange(count)
+    return {
+        "question_id": index,
+        "question": f"What is the {_phrase(rng, 1, 10)}?",
+        "options": _options(rng, count),
+        "answer": "ABCDEFGHIJ"[answer],
+        "answer_index": answer,
+        "cot_content": "",
+        "category": rng.choice(("physics", "law", "history")),
+        "src": "made up",
+    }
+
+
 ROW_MAKERS: dict[str, Maker] = {
     "arc_easy": arc,
     "arc_challenge": arc,
@@ -210,6 +297,12 @@ ROW_MAKERS: dict[str, Maker] = {
     "mmlu": mmlu,
     "bbh": bbh,
     "humaneval": humaneval,
+    "agieval_lsat_ar": agieval_lsat_ar,
+    "commonsense_qa": commonsense_qa,
+    "copa": copa,
+    "wsc273": wsc273,
+    "gpqa": gpqa,
+    "mmlu_pro": mmlu_pro,
 }
 """The row maker of every benchmark, in its Hub dataset's schema."""
 

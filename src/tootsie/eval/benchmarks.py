@@ -80,6 +80,8 @@ class Benchmark:
     """Task-config fields set on top of the stock YAML (JSON-like values)."""
     executes_code: bool = False
     """Whether scoring runs the model's output as code (HumanEval), which the suite does only in its sandbox."""
+    access: str = ""
+    """How to get a gated dataset's files (GPQA), said when one is missing; empty for open datasets."""
 
     def __post_init__(self) -> None:
         if not self.subtasks:
@@ -98,6 +100,16 @@ TEST_TRAIN = ("test", "train")
 
 MMLU_DESCRIPTION = "The following are multiple choice questions (with answers) about {{subject.replace('_', ' ')}}.\n\n"
 """lm-eval's per-subject MMLU description, rendered per document so one task covers every subject."""
+
+AGIEVAL_TARGET = "{{gold[0]}}"
+"""AGIEval's target as a choice index: the stock `{{gold}}` renders a list, which lm-eval 0.4.13's few-shot context
+refuses ("Answer is not a string"); scoring reads `gold` itself (process_results_mcqa), so only shots change."""
+
+GPQA_ACCESS = (
+    "Idavidrein/gpqa is gated: accept its terms at https://huggingface.co/datasets/Idavidrein/gpqa with a Hugging Face"
+    " account, then log in (`huggingface-cli login`, or set HF_TOKEN) where a network exists before mirroring"
+)
+"""How to get GPQA's files (the dataset asks that its questions not be published in plain text on the web)."""
 
 BENCHMARKS = {
     b.name: b
@@ -123,11 +135,11 @@ BENCHMARKS = {
             ("validation", "train"),
             olmes="hellaswag_mc",
         ),
-        _one("piqa", "baber/piqa", "piqa/piqa.yaml", "default", "acc_norm,none", ("validation",)),
+        _one("piqa", "baber/piqa", "piqa/piqa.yaml", "default", "acc_norm,none", ("validation", "train")),
         _one(
             "winogrande", "allenai/winogrande", "winogrande/default.yaml", "winogrande_xl", "acc,none", ("validation",)
         ),
-        _one("boolq", "aps/super_glue", "super_glue/boolq/default.yaml", "boolq", "acc,none", ("validation",)),
+        _one("boolq", "aps/super_glue", "super_glue/boolq/default.yaml", "boolq", "acc,none", ("validation", "train")),
         _one("openbookqa", "allenai/openbookqa", "openbookqa/openbookqa.yaml", "main", "acc_norm,none", ("test",)),
         _one(
             "lambada_openai",
@@ -180,9 +192,261 @@ BENCHMARKS = {
             ("test",),
             executes_code=True,
         ),
+        _one(
+            "agieval_lsat_ar",
+            "hails/agieval-lsat-ar",
+            "agieval/lsat-ar.yaml",
+            "default",
+            "acc_norm,none",
+            ("test",),
+            overrides=(("doc_to_target", AGIEVAL_TARGET),),
+        ),
+        _one(
+            "commonsense_qa",
+            "tau/commonsense_qa",
+            "commonsense_qa/default.yaml",
+            "default",
+            "acc,none",
+            ("validation", "train"),
+        ),
+        _one("copa", "aps/super_glue", "super_glue/copa/default.yaml", "copa", "acc,none", ("validation", "train")),
+        _one("wsc273", "lighteval/winograd_wsc", "wsc273/default.yaml", "wsc273", "acc,none", ("test",)),
+        _one(
+            "gpqa",
+            "Idavidrein/gpqa",
+            "leaderboard/gpqa/gpqa_main_zeroshot.yaml",
+            "gpqa_main",
+            "acc_norm,none",
+            ("train",),
+            access=GPQA_ACCESS,
+        ),
+        _one(
+            "mmlu_pro",
+            "TIGER-Lab/MMLU-Pro",
+            "leaderboard/mmlu_pro/mmlu_pro.yaml",
+            "default",
+            "acc,none",
+            ("test", "validation"),
+        ),
     )
 }
-"""Every benchmark by name. MATH is MATH-500 with lm-eval's hendrycks_math scoring (minerva_math needs math_verify)."""
+"""Every benchmark by name. MATH is MATH-500 with lm-eval's hendrycks_math scoring (minerva_math needs math_verify).
+
+GPQA is the main set (448 questions) read by the Open LLM Leaderboard's config; its only split is train, which
+that config evaluates. MMLU-Pro is the leaderboard's config too: 5-shot, the first five of the validation split.
+"""
+
+
+MARIN_TASK_CONFIGS = (
+    "marin-community/marin experiments/evals/task_configs.py (commit 01eb4f95bb252b2f1ecd55690292b7606166e5de)"
+)
+"""Marin's own lm-eval task list, the best public guide to how the retrospective's columns were run."""
+NOT_IN_SEEDS = "NOT IN SEEDS"
+"""The mark on every choice the seeds do not state (the retrospective says only "LM Eval Harness defaults")."""
+ACC_NORM_RULE = "acc_norm where lm-eval's task reports it, else acc (Marin's file names no metric)"
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a published table: the benchmark that fills it and how it is run, each choice with its source."""
+
+    title: str
+    """The column's title in the seeds' table."""
+    benchmark: str
+    """The benchmark (a key of BENCHMARKS) that fills it."""
+    num_fewshot: int
+    """Few-shot examples per prompt, set on the stock task config."""
+    metric: str
+    """The reported `metric,filter`; one the benchmark's task computes."""
+    variant: str
+    """The lm-eval task run (its stock YAML's `task`)."""
+    source: str
+    """Where the few-shot count, metric and variant come from, starting with NOT_IN_SEEDS when the seeds lack them."""
+
+    def __post_init__(self) -> None:
+        if self.num_fewshot < 0:
+            raise ValueError(f"column {self.title!r}: num_fewshot must be >= 0, got {self.num_fewshot=}")
+        if "," not in self.metric:
+            raise ValueError(f"column {self.title!r}: metric must be 'name,filter', got {self.metric!r}")
+
+
+def _marin(title: str, benchmark: str, shots: int, metric: str, variant: str, why: str) -> Column:
+    return Column(title, benchmark, shots, metric, variant, f"{NOT_IN_SEEDS}: {why}")
+
+
+MARIN_BASE = (
+    _marin(
+        "AGI Eval LSAT-AR",
+        "agieval_lsat_ar",
+        3,
+        "acc_norm,none",
+        "agieval_lsat_ar",
+        f"3-shot from {MARIN_TASK_CONFIGS} CORE_TASKS; the task has only a test split, so lm-eval draws the"
+        f" shots from it, leaving out the document itself; {ACC_NORM_RULE}",
+    ),
+    _marin(
+        "ARC Easy",
+        "arc_easy",
+        10,
+        "acc_norm,none",
+        "arc_easy",
+        f"10-shot from {MARIN_TASK_CONFIGS} CORE_TASKS; {ACC_NORM_RULE}",
+    ),
+    _marin(
+        "ARC Challenge",
+        "arc_challenge",
+        10,
+        "acc_norm,none",
+        "arc_challenge",
+        f"10-shot from {MARIN_TASK_CONFIGS} CORE_TASKS; {ACC_NORM_RULE}",
+    ),
+    _marin(
+        "BoolQ",
+        "boolq",
+        10,
+        "acc,none",
+        "boolq",
+        f"10-shot from {MARIN_TASK_CONFIGS} CORE_TASKS, shots from train; {ACC_NORM_RULE}",
+    ),
+    _marin(
+        "CommonSense QA",
+        "commonsense_qa",
+        10,
+        "acc,none",
+        "commonsense_qa",
+        f"10-shot from {MARIN_TASK_CONFIGS} CORE_TASKS, shots from train, the validation split scored (the"
+        f" test split has no answers); {ACC_NORM_RULE}",
+    ),
+    _marin(
+        "COPA",
+        "copa",
+        0,
+        "acc,none",
+        "copa",
+        f"0-shot from {MARIN_TASK_CONFIGS} CORE_TASKS (SuperGLUE's copa); {ACC_NORM_RULE}",
+    ),
+    _marin(
+        "HellaSwag",
+        "hellaswag",
+        0,
+        "acc_norm,none",
+        "hellaswag",
+        f"0-shot: {MARIN_TASK_CONFIGS} CORE_TASKS runs both hellaswag_0shot and hellaswag_10shot; 0-shot is"
+        f" the harness default the retrospective names; {ACC_NORM_RULE}",
+    ),
+    _marin(
+        "lambada_openai",
+        "lambada_openai",
+        0,
+        "acc,none",
+        "lambada_openai",
+        f"0-shot from {MARIN_TASK_CONFIGS} CORE_TASKS; acc (lm-eval also reports perplexity)",
+    ),
+    _marin(
+        "OpenBookQA",
+        "openbookqa",
+        0,
+        "acc_norm,none",
+        "openbookqa",
+        f"0-shot from {MARIN_TASK_CONFIGS} CORE_TASKS; {ACC_NORM_RULE}",
+    ),
+    _marin(
+        "PIQA",
+        "piqa",
+        10,
+        "acc_norm,none",
+        "piqa",
+        f"10-shot from {MARIN_TASK_CONFIGS} CORE_TASKS, shots from train; {ACC_NORM_RULE}",
+    ),
+    _marin(
+        "WinoGrande",
+        "winogrande",
+        0,
+        "acc,none",
+        "winogrande",
+        f"0-shot from {MARIN_TASK_CONFIGS} CORE_TASKS (winogrande_xl); {ACC_NORM_RULE}",
+    ),
+    _marin(
+        "WSC",
+        "wsc273",
+        0,
+        "acc,none",
+        "wsc273",
+        f"wsc273, 0-shot, from {MARIN_TASK_CONFIGS} CORE_TASKS (not SuperGLUE's wsc); {ACC_NORM_RULE}",
+    ),
+    _marin(
+        "MMLU",
+        "mmlu",
+        5,
+        "acc,none",
+        "mmlu",
+        f"5-shot from dev: {MARIN_TASK_CONFIGS} runs mmlu_0shot and mmlu_5shot; 5-shot is MMLU's own protocol"
+        f" (Hendrycks et al. 2021); all 57 subjects as one task, pooled by question; {ACC_NORM_RULE}",
+    ),
+    _marin(
+        "GPQA",
+        "gpqa",
+        0,
+        "acc_norm,none",
+        "leaderboard_gpqa_main",
+        f"the Open LLM Leaderboard's config on the main set, 0-shot as in {MARIN_TASK_CONFIGS}"
+        " OPEN_LM_LEADERBOARD_MCQ (lb_gpqa_0shot) and the stock YAML (gpqa_main_zeroshot); issue 31's"
+        " '5-shot' is not what that file says; acc_norm, the task's only metric",
+    ),
+    _marin(
+        "BBH",
+        "bbh",
+        3,
+        "exact_match,get-answer",
+        "bbh_cot_fewshot",
+        f"bbh_cot_fewshot, 3-shot (the stock CoT exemplars), from {MARIN_TASK_CONFIGS} KEY_GENERATION_TASKS;"
+        " exact match after the get-answer filter, the 27 subtasks pooled by question as lm-eval's group does",
+    ),
+    _marin(
+        "MMLU Pro",
+        "mmlu_pro",
+        5,
+        "acc,none",
+        "leaderboard_mmlu_pro",
+        f"leaderboard_mmlu_pro, 5-shot (the first five of validation), from {MARIN_TASK_CONFIGS}"
+        " MMLU_PRO_5_SHOT; acc, the task's only metric",
+    ),
+    _marin(
+        "HumanEval",
+        "humaneval",
+        0,
+        "pass_at_1,create_test",
+        "humaneval",
+        f"0-shot from {MARIN_TASK_CONFIGS} CODE_TASKS (its KEY_GENERATION_TASKS asks 10 shots of a task with no"
+        " few-shot split); pass@1 of greedy decoding, run in tootsie's sandbox",
+    ),
+    _marin(
+        "GSM8K",
+        "gsm8k",
+        5,
+        "exact_match,strict-match",
+        "gsm8k",
+        f"gsm8k, 5-shot from train, from {MARIN_TASK_CONFIGS} MATH_TASKS (gsm8k_5shot, 'included in core"
+        " tasks'; Marin also runs gsm8k_cot 8-shot); exact match on the '#### N' answer (strict-match)",
+    ),
+    _marin(
+        "MATH",
+        "math500",
+        4,
+        "exact_match,none",
+        "hendrycks_math500",
+        f"4-shot as {MARIN_TASK_CONFIGS} runs minerva_math (math_4shot); tootsie scores MATH-500 with"
+        " hendrycks_math's answer check instead (minerva_math needs math_verify), and MATH-500 has only a test"
+        " split, so the 4 shots are other MATH-500 problems, not Minerva's fixed prompt",
+    ),
+)
+"""The `marin-base` suite: the 32B retrospective's base-model table, column by column, in its order."""
+
+MARIN_BASE_COLUMNS: tuple[tuple[str, str], ...] = tuple((column.title, column.benchmark) for column in MARIN_BASE)
+"""The 32B retrospective's base-model table, in its column order: (the seeds' column title, benchmark name)."""
+
+SUITE_COLUMNS = {"marin-base": MARIN_BASE}
+"""Suites that stand for a published table: their columns, whose few-shot counts and metrics the runner uses."""
 
 SUITES = {
     "core": (
@@ -196,32 +460,13 @@ SUITES = {
         "lambada_openai",
     ),
     "reasoning": ("gsm8k", "math500", "mmlu", "bbh", "humaneval"),
-}
-"""Named task sets for `tootsie eval suite --suite NAME`."""
+} | {name: tuple(column.benchmark for column in columns) for name, columns in SUITE_COLUMNS.items()}
+"""Named task sets for `tootsie eval suite --suite NAME`; core and reasoning run each stock task as configured."""
 
 
-MARIN_BASE_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("AGI Eval LSAT-AR", "agieval_lsat_ar"),
-    ("ARC Easy", "arc_easy"),
-    ("ARC Challenge", "arc_challenge"),
-    ("BoolQ", "boolq"),
-    ("CommonSense QA", "commonsense_qa"),
-    ("COPA", "copa"),
-    ("HellaSwag", "hellaswag"),
-    ("lambada_openai", "lambada_openai"),
-    ("OpenBookQA", "openbookqa"),
-    ("PIQA", "piqa"),
-    ("WinoGrande", "winogrande"),
-    ("WSC", "wsc273"),
-    ("MMLU", "mmlu"),
-    ("GPQA", "gpqa"),
-    ("BBH", "bbh"),
-    ("MMLU Pro", "mmlu_pro"),
-    ("HumanEval", "humaneval"),
-    ("GSM8K", "gsm8k"),
-    ("MATH", "math500"),
-)
-"""The 32B retrospective's base-model table, in its column order: (the seeds' column title, benchmark name)."""
+def suite_columns(suite: str) -> dict[str, Column]:
+    """The documented per-benchmark choices of a table suite (marin-base), by benchmark; empty for other suites."""
+    return {column.benchmark: column for column in SUITE_COLUMNS.get(suite, ())}
 
 
 def suite_benchmarks(suite: str) -> tuple[Benchmark, ...]:

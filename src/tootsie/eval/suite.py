@@ -10,6 +10,11 @@ touched. With `prompt_format="olmes"` a benchmark that has an OLMES-style
 variant (`tootsie.eval.olmes_formats`) runs that instead; with "both" each such
 benchmark runs in both formats in the same evaluation, side by side.
 
+A suite that stands for a published table (`marin-base`, `benchmarks.SUITE_COLUMNS`)
+sets each lm-eval-format task's `num_fewshot` to its column's documented count
+and reports the column's metric; other suites keep each stock config's own
+count (0 where it names none).
+
 HumanEval's scoring executes model-written code: its metric is replaced by
 `code_sandbox.pass_at_1` (a namespace without network, rlimits, a timeout, a
 temp dir). Where that sandbox is unavailable, HumanEval is refused with the
@@ -20,7 +25,8 @@ Generation tasks (GSM8K, MATH, BBH, HumanEval) decode through
 """
 
 import os
-from collections.abc import Sequence
+import random
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,7 +41,7 @@ from lm_eval.tasks._yaml_loader import load_yaml  # noqa: E402
 
 from tootsie.errors import TootsieError  # noqa: E402
 from tootsie.eval.benchmark_data import benchmark_files  # noqa: E402
-from tootsie.eval.benchmarks import Benchmark, Subtask, suite_benchmarks  # noqa: E402
+from tootsie.eval.benchmarks import Benchmark, Column, Subtask, suite_benchmarks, suite_columns  # noqa: E402
 from tootsie.eval.code_sandbox import build_predictions, pass_at_1, sandbox_unavailable  # noqa: E402
 from tootsie.eval.lm_eval_adapter import TootsieLM  # noqa: E402
 from tootsie.eval.olmes_formats import HEADLINE, VARIANTS  # noqa: E402
@@ -45,6 +51,9 @@ PROMPT_FORMATS = ("lm-eval", "olmes", "both")
 SPLIT_KEYS = ("training_split", "validation_split", "test_split", "fewshot_split")
 BOOTSTRAP_ITERS = 1000
 """Bootstrap draws for the stderr of non-mean metrics (lambada's perplexity); mean metrics use the closed form."""
+PYTHON_RANDOM_SEED = 0
+"""Python's global `random` seed before tasks load, lm_eval.evaluator.simple_evaluate's `random_seed` default:
+GPQA's stock process_docs shuffles each question's choices with the global `random`."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +63,8 @@ class Run:
     benchmark: Benchmark
     prompt_format: str
     config: dict[str, Any]
+    column: Column | None = None
+    """The table column this lm-eval-format run fills, whose metric it reports; None outside table suites."""
 
     @property
     def name(self) -> str:
@@ -63,11 +74,9 @@ class Run:
     @property
     def metric(self) -> str:
         """The headline `metric,filter` this run reports."""
-        return (
-            HEADLINE[self.benchmark.olmes]
-            if self.prompt_format == "olmes" and self.benchmark.olmes
-            else self.benchmark.metric
-        )
+        if self.prompt_format == "olmes" and self.benchmark.olmes:
+            return HEADLINE[self.benchmark.olmes]
+        return self.column.metric if self.column else self.benchmark.metric
 
 
 def formats_of(benchmark: Benchmark, prompt_format: str) -> tuple[str, ...]:
@@ -110,15 +119,27 @@ def task_config(
     }
 
 
-def plan_runs(benchmarks: Sequence[Benchmark], data_dir: Path, prompt_format: str, cache_dir: Path) -> list[Run]:
-    """Every lm-eval task config to evaluate; a missing or altered data file refuses before any model work."""
+def plan_runs(
+    benchmarks: Sequence[Benchmark],
+    data_dir: Path,
+    prompt_format: str,
+    cache_dir: Path,
+    columns: Mapping[str, Column] | None = None,
+) -> list[Run]:
+    """Every lm-eval task config to evaluate; a missing or altered data file refuses before any model work.
+
+    `columns` (`benchmarks.suite_columns`) sets each lm-eval-format config's `num_fewshot` to its column's count.
+    """
     runs = []
     for benchmark in benchmarks:
         files = benchmark_files(data_dir, benchmark)
         for fmt in formats_of(benchmark, prompt_format):
+            column = (columns or {}).get(benchmark.name) if fmt == "lm-eval" else None
             for subtask in benchmark.subtasks:
                 config = task_config(benchmark, subtask, files[subtask.config], fmt, cache_dir)
-                runs.append(Run(benchmark, fmt, config))
+                if column is not None:
+                    config["num_fewshot"] = column.num_fewshot
+                runs.append(Run(benchmark, fmt, config, column))
     return runs
 
 
@@ -157,21 +178,32 @@ def run_suite(
     limit: int | None = None,
     seed: int = 1234,
     show_prompts: int = 0,
+    tasks: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Run the suite on `lm`: `{"suite", "results": [{task, metric, value, stderr, n, prompt_format}], ...}`.
+    """Run the suite on `lm`: `{"suite", "results": [{task, metric, value, stderr, n, prompt_format, num_fewshot}]}`.
 
     `limit` scores only each task's first documents; `show_prompts` returns that many rendered prompts per
     task and format under "prompts". HumanEval without a sandbox is a row with `value: None` and `refused`.
+    `tasks` runs only those benchmarks of the suite, with the suite's few-shot counts and metrics.
     """
     benchmarks = suite_benchmarks(suite)
+    if tasks:
+        unknown = sorted(set(tasks) - {b.name for b in benchmarks})
+        if unknown:
+            raise TootsieError(f"tasks {unknown} are not in suite {suite!r}: {[b.name for b in benchmarks]}")
+        benchmarks = tuple(b for b in benchmarks if b.name in tasks)
     refused = sandbox_unavailable()
     runnable = [b for b in benchmarks if not (b.executes_code and refused)]
-    runs = plan_runs(runnable, Path(data_dir), prompt_format, Path(work_dir) / "hf_datasets_cache")
+    cache_dir = Path(work_dir) / "hf_datasets_cache"
+    runs = plan_runs(runnable, Path(data_dir), prompt_format, cache_dir, suite_columns(suite))
+    random.seed(PYTHON_RANDOM_SEED)
     loaded = TaskManager(include_defaults=False).load([run.config for run in runs])
-    for task in loaded["tasks"].values():
+    shots = {}
+    for name, task in loaded["tasks"].items():
         if task.get_config("num_fewshot") is None:
             task.set_config(key="num_fewshot", value=0)
         task.set_fewshot_seed(seed=seed)
+        shots[name] = int(task.get_config("num_fewshot"))
     output = evaluate(
         lm=lm,
         task_dict=loaded,
@@ -190,7 +222,7 @@ def run_suite(
             continue
         for fmt in formats_of(benchmark, prompt_format):
             mine = [run for run in runs if run.benchmark is benchmark and run.prompt_format == fmt]
-            rows.append(_row(benchmark, fmt, mine, output))
+            rows.append(_row(benchmark, fmt, mine, output) | {"num_fewshot": shots[mine[0].name]})
     result: dict[str, Any] = {"suite": suite, "prompt_format": prompt_format, "limit": limit, "results": rows}
     if show_prompts:
         result["prompts"] = {
