@@ -33,7 +33,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "s3": ("s3fs",),
     "wandb": ("wandb",),
     "tensorboard": ("tensorboardX",),
-    "hf": ("transformers", "torch"),
+    "hf": ("transformers", "torch", "accelerate"),
     "lmeval": ("lm_eval",),
 }
 """Extra name (pyproject's optional-dependencies) -> the top-level modules it must make importable.

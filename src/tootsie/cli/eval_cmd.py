@@ -15,7 +15,7 @@ short for `--weights ema`.
 import argparse
 import tempfile
 
-from tootsie.cli import bpb_suite_cmd, eval_suite_cmd, eval_table_cmd
+from tootsie.cli import bpb_suite_cmd, crosscheck_cmd, eval_suite_cmd, eval_table_cmd
 from tootsie.cli.options import add_config_flags, add_output_flags, config_from_args, field_docs
 from tootsie.cli.output import emit
 from tootsie.eval.checkpoint_eval import CheckpointBPBConfig
@@ -36,6 +36,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     eval_suite_cmd.register(verbs)
     bpb_suite_cmd.register(verbs)
     eval_table_cmd.register(verbs)
+    crosscheck_cmd.register(verbs)
 
 
 def _register_lm_eval(verbs: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
