@@ -11,7 +11,7 @@ import pytest
 from tootsie.cli.main import main
 from tootsie.errors import TootsieError
 from tootsie.eval.benchmarks import MARIN_BASE_COLUMNS, SUITES
-from tootsie.eval.table import build_row, build_table, read_results, render_markdown, table_columns, table_json
+from tootsie.eval.table import Delta, build_row, build_table, read_results, render_markdown, table_columns, table_json
 
 RETROSPECTIVE_HEADER = (
     "AGI Eval LSAT-AR | ARC Easy | ARC Challenge | BoolQ | CommonSense QA | COPA | HellaSwag | lambada_openai"
@@ -121,6 +121,19 @@ def test_the_metrics_note_gives_each_columns_metric_shots_and_documents() -> Non
         "Metrics, few-shot counts where recorded (documents scored): ARC Easy acc, 10-shot (n=20); BoolQ acc (n=20)."
         in notes
     )
+
+
+def test_models_scored_on_a_limit_are_named_once() -> None:
+    limited = suite_result({"boolq": 0.5}) | {"limit": 20}
+    notes = render_markdown(table_of(("base", limited), ("sft", limited), ("full", suite_result({"boolq": 0.5}))))
+    assert "- base, sft were scored on the first 20 documents of each task (--limit), not the full sets." in notes
+    assert "full was" not in notes
+
+
+def test_float_noise_in_equal_averages_is_no_degradation() -> None:
+    assert 0.24999999999999994 - 0.25 < 0
+    assert not Delta("Average", 0.25, 0.24999999999999994, 0.24999999999999994 - 0.25, 0.02).degraded
+    assert Delta("Average", 0.25, 0.249, 0.249 - 0.25, 0.02).degraded
 
 
 def test_compare_needs_exactly_two_models() -> None:

@@ -39,6 +39,8 @@ EMPTY = "—"
 DEGRADED = "▼"
 NOISE_SE = 2.0
 """A fall larger than this many standard errors of the difference is named as beyond noise in the notes."""
+ROUNDING = 1e-9
+"""Differences smaller than this are float noise (two means of the same values summed in another order), not falls."""
 HOW_TO_WRITE = "write it with `tootsie eval suite --checkpoint RUN --suite S --data-dir D --json > FILE`"
 
 
@@ -102,7 +104,7 @@ class Delta:
     @property
     def degraded(self) -> bool:
         """The instruction-tuned model scores below the base here."""
-        return self.diff is not None and self.diff < 0
+        return self.diff is not None and self.diff < -ROUNDING
 
     @property
     def beyond_noise(self) -> bool:
@@ -258,7 +260,7 @@ def _percent(value: float | None, stderr: float | None = None, sign: bool = Fals
     """`60.0 ± 24.5` (a fraction as a percentage to one decimal), `—` for no value."""
     if value is None:
         return EMPTY
-    text = f"{100 * value:+.1f}" if sign else f"{100 * value:.1f}"
+    text = f"{100 * value if abs(value) > ROUNDING else 0.0:+.1f}" if sign else f"{100 * value:.1f}"
     return text if stderr is None else f"{text} ± {100 * stderr:.1f}"
 
 
@@ -290,8 +292,15 @@ def table_notes(table: Table) -> list[str]:
                 f"Average of {row.label} is over {row.average.columns} of {row.average.of} columns (missing:"
                 f" {', '.join(row.average.missing)}), not comparable to a full {row.average.of}-column average."
             )
+    limited: dict[tuple[int, ...], list[str]] = {}
+    for row in table.rows:
         if row.limits:
-            notes.append(f"{row.label} was scored on the first {'/'.join(map(str, row.limits))} documents per task.")
+            limited.setdefault(row.limits, []).append(row.label)
+    for limits, labels in limited.items():
+        notes.append(
+            f"{', '.join(labels)} {'was' if len(labels) == 1 else 'were'} scored on the first"
+            f" {'/'.join(map(str, limits))} documents of each task (--limit), not the full sets."
+        )
     notes += _empty_notes(table)
     if table.prompt_format == "olmes":
         fallen = [c.column.title for row in table.rows[:1] for c in row.cells if c.prompt_format == "lm-eval"]
@@ -359,7 +368,7 @@ def render_markdown(table: Table) -> str:
             [after.label, _average_text(after.average)] + [_percent(c.value, c.stderr) for c in after.cells],
             [f"{after.label} − {before.label}", *diffs],
         ]
-        lines += ["", f"Before/after: {before.label} (base) → {after.label} (instruction-tuned)", ""]
+        lines += ["", f"Before/after: the base model {before.label} → its instruction-tuned {after.label}", ""]
         lines += _markdown_table(["", "Average", *titles], view, left=1)
     lines += ["", *(f"- {note}" for note in table_notes(table))]
     return "\n".join(lines) + "\n"
