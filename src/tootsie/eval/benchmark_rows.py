@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from tootsie.errors import TootsieError
-from tootsie.eval.benchmark_data import record_files
+from tootsie.eval.benchmark_data import MANIFEST_FILE, record_files
 from tootsie.eval.benchmarks import BENCHMARKS
+from tootsie.jsonfile import read_json
 
 WORDS = (
     "red",
@@ -177,11 +178,15 @@ def mmlu(rng: random.Random, index: int) -> Row:
 
 
 def bbh(rng: random.Random, index: int) -> Row:
-    """SaylorTwift/bbh (every subtask): input, target (a truth value here)."""
-    left, right = rng.choice((True, False)), rng.choice((True, False))
-    operator = rng.choice(("and", "or"))
-    value = (left and right) if operator == "and" else (left or right)
-    return {"input": f"( {left} ) {operator} ( {right} ) is", "target": str(value)}
+    """SaylorTwift/bbh (every subtask): input, target (here a truth value of a nested boolean expression)."""
+    value = rng.choice((True, False))
+    expression = f"( {value} )"
+    for _ in range(rng.randint(2, 5)):
+        term, negate, operator = rng.choice((True, False)), rng.random() < 0.3, rng.choice(("and", "or"))
+        operand = (not term) if negate else term
+        value = (value and operand) if operator == "and" else (value or operand)
+        expression = f"( {expression} {operator} {'not ' if negate else ''}{term} )"
+    return {"input": f"{expression} is", "target": str(value)}
 
 
 def humaneval(rng: random.Random, index: int) -> Row:
@@ -317,11 +322,13 @@ def benchmark_rows(name: str, split: str, rows: int) -> list[Row]:
 def write_benchmark_rows(data_dir: Path, names: Sequence[str], rows: int = 50) -> list[Path]:
     """Write `rows` made-up rows per split of each named benchmark in the mirror layout, with sha256s; return the files.
 
-    Deterministic bytes, so a manifest written on one machine checks a copy made on another.
+    Deterministic bytes, so a manifest written on one machine checks a copy made on another. The manifest marks
+    each file `made_up`; a file the manifest records as mirrored from the Hub is never overwritten.
     """
     if rows < 1:
         raise TootsieError(f"rows must be at least 1, got {rows=}")
-    written = []
+    mirrored = (read_json(Path(data_dir) / MANIFEST_FILE) or {"files": {}})["files"]
+    written, sources = [], {}
     for name in names:
         if name not in BENCHMARKS:
             raise TootsieError(f"unknown benchmark {name!r}; benchmarks: {sorted(BENCHMARKS)}")
@@ -329,9 +336,16 @@ def write_benchmark_rows(data_dir: Path, names: Sequence[str], rows: int = 50) -
         for subtask in benchmark.subtasks:
             for split in benchmark.splits:
                 path = Path(data_dir) / benchmark.repo / subtask.config / f"{split}.jsonl"
+                key = path.relative_to(data_dir).as_posix()
+                if "repo" in mirrored.get(key, {}):
+                    raise TootsieError(
+                        f"{path} holds data mirrored from {mirrored[key]['repo']} (see {MANIFEST_FILE});"
+                        " refusing to overwrite it with made-up rows: write them into another directory"
+                    )
                 path.parent.mkdir(parents=True, exist_ok=True)
                 lines = (json.dumps(row, sort_keys=True) + "\n" for row in benchmark_rows(name, split, rows))
                 path.write_text("".join(lines), encoding="utf-8")
                 written.append(path)
-    record_files(Path(data_dir), written)
+                sources[key] = {"made_up": name, "split": split, "rows": rows}
+    record_files(Path(data_dir), written, sources)
     return written
