@@ -48,13 +48,13 @@ def test_every_benchmark_has_rows_and_the_bytes_repeat(tmp_path) -> None:
     manifest = json.loads((tmp_path / "a" / MANIFEST_FILE).read_text())["files"]
     for name, benchmark in BENCHMARKS.items():
         files = benchmark_files(tmp_path / "a", benchmark)  # every split it reads, each checked against the manifest
-        for config, splits in files.items():
+        assert list(files) == [subtask.config for subtask in benchmark.subtasks]
+        for splits in files.values():
             assert sorted(splits) == sorted(benchmark.splits)
             for path in splits.values():
                 assert len(path.read_text().splitlines()) == 50, path
                 key = path.relative_to(tmp_path / "a").as_posix()
                 assert manifest[key]["made_up"] == name and manifest[key]["rows"] == 50, key
-        assert config == benchmark.subtasks[-1].config
 
 
 @pytest.mark.parametrize("name", sorted(BENCHMARKS))
