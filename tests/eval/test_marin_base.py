@@ -2,6 +2,8 @@
 tasks it added scored through lm-eval's own configs by stand-in models that prefer the gold answer (1.0) or a wrong
 one (0.0), at the suite's few-shot counts."""
 
+from pathlib import Path
+
 import pytest
 
 from tests.eval.benchmark_fixtures import write_fixtures
@@ -76,6 +78,14 @@ def test_marin_base_lists_the_nineteen_columns_in_order_each_with_a_documented_c
     assert suite_columns("core") == {} and suite_columns("marin-base")["gpqa"].variant == "leaderboard_gpqa_main"
 
 
+def test_the_docs_table_states_each_columns_choice() -> None:
+    lines = (Path(__file__).parents[2] / "docs" / "eval-marin-base.md").read_text(encoding="utf-8").splitlines()
+    for column in MARIN_BASE:
+        (line,) = [line for line in lines if line.startswith(f"| {column.title} | `{column.benchmark}` |")]
+        assert f"| {column.num_fewshot} | `{column.metric}` | NOT IN SEEDS |" in line, line
+        assert f"`{column.variant}`" in line, line
+
+
 def test_a_column_refuses_a_negative_few_shot_count() -> None:
     with pytest.raises(ValueError, match="num_fewshot must be >= 0"):
         Column("X", "arc_easy", -1, "acc,none", "arc_easy", NOT_IN_SEEDS)
@@ -128,7 +138,14 @@ class Preferring(LM):
         raise AssertionError("the multiple-choice tasks request no rolling log-likelihoods")
 
     def generate_until(self, requests: list[Instance], disable_tqdm: bool = False) -> list[str]:
-        raise AssertionError("the multiple-choice tasks request no generations")
+        """MATH-500 only: the answer between `$`s, as hendrycks_math reads it (off by one when wrong)."""
+        outputs = []
+        for request in requests:
+            assert request.task_name == "hendrycks_math500", request.task_name
+            self.contexts.setdefault("hendrycks_math500", []).append(request.args[0])
+            answer = request.doc["answer"] if self.right else str(int(request.doc["answer"]) + 1)
+            outputs.append(f" Adding gives ${answer}$.")
+        return outputs
 
 
 SHOT_MARKS = {
@@ -160,6 +177,20 @@ def test_the_six_new_tasks_score_gold_one_and_wrong_zero_at_the_suites_few_shot_
         name = {"leaderboard_gpqa_main": "gpqa", "leaderboard_mmlu_pro": "mmlu_pro"}.get(task, task)
         counts = {context.count(mark) for context in lm.contexts[task]}
         assert counts == {columns[name].num_fewshot + 1}, (task, counts)
+
+
+@pytest.mark.timeout(120)
+def test_math_runs_four_shot_and_never_shows_a_problem_its_own_answer(tmp_path) -> None:
+    write_fixtures(tmp_path / "data", ("math500",), rows=ROWS)
+    for right in (True, False):
+        lm = Preferring(right)
+        (row,) = run_suite(lm, "marin-base", tmp_path / "data", tmp_path / "work", tasks=("math500",))["results"]
+        assert row["value"] == (1.0 if right else 0.0) and row["num_fewshot"] == 4 and row["n"] == ROWS, row
+    contexts = lm.contexts["hendrycks_math500"]
+    assert len(contexts) == ROWS and all(context.count("Problem:") == 5 for context in contexts)
+    for context in contexts:
+        *shots, own = (problem.partition("\nAnswer:")[0] for problem in context.split("Problem:")[1:])
+        assert own not in shots  # MATH500_SHOTS: lm-eval leaves the problem out of its own shots
 
 
 def test_tasks_outside_the_suite_are_refused(tmp_path) -> None:
