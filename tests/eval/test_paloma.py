@@ -5,6 +5,7 @@ import json
 import math
 from pathlib import Path
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -33,6 +34,12 @@ from tootsie.eval.paloma import (
 from tootsie.models.llama import LlamaModel
 
 SEQ_LEN = 8
+
+
+@eqx.filter_jit
+def forward(model: LlamaModel, inputs: jax.Array) -> jax.Array:
+    """Logits of one document's tokens, on its own."""
+    return model(inputs, jnp.zeros_like(inputs))
 
 
 @pytest.fixture(scope="module")
@@ -87,8 +94,9 @@ def _hand_figures(model: LlamaModel, texts_by_subdomain: dict[str, list[str]], t
             for start in range(0, len(ids), SEQ_LEN):
                 end = min(start + SEQ_LEN, len(ids))
                 first = max(0, end - SEQ_LEN)  # the window: the SEQ_LEN tokens before its last target
-                inputs = np.array([padded[first:end]], dtype=np.int32)
-                logits = np.asarray(model(jnp.asarray(inputs), jnp.zeros_like(inputs)), dtype=np.float64)[0]
+                inputs = np.zeros((1, SEQ_LEN), dtype=np.int32)  # right-padded: causal, so the pad changes nothing
+                inputs[0, : end - first] = padded[first:end]
+                logits = np.asarray(forward(model, jnp.asarray(inputs)), dtype=np.float64)[0]
                 top = logits.max(-1, keepdims=True)
                 logprobs = logits - top - np.log(np.exp(logits - top).sum(-1, keepdims=True))
                 nats -= sum(logprobs[j - first, padded[j + 1]] for j in range(start, end))
@@ -101,8 +109,8 @@ def test_figures_equal_a_hand_computation_and_macro_is_the_mean_over_subdomains(
     model = LlamaModel(TINY_MODEL, key=jax.random.PRNGKey(0))
     prepared = prepare_mirror(mirror, tokenizer, SEQ_LEN)
     assert prepared["c4_en"].inputs.shape[0] > 3  # the long document spans several windows
-    for name, source in prepared.items():
-        result = evaluate_source(model, source, batch_size=4)  # several batches, the last one padded
+    results = {name: evaluate_source(model, source, batch_size=4) for name, source in prepared.items()}
+    for name, result in results.items():  # several batches per source, the last one padded
         texts: dict[str, list[str]] = {}
         for document in read_documents(name, discover_sources(mirror, "val", [name])[name]):
             texts.setdefault(document.subdomain, []).append(document.text)
@@ -114,7 +122,7 @@ def test_figures_equal_a_hand_computation_and_macro_is_the_mean_over_subdomains(
         assert math.isclose(result["macro_bpb"], float(np.mean([b for b, _ in hand.values()])), rel_tol=1e-5)
         assert math.isclose(result["macro_ppl_token"], float(np.mean([p for _, p in hand.values()])), rel_tol=1e-5)
     # with unequal subdomains, macro (each subdomain weighs the same) and micro (each byte does) differ
-    c4_domains = evaluate_source(model, prepared["c4_100_domains"])
+    c4_domains = results["c4_100_domains"]
     assert not math.isclose(c4_domains["macro_bpb"], c4_domains["micro_bpb"], rel_tol=1e-9)
 
 
@@ -199,3 +207,17 @@ def test_bpb_suite_reads_a_paloma_mirror(mirror_and_tokenizer, tmp_path, capsys)
     assert result["bpb"]["dolma_100_subreddits"] == reddit["macro_bpb"]
     assert main([*argv[:-3], "--subsets", "gab"]) == 2
     assert "source 'gab'" in capsys.readouterr().err
+
+
+def test_the_first_token_is_predicted_from_bos_or_from_eos_as_paloma_does(mirror_and_tokenizer) -> None:
+    _, tokenizer = mirror_and_tokenizer
+    _, special = load_with_special_tokens(tokenizer)
+    documents = [PalomaDocument("a", "Rain fell on the town all day long, and then some more.")]
+    for prefix in ("bos", "eos"):
+        prepared = prepare_source("s", documents, tokenizer, SEQ_LEN, prefix_token=prefix)
+        assert prepared.inputs[0, 0] == special.require(prefix) and prepared.mask[0, 0] == 1.0
+        later = prepared.inputs[1:][prepared.mask[1:] > 0].tolist()  # later windows start inside the text
+        assert prepared.inputs.shape[0] > 1 and special.require(prefix) not in later
+    assert special.require("bos") != special.require("eos")
+    with pytest.raises(TootsieError, match="prefix_token 'pad' is not one of"):
+        prepare_source("s", documents, tokenizer, SEQ_LEN, prefix_token="pad")
