@@ -115,7 +115,8 @@ def test_policy_loss_adds_the_weighted_kl_and_drops_zero_weight_sequences() -> N
     loss, metrics = policy_loss(logp, logp, reference, advantages, mask, weights, 0.2, KLConfig("k2", 0.5))
     log_r = np.array([-0.5, 1.0])
     kl = float(np.mean(0.5 * log_r**2))
-    assert float(metrics["rl/kl"]) == pytest.approx(kl)
+    assert float(metrics["rl/kl_penalty"]) == pytest.approx(kl)
+    assert float(metrics["rl/kl"]) == pytest.approx(float(np.mean(np.expm1(log_r) - log_r)), rel=1e-5)
     assert float(metrics["rl/pg_loss"]) == pytest.approx(-1.0)
     assert float(loss) == pytest.approx(-1.0 + 0.5 * kl)
     assert float(metrics["rl/clip_fraction"]) == 0.0 and float(metrics["rl/ratio_mean"]) == pytest.approx(1.0)
@@ -133,3 +134,29 @@ def test_token_logprobs_align_with_the_next_token() -> None:
             p = np.exp(log_softmax[row, t - 1])
             assert float(entropy[row, t]) == pytest.approx(-(p * np.log(p)).sum(), rel=1e-5)
     assert np.all(np.asarray(logp[:, 0]) == 0)
+
+
+def test_gradients_of_the_estimators_as_loss_terms() -> None:
+    """k2's expected gradient is that of KL(policy ‖ ref), k1's is zero, k3's is that of KL(ref ‖ policy)."""
+    # Samples from the policy, not differentiated: each outcome weighted by its stopped probability.
+    reference = jnp.log(jnp.asarray([[0.4, 0.4, 0.2]], jnp.float32))
+    theta = jnp.asarray([[1.0, -0.5, 0.2]], jnp.float32)
+
+    def expected(kind: str):
+        def loss(logits: jax.Array) -> jax.Array:
+            logp = jax.nn.log_softmax(logits)
+            return jnp.sum(jax.lax.stop_gradient(jnp.exp(logp)) * kl_estimate(logp, reference, kind))
+
+        return np.asarray(jax.grad(loss)(theta))
+
+    def exact(logits: jax.Array) -> jax.Array:
+        logp = jax.nn.log_softmax(logits)
+        return jnp.sum(jnp.exp(logp) * (logp - reference))
+
+    def forward(logits: jax.Array) -> jax.Array:
+        return jnp.sum(jnp.exp(reference) * (reference - jax.nn.log_softmax(logits)))
+
+    np.testing.assert_allclose(expected("k2"), np.asarray(jax.grad(exact)(theta)), atol=1e-6)
+    np.testing.assert_allclose(expected("k1"), 0.0, atol=1e-6)
+    np.testing.assert_allclose(expected("k3"), np.asarray(jax.grad(forward)(theta)), atol=1e-6)
+    assert not np.allclose(expected("k3"), expected("k2"), atol=1e-3)

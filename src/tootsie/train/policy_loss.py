@@ -20,7 +20,13 @@ tokens, aligned so that `logp[i, t] = log π(tokens[i, t] | tokens[i, :t])`
 - KL to the frozen reference, estimated per token from samples of the policy
   (Schulman, "Approximating KL divergence", 2020), with `log r = logp_ref −
   logp_policy`: `k1 = −log r` (unbiased, can be negative), `k2 = ½ (log r)²`
-  (biased, low variance), `k3 = (r − 1) − log r` (unbiased, ≥ 0).
+  (biased, low variance), `k3 = (r − 1) − log r` (unbiased, ≥ 0). As a loss
+  term differentiated through `logp_policy` (the samples are not), their
+  expected gradients differ from their values: k2's is exactly ∇ KL(π ‖ ref),
+  k1's is zero (log it, do not penalize with it), k3's is ∇ KL(ref ‖ π), the
+  forward KL (tests/rl/test_policy_loss.py checks all three on a categorical).
+  So `KLConfig` defaults to k2, and `policy_loss` logs k3's value as `rl/kl`
+  whichever estimator is penalized.
 
 Token terms reduce to one value per sequence by a masked mean over its
 completion tokens (`sequence_mean`), then to the batch by a weighted mean over
@@ -43,14 +49,15 @@ KL_KINDS = ("k1", "k2", "k3")
 class KLConfig:
     """The KL-to-reference penalty: which estimator, and its weight in the loss."""
 
-    kind: str = "k3"
-    """One of KL_KINDS: k1 = −log r, k2 = ½(log r)², k3 = (r − 1) − log r, with r = p_ref / p_policy."""
+    kind: str = "k2"
+    """One of KL_KINDS: k1 = −log r, k2 = ½(log r)², k3 = (r − 1) − log r, with r = p_ref / p_policy (k2: its
+    gradient as a loss term is exactly that of KL(policy ‖ reference); see the module docstring)."""
     coef: float = 0.0
     """Weight of the mean KL estimate in the loss (0 logs the KL without penalizing it)."""
 
     def __post_init__(self) -> None:
         if self.kind not in KL_KINDS:
-            raise ValueError(f"kl.kind={self.kind!r} is not one of {', '.join(KL_KINDS)}; pick k3 for a penalty >= 0")
+            raise ValueError(f"kl.kind={self.kind!r} is not one of {', '.join(KL_KINDS)}; k2 is the default")
         if not self.coef >= 0:
             raise ValueError(f"kl.coef={self.coef} must be >= 0 (0 logs the KL without a penalty)")
 
@@ -143,15 +150,18 @@ def policy_loss(
     kl: KLConfig,
 ) -> tuple[Float[Array, ""], dict[str, Float[Array, ""]]]:
     """The loss to minimize, clipped surrogate + kl.coef · KL (per-sequence token means, weighted over sequences),
-    and its metrics: `rl/pg_loss`, `rl/kl`, `rl/clip_fraction`, `rl/ratio_mean`."""
+    and its metrics: `rl/pg_loss`, `rl/kl_penalty` (the configured estimator's mean), `rl/kl` (always k3's mean,
+    the unbiased nonnegative estimate a KL bound is stated in), `rl/clip_fraction`, `rl/ratio_mean`."""
     counted = mask & (weights > 0)[:, None]
     surrogate, clip_fraction = clipped_objective(logp_policy, logp_rollout, advantages, counted, clip_eps)
     pg_loss = batch_mean(sequence_mean(surrogate, mask), weights)
     kl_value = batch_mean(sequence_mean(kl_estimate(logp_policy, logp_reference, kl.kind), mask), weights)
+    kl_k3 = batch_mean(sequence_mean(kl_estimate(logp_policy, logp_reference, "k3"), mask), weights)
     ratio = jnp.exp(jax.lax.stop_gradient(logp_policy - logp_rollout))
     metrics = {
         "rl/pg_loss": jax.lax.stop_gradient(pg_loss),
-        "rl/kl": jax.lax.stop_gradient(kl_value),
+        "rl/kl_penalty": jax.lax.stop_gradient(kl_value),
+        "rl/kl": jax.lax.stop_gradient(kl_k3),
         "rl/clip_fraction": clip_fraction,
         "rl/ratio_mean": batch_mean(sequence_mean(ratio, mask), weights),
     }
