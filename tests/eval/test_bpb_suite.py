@@ -86,7 +86,7 @@ def test_bpb_suite_equals_the_in_loop_eval_and_reuses_its_caches(tmp_path, capsy
     # tokenizer and seq_len come from the run's recorded config; the caches are the ones built above
     result = _suite_json(capsys, "--checkpoint", str(tmp_path / "run"), "--suite", str(suite), "--prefix", prefix)
 
-    assert result["step"] == 3 and result["seq_len"] == SEQ_LEN
+    assert result["step"] == 3 and result["seq_len"] == SEQ_LEN and result["layout"] == "folders"
     assert set(result["bpb"]) == {"code", "notes", "prose", "macro_avg", "micro_avg"}
     for key, value in result["bpb"].items():
         assert math.isclose(value, in_loop[f"eval/bpb/{key}"], rel_tol=1e-6), key

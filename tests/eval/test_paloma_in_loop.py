@@ -1,5 +1,6 @@
 """Paloma sources as in-loop domains: a training config names them, the callback logs Paloma's figures per source."""
 
+import json
 import math
 
 import equinox as eqx
@@ -7,13 +8,14 @@ import jax
 import pytest
 
 from tests.eval.paloma_fixtures import train_fixture_tokenizer, write_mirror
-from tests.eval.tiny_checkpoint import TINY_MODEL
+from tests.eval.tiny_checkpoint import TINY_MODEL, tokenizer_and_cache
 from tootsie.configfile import from_plain, to_plain
 from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureStage
 from tootsie.errors import TootsieError
 from tootsie.eval.in_loop import PalomaBPB, evaluation_callbacks
 from tootsie.eval.paloma import evaluate_source, prepare_mirror
+from tootsie.eval.training import run_training
 from tootsie.models.llama import LlamaModel
 from tootsie.train.config import InLoopEvalConfig, PalomaDomains, TrainConfig
 from tootsie.train.state import TrainState
@@ -21,11 +23,11 @@ from tootsie.train.state import TrainState
 SEQ_LEN = 16
 
 
-def _config(tokenizer: str, paloma: PalomaDomains) -> TrainConfig:
+def _config(tokenizer: str, paloma: PalomaDomains, cache: str = "unused-cache") -> TrainConfig:
     return TrainConfig(
         model=TINY_MODEL,
         data=MixtureConfig(
-            caches={"c4": "unused-cache"},
+            caches={"c4": cache},
             stages=(MixtureStage(0, {"c4": 1.0}),),
             seq_len=SEQ_LEN,
             batch_schedule=BatchSchedule.constant(2),
@@ -68,3 +70,13 @@ def test_a_bad_paloma_config_is_refused_before_training(tmp_path) -> None:
     config = _config(tokenizer, PalomaDomains(mirror=str(tmp_path / "missing"), subsets=("c4_en",)))
     with pytest.raises(TootsieError, match=r"Paloma mirror .*missing not found"):
         evaluation_callbacks(config, str(tmp_path / "run"))
+
+
+def test_a_training_run_logs_the_paloma_domains(tmp_path) -> None:
+    tokenizer, cache = tokenizer_and_cache(tmp_path)
+    paloma = PalomaDomains(mirror=str(write_mirror(tmp_path)), subsets=("dolma_100_subreddits",), max_documents=1)
+    run_training(_config(tokenizer, paloma, cache), str(tmp_path / "run"))
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    logged = [r for r in records if "eval/paloma/dolma_100_subreddits/bpb" in r]
+    assert [r["step"] for r in logged] == [1]  # the last of 2 steps (every_steps is 100)
+    assert logged[0]["eval/paloma/dolma_100_subreddits/bpb_ema"] > 0
