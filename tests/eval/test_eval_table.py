@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 
+from tests.eval.tiny_checkpoint import RandomCheckpointConfig, tokenizer_and_cache, write_random_checkpoint
 from tootsie.cli.main import main
 from tootsie.errors import TootsieError
+from tootsie.eval.benchmark_rows import write_benchmark_rows
 from tootsie.eval.benchmarks import MARIN_BASE_COLUMNS, SUITES
 from tootsie.eval.table import Delta, build_row, build_table, read_results, render_markdown, table_columns, table_json
 
@@ -214,3 +216,24 @@ def test_cli_refuses_a_run_directory_without_data_dir(tmp_path: Path, capsys) ->
 def test_table_json_round_trips_through_json() -> None:
     table = table_of(("base", suite_result(full())), ("sft", suite_result(full(-0.01))), compare=True)
     assert json.loads(json.dumps(table_json(table)))["compare"]["deltas"][0]["title"] == "Average"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_cli_evaluates_run_directories_saves_their_results_and_redraws_the_same_table(tmp_path: Path, capsys) -> None:
+    tokenizer, _ = tokenizer_and_cache(tmp_path / "inputs")
+    for seed, name in ((0, "base"), (1, "sft")):
+        write_random_checkpoint(RandomCheckpointConfig(seed=seed), str(tmp_path / name))
+    write_benchmark_rows(tmp_path / "data", ["arc_easy", "boolq"], rows=6)
+    suite = ["--suite", "arc_easy,boolq", "--compare", "--json"]
+    evaluate = ["--data-dir", str(tmp_path / "data"), "--limit", "3", "--tokenizer", tokenizer]
+    runs = [f"base={tmp_path / 'base'}", f"sft={tmp_path / 'sft'}"]
+    saved = tmp_path / "results"
+    assert main(["eval", "table", *runs, *suite, *evaluate, "--save-results", str(saved), "--quiet"]) == 0
+    first = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert [c["task"] for c in first["columns"]] == ["arc_easy", "boolq"]
+    assert all(cell["n"] == 3 and cell["value"] is not None for row in first["rows"] for cell in row["cells"])
+    assert main(["eval", "table", str(saved / "base.json"), str(saved / "sft.json"), *suite]) == 0
+    again = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert [row["sources"] for row in again["rows"]] == [[str(saved / "base.json")], [str(saved / "sft.json")]]
+    assert again["rows"][0]["cells"] == first["rows"][0]["cells"] and again["compare"] == first["compare"]
