@@ -170,6 +170,8 @@ def test_bad_layouts_get_errors_naming_the_path_and_what_was_expected(mirror_and
         discover_sources(tmp_path / "nowhere")
     with pytest.raises(TootsieError, match=r"source 'gab': no val/\*\.jsonl\.gz files under .*gab.*<source>/val/"):
         discover_sources(mirror, "val", ["gab"])
+    with pytest.raises(TootsieError, match=r"source name '\.\./c4_en' is not a folder name"):
+        discover_sources(mirror, "val", ["../c4_en"])
     with pytest.raises(TootsieError, match="split 'train' is not one of"):
         discover_sources(mirror, "train")
     bad = tmp_path / "bad"
@@ -179,6 +181,9 @@ def test_bad_layouts_get_errors_naming_the_path_and_what_was_expected(mirror_and
         read_documents("c4_en", discover_sources(bad)["c4_en"])
     write_gz_jsonl(bad / "c4_en" / "val" / "val.jsonl.gz", [{"text": "ok"}, {"id": "no text"}])
     with pytest.raises(TootsieError, match=r"val\.jsonl\.gz:2: a Paloma record needs a string `text`"):
+        read_documents("c4_en", discover_sources(bad)["c4_en"])
+    write_gz_jsonl(bad / "c4_en" / "val" / "val.jsonl.gz", [["a", "list"]])  # type: ignore[list-item]
+    with pytest.raises(TootsieError, match=r"val\.jsonl\.gz:1: a Paloma record is a JSON object"):
         read_documents("c4_en", discover_sources(bad)["c4_en"])
     with gzip.open(bad / "c4_en" / "val" / "val.jsonl.gz", "wt") as out:
         out.write(json.dumps({"text": "fine"}) + "\n{not json\n")

@@ -105,6 +105,8 @@ def discover_sources(
     )
     found: dict[str, tuple[Path, ...]] = {}
     for name in wanted:
+        if not name or name in (".", "..") or "/" in name or "\\" in name:
+            raise TootsieError(f"Paloma source name {name!r} is not a folder name; name a source such as c4_en")
         files = _split_files(path / name, split)
         if not files:
             raise TootsieError(
@@ -128,6 +130,8 @@ def read_documents(source: str, files: Iterable[Path], max_documents: int | None
                     if not line.strip():
                         continue
                     record = json.loads(line)
+                    if not isinstance(record, dict):
+                        raise TootsieError(f"{path}:{number}: a Paloma record is a JSON object, got {record!r:.80}")
                     text, subdomain = record.get("text"), record.get("subdomain", source)
                     if not isinstance(text, str) or not isinstance(subdomain, str):
                         raise TootsieError(
@@ -138,7 +142,7 @@ def read_documents(source: str, files: Iterable[Path], max_documents: int | None
                         continue
                     per_subdomain[subdomain] = per_subdomain.get(subdomain, 0) + 1
                     documents.append(PalomaDocument(subdomain, text))
-        except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError, AttributeError) as error:
+        except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as error:
             raise TootsieError(
                 f"cannot read Paloma file {path}: {error}; expected gzip-compressed JSON lines "
                 '{"text": ..., "subdomain": ...} (an LFS pointer means `git lfs pull` was not run)'
