@@ -15,7 +15,7 @@ from tootsie.datakit.tokenizer import TokenizerTrainConfig, train_bpe
 from tootsie.errors import TootsieError
 from tootsie.eval import code_sandbox
 from tootsie.eval.benchmark_data import MANIFEST_FILE, benchmark_files, mirror, record_files
-from tootsie.eval.benchmarks import BENCHMARKS, SUITES
+from tootsie.eval.benchmarks import BENCHMARKS
 from tootsie.eval.code_sandbox import run_program, sandbox_unavailable
 from tootsie.models.llama import LlamaConfig, LlamaModel
 
@@ -53,7 +53,7 @@ def lm(tmp_path_factory) -> TootsieLM:
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_every_suite_task_runs_end_to_end_in_both_formats(lm, data_dir, tmp_path) -> None:
-    names = SUITES["core"] + SUITES["reasoning"]
+    names = tuple(BENCHMARKS)  # all 19: core, reasoning and the six marin-base added, each at its stock shot count
     result = run_suite(lm, ",".join(names), data_dir, tmp_path, prompt_format="both", limit=1, show_prompts=1)
     rows = {(row["task"], row["prompt_format"]): row for row in result["results"]}
     with_olmes = {name for name in names if BENCHMARKS[name].olmes}
@@ -137,6 +137,36 @@ def test_mirror_offline_says_it_needs_the_network(tmp_path) -> None:
     ):
         mirror([BENCHMARKS["arc_easy"]], tmp_path)
     assert not (tmp_path / MANIFEST_FILE).exists()
+
+
+def test_mirror_fetches_every_split_of_all_nineteen_and_records_their_sha256(tmp_path, monkeypatch) -> None:
+    import datasets
+
+    asked = []
+
+    def hub(repo: str, name: str | None, split: str) -> datasets.Dataset:
+        asked.append((repo, name, split))
+        configs = {b.name: {subtask.config for subtask in b.subtasks} for b in BENCHMARKS.values() if b.repo == repo}
+        made_up = next(benchmark for benchmark, names in configs.items() if (name or "default") in names)
+        return datasets.Dataset.from_list(fixture_rows(made_up, split, 3))
+
+    monkeypatch.setattr(datasets, "load_dataset", hub)
+    entries = mirror(list(BENCHMARKS.values()), tmp_path)
+    assert len(entries) == len(asked) == sum(len(b.subtasks) * len(b.splits) for b in BENCHMARKS.values())
+    for repo, name, split in (
+        ("hails/agieval-lsat-ar", None, "test"),
+        ("tau/commonsense_qa", None, "validation"),
+        ("tau/commonsense_qa", None, "train"),
+        ("aps/super_glue", "copa", "validation"),
+        ("lighteval/winograd_wsc", "wsc273", "test"),
+        ("Idavidrein/gpqa", "gpqa_main", "train"),
+        ("TIGER-Lab/MMLU-Pro", None, "test"),
+        ("TIGER-Lab/MMLU-Pro", None, "validation"),
+    ):
+        assert (repo, name, split) in asked
+    for benchmark in BENCHMARKS.values():  # each file read back and checked against the manifest's sha256
+        assert all(len(files) == len(benchmark.splits) for files in benchmark_files(tmp_path, benchmark).values())
+    assert entries["Idavidrein/gpqa/gpqa_main/train.jsonl"]["rows"] == 3
 
 
 def test_code_runs_sandboxed_without_network() -> None:
