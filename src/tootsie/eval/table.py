@@ -109,7 +109,9 @@ class Delta:
     @property
     def beyond_noise(self) -> bool:
         """A fall larger than `NOISE_SE` standard errors of the difference."""
-        return self.degraded and self.stderr is not None and -self.diff > NOISE_SE * self.stderr  # type: ignore[operator]
+        if self.diff is None or self.stderr is None:
+            return False
+        return self.degraded and -self.diff > NOISE_SE * self.stderr
 
 
 @dataclass(frozen=True)
@@ -152,17 +154,18 @@ def read_results(path: str | Path) -> dict[str, Any]:
 
 def _check_results(path: Path, result: object) -> None:
     """Refuse an object that is not a suite result, naming the file, the row and the field."""
-    rows = result.get("results") if isinstance(result, dict) else None
-    if not isinstance(rows, list):
+    if not isinstance(result, dict) or not isinstance(result.get("results"), list):
         raise TootsieError(f"{path}: no 'results' list, so not a `tootsie eval suite --json` result; {HOW_TO_WRITE}")
-    for index, row in enumerate(rows):
+    if not isinstance(result.get("limit") or 0, int):
+        raise TootsieError(f"{path}: limit={result['limit']!r} is not a whole number or null; {HOW_TO_WRITE}")
+    for index, row in enumerate(result["results"]):
         where = f"{path}: results[{index}]"
-        if not isinstance(row, dict) or not isinstance(row.get("task"), str):
-            raise TootsieError(f"{where} has no 'task' name ({row!r:.80}); {HOW_TO_WRITE}")
-        for key in ("value", "stderr"):
+        if not isinstance(row, dict) or not isinstance(row.get("task"), str) or "value" not in row:
+            raise TootsieError(f"{where} has no 'task' name or no 'value' ({row!r:.80}); {HOW_TO_WRITE}")
+        for key, kinds, kind in (("value", float, "number"), ("stderr", float, "number"), ("n", int, "whole number")):
             value = row.get(key)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
-                raise TootsieError(f"{where} ({row['task']}): {key}={value!r} is not a number or null; {HOW_TO_WRITE}")
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, kinds))):
+                raise TootsieError(f"{where} ({row['task']}): {key}={value!r} is not a {kind} or null; {HOW_TO_WRITE}")
         if row["value"] is not None and not 0.0 <= row["value"] <= 1.0:
             raise TootsieError(
                 f"{where} ({row['task']}): value={row['value']!r} is not a fraction in [0, 1]; the table shows"
@@ -203,14 +206,13 @@ def _pick(column: TableColumn, found: list[tuple[str, dict[str, Any]]], prompt_f
 
 
 def _average(cells: Sequence[Cell]) -> Average:
-    present = [cell for cell in cells if cell.value is not None]
+    values = [cell.value for cell in cells if cell.value is not None]
+    errors = [cell.stderr for cell in cells if cell.value is not None and cell.stderr is not None]
     missing = tuple(cell.column.title for cell in cells if cell.value is None)
-    if not present:
+    if not values:
         return Average(None, None, 0, len(cells), missing)
-    value = sum(cell.value for cell in present) / len(present)  # type: ignore[misc]
-    errors = [cell.stderr for cell in present]
-    stderr = None if None in errors else math.sqrt(sum(e * e for e in errors)) / len(present)  # type: ignore[operator]
-    return Average(value, stderr, len(present), len(cells), missing)
+    stderr = math.sqrt(sum(e * e for e in errors)) / len(values) if len(errors) == len(values) else None
+    return Average(sum(values) / len(values), stderr, len(values), len(cells), missing)
 
 
 def build_row(
@@ -303,7 +305,11 @@ def table_notes(table: Table) -> list[str]:
         )
     notes += _empty_notes(table)
     if table.prompt_format == "olmes":
-        fallen = [c.column.title for row in table.rows[:1] for c in row.cells if c.prompt_format == "lm-eval"]
+        fallen = [
+            c.title
+            for i, c in enumerate(table.columns)
+            if any(r.cells[i].prompt_format == "lm-eval" for r in table.rows)
+        ]
         if fallen:
             notes.append(f"In lm-eval's format (no OLMES variant): {', '.join(fallen)}.")
     metrics = []
