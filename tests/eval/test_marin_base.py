@@ -25,7 +25,7 @@ from lm_eval.api.instance import Instance  # noqa: E402 - needs lm_eval
 from lm_eval.api.model import LM  # noqa: E402 - needs lm_eval
 from lm_eval.tasks._yaml_loader import load_yaml  # noqa: E402 - needs lm_eval
 
-from tootsie.eval.suite import STOCK_TASKS, run_suite  # noqa: E402 - needs lm_eval
+from tootsie.eval.suite import STOCK_TASKS, plan_runs, run_suite  # noqa: E402 - needs lm_eval
 
 RETROSPECTIVE_COLUMNS = (
     "AGI Eval LSAT-AR",
@@ -191,6 +191,25 @@ def test_math_runs_four_shot_and_never_shows_a_problem_its_own_answer(tmp_path) 
     for context in contexts:
         *shots, own = (problem.partition("\nAnswer:")[0] for problem in context.split("Problem:")[1:])
         assert own not in shots  # MATH500_SHOTS: lm-eval leaves the problem out of its own shots
+
+
+def test_the_plan_sets_each_columns_shots_on_lm_eval_configs_and_leaves_olmes_ones_alone(tmp_path) -> None:
+    write_fixtures(tmp_path, tuple(BENCHMARKS), rows=2)
+    columns = suite_columns("marin-base")
+    runs = plan_runs(suite_benchmarks("marin-base"), tmp_path, "both", tmp_path / "cache", columns)
+    assert {run.benchmark.name for run in runs} == set(BENCHMARKS)
+    for run in runs:
+        if run.prompt_format == "lm-eval":
+            column = columns[run.benchmark.name]
+            assert run.column is column and run.config["num_fewshot"] == column.num_fewshot, run.name
+            assert run.metric == column.metric
+        else:  # OLMES variants keep their own shots (arc_mc, hellaswag_mc, mmlu_mc: 5; gsm8k_cot: 8)
+            assert run.column is None and run.config.get("num_fewshot") in (5, 8), (
+                run.name,
+                run.config.get("num_fewshot"),
+            )
+    stock = plan_runs(suite_benchmarks("core"), tmp_path, "lm-eval", tmp_path / "cache", suite_columns("core"))
+    assert all(run.config.get("num_fewshot") in (None, 0) for run in stock)  # core keeps the stock counts
 
 
 def test_tasks_outside_the_suite_are_refused(tmp_path) -> None:

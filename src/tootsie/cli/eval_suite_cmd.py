@@ -68,7 +68,11 @@ def run_suite_command(args: argparse.Namespace) -> int:
     for row in result["results"]:
         value = "refused" if row["value"] is None else f"{row['value']:.4f}"
         stderr = "" if row["stderr"] is None else f" ± {row['stderr']:.4f}"
-        say(args, f"  {row['task']:<15} {row['prompt_format']:<8} {row['metric']:<26} {value}{stderr}  (n={row['n']})")
+        shots = f", {row['num_fewshot']}-shot" if "num_fewshot" in row else ""
+        say(
+            args,
+            f"  {row['task']:<15} {row['prompt_format']:<8} {row['metric']:<26} {value}{stderr}  (n={row['n']}{shots})",
+        )
         if "refused" in row:
             say(args, f"    {row['refused']}")
     return 0
