@@ -115,6 +115,21 @@ def _load(checkpoint: str, weights: str) -> tuple[Path, LlamaModel]:
     return location, load_model(model_config_of(location), str(location), weights=weights)
 
 
+def _record_head(
+    location: Path, weights: str, suite_dir: str, layout: str, tokenizer: str, seq_len: int
+) -> dict[str, Any]:
+    """What every bpb-suite result starts with: the checkpoint, its step and weights, the suite and the settings."""
+    return {
+        "checkpoint": str(location),
+        "step": read_checkpoint_state(location)["step"],
+        "weights": weights,
+        "suite": str(Path(suite_dir).resolve()),
+        "layout": layout,
+        "tokenizer": str(tokenizer),
+        "seq_len": int(seq_len),
+    }
+
+
 def run_paloma_suite(
     checkpoint: str,
     mirror: str,
@@ -136,14 +151,8 @@ def run_paloma_suite(
     location, model = _load(checkpoint, weights)
     results = {name: evaluate_source(model, source) for name, source in prepared.items()}
     return {
-        "checkpoint": str(location),
-        "step": read_checkpoint_state(location)["step"],
-        "weights": weights,
-        "suite": str(Path(mirror).resolve()),
-        "layout": "paloma",
+        **_record_head(location, weights, mirror, "paloma", tokenizer, seq_len),
         "split": split,
-        "tokenizer": str(tokenizer),
-        "seq_len": seq_len,
         "prefix_token": prefix_token,
         "max_documents": max_documents,
         "bpb": {name: r["macro_bpb"] for name, r in results.items()},
@@ -171,13 +180,7 @@ def run_bpb_suite(
     location, model = _load(checkpoint, weights)
     scores = evaluate_domains(model, {name: c["path"] for name, c in caches.items()}, tokenizer, seq_len, max_sequences)
     return {
-        "checkpoint": str(location),
-        "step": read_checkpoint_state(location)["step"],
-        "weights": weights,
-        "suite": str(Path(suite_dir).resolve()),
-        "layout": "folders",
-        "tokenizer": str(tokenizer),
-        "seq_len": int(seq_len),
+        **_record_head(location, weights, suite_dir, "folders", tokenizer, seq_len),
         "max_sequences": max_sequences,
         **scores,
         "caches": caches,
