@@ -8,10 +8,17 @@ out as `DATA_DIR/<repo>/<config>/<split>.jsonl` (or `.parquet`), which is what
 `tootsie eval mirror` writes. Nothing here imports lm-eval, so the CLI can
 list suites and mirror data without it.
 
+Suites name sets of benchmarks. A suite that stands for a published table
+(`marin-base`, the 32B retrospective's base-model table) is a tuple of
+`Column`s: each column's benchmark, few-shot count, metric and lm-eval
+variant, with the source of each choice; the seeds state none of them, so
+every source starts NOT IN SEEDS. `docs/eval-marin-base.md` tabulates them.
+
 Worked example: `arc_challenge` reads lm-eval's `arc/arc_challenge.yaml`
 ("Question: {{question}}\\nAnswer:" over `choices.text`, acc and acc_norm)
 with its test split from `DATA_DIR/allenai/ai2_arc/ARC-Challenge/test.jsonl`,
-and reports `acc_norm`.
+and reports `acc_norm`; in `marin-base` its column sets 10 shots, drawn from
+`.../ARC-Challenge/train.jsonl`.
 """
 
 from dataclasses import dataclass
