@@ -28,6 +28,8 @@ The export is the caller's job (the CLI's; eval sits below release), so
 """
 
 import os
+import random
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from tootsie.errors import TootsieError
-from tootsie.eval.benchmarks import Benchmark, suite_benchmarks
+from tootsie.eval.benchmarks import Benchmark, suite_benchmarks, suite_columns
 
 TOLERANCE = 1e-3
 """Nats per log-likelihood. JAX and torch float32 logits differ by ~1e-5 (tests/release: < 1e-4 per logit); a
@@ -186,9 +188,12 @@ def compare_task(
 
 
 def _load_tasks(configs: list[dict[str, Any]]) -> dict[str, Any]:
-    """lm-eval tasks from inline configs, set up as `eval.suite.run_suite` sets them (0-shot default, fixed seed)."""
+    """lm-eval tasks from inline configs, set up as `eval.suite.run_suite` sets them (0-shot default, fixed seeds)."""
     from lm_eval.tasks import TaskManager
 
+    from tootsie.eval.suite import PYTHON_RANDOM_SEED
+
+    random.seed(PYTHON_RANDOM_SEED)  # a task's process_docs may shuffle (GPQA's choices): both paths see one order
     loaded = TaskManager(include_defaults=False).load(configs)
     for task in loaded["tasks"].values():
         if task.get_config("num_fewshot") is None:
@@ -278,14 +283,13 @@ def run_crosscheck(config: CrosscheckConfig, export_dir: str | Path, tokenizer: 
         raise TootsieError(
             f"data_dir {config.data_dir} is not a directory; run `tootsie eval mirror {config.suite} --out DIR` first"
         )
-    import tempfile
-
     from tootsie.eval.lm_eval_adapter import TootsieLM
     from tootsie.eval.suite import plan_runs
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="tootsie-crosscheck-") as work_dir:
-        runs = plan_runs(config.benchmarks, Path(config.data_dir), "lm-eval", Path(work_dir) / "hf_datasets_cache")
+        cache_dir = Path(work_dir) / "hf_datasets_cache"
+        runs = plan_runs(config.benchmarks, Path(config.data_dir), "lm-eval", cache_dir, suite_columns(config.suite))
         started = time.perf_counter()
         ours_lm = TootsieLM.from_checkpoint(
             config.checkpoint,
@@ -312,6 +316,7 @@ def run_crosscheck(config: CrosscheckConfig, export_dir: str | Path, tokenizer: 
                     else mine[0].metric.replace(",none", "").replace(",", "/"),
                     "metric_tootsie": _headline(mine, ours),
                     "metric_hf": _headline(mine, theirs),
+                    "num_fewshot": int(tasks[mine[0].name].get_config("num_fewshot")),
                     "seconds_tootsie": round(seconds_tootsie, 2),
                     "seconds_hf": round(seconds_hf, 2),
                 }
