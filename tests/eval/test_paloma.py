@@ -81,7 +81,9 @@ def test_windows_are_lm_evals_rolling_windows_made_disjoint(length: int) -> None
     assert sum(len(targets) - first for _, targets, first in windows) == length
 
 
-def _hand_figures(model: LlamaModel, texts_by_subdomain: dict[str, list[str]], tokenizer: str) -> dict[str, float]:
+def _hand_figures(
+    model: LlamaModel, texts_by_subdomain: dict[str, list[str]], tokenizer: str, seq_len: int
+) -> dict[str, tuple[float, float]]:
     """Per-subdomain BPB and token perplexity from per-token log-probs, one unbatched forward pass per window."""
     tok, special = load_with_special_tokens(tokenizer)
     figures = {}
@@ -91,10 +93,10 @@ def _hand_figures(model: LlamaModel, texts_by_subdomain: dict[str, list[str]], t
             ids = tok.encode(text, add_special_tokens=False).ids
             tokens, num_bytes = tokens + len(ids), num_bytes + len(text.encode("utf-8"))
             padded = [special.require("bos"), *ids]  # padded[j + 1] is ids[j]
-            for start in range(0, len(ids), SEQ_LEN):
-                end = min(start + SEQ_LEN, len(ids))
-                first = max(0, end - SEQ_LEN)  # the window: the SEQ_LEN tokens before its last target
-                inputs = np.zeros((1, SEQ_LEN), dtype=np.int32)  # right-padded: causal, so the pad changes nothing
+            for start in range(0, len(ids), seq_len):
+                end = min(start + seq_len, len(ids))
+                first = max(0, end - seq_len)  # the window: the seq_len tokens before its last target
+                inputs = np.zeros((1, seq_len), dtype=np.int32)  # right-padded: causal, so the pad changes nothing
                 inputs[0, : end - first] = padded[first:end]
                 logits = np.asarray(forward(model, jnp.asarray(inputs)), dtype=np.float64)[0]
                 top = logits.max(-1, keepdims=True)
@@ -104,17 +106,23 @@ def _hand_figures(model: LlamaModel, texts_by_subdomain: dict[str, list[str]], t
     return figures
 
 
-def test_figures_equal_a_hand_computation_and_macro_is_the_mean_over_subdomains(mirror_and_tokenizer) -> None:
+@pytest.mark.parametrize("seq_len", [SEQ_LEN, 64])
+def test_figures_equal_a_hand_computation_and_macro_is_the_mean_over_subdomains(
+    mirror_and_tokenizer, seq_len: int
+) -> None:
     mirror, tokenizer = mirror_and_tokenizer
     model = LlamaModel(TINY_MODEL, key=jax.random.PRNGKey(0))
-    prepared = prepare_mirror(mirror, tokenizer, SEQ_LEN)
-    assert prepared["c4_en"].inputs.shape[0] > 3  # the long document spans several windows
+    prepared = prepare_mirror(mirror, tokenizer, seq_len)
+    long_windows = len(set(prepared["c4_en"].segments[prepared["c4_en"].position_document == 0].tolist()))
+    assert long_windows > 1  # the long document spans several windows
+    windows = len(set(prepared["c4_100_domains"].segments.ravel().tolist()) - {-1})
+    assert windows >= 4 and (prepared["c4_100_domains"].inputs.shape[0] < windows) == (seq_len == 64)  # packed
     results = {name: evaluate_source(model, source, batch_size=4) for name, source in prepared.items()}
     for name, result in results.items():  # several batches per source, the last one padded
         texts: dict[str, list[str]] = {}
         for document in read_documents(name, discover_sources(mirror, "val", [name])[name]):
             texts.setdefault(document.subdomain, []).append(document.text)
-        hand = _hand_figures(model, texts, tokenizer)
+        hand = _hand_figures(model, texts, tokenizer, seq_len)
         assert sorted(result["subdomains"]) == sorted(hand)
         for subdomain, (bpb, ppl) in hand.items():
             assert math.isclose(result["subdomains"][subdomain]["bpb"], bpb, rel_tol=1e-5), (name, subdomain)
@@ -131,16 +139,17 @@ def test_macro_and_micro_on_the_worked_example() -> None:
     source = PreparedSource(
         name="s",
         subdomains=("a", "b"),
-        inputs=np.zeros((2, 1), np.int32),
-        targets=np.zeros((2, 1), np.int32),
-        mask=np.ones((2, 1), np.float32),
-        row_subdomain=np.array([0, 1]),
-        row_document=np.array([0, 1]),
+        inputs=np.zeros((1, 2), np.int32),
+        targets=np.zeros((1, 2), np.int32),
+        segments=np.array([[0, 1]]),
+        mask=np.ones((1, 2), np.float32),
+        position_subdomain=np.array([[0, 1]]),
+        position_document=np.array([[0, 1]]),
         bytes=np.array([100, 300]),
         tokens=np.array([50, 100]),
         documents=np.array([1, 1]),
     )
-    result = summarize_source(source, np.array([100 * math.log(2), 900 * math.log(2)]))
+    result = summarize_source(source, np.array([[100 * math.log(2), 900 * math.log(2)]]))
     assert math.isclose(result["macro_bpb"], 2.0) and math.isclose(result["micro_bpb"], 2.5)
     assert math.isclose(result["subdomains"]["a"]["ppl_token"], math.exp(100 * math.log(2) / 50))
 
@@ -149,19 +158,20 @@ def test_a_document_is_never_concatenated_with_another(mirror_and_tokenizer) -> 
     _, tokenizer = mirror_and_tokenizer
     model = LlamaModel(TINY_MODEL, key=jax.random.PRNGKey(1))
     alone = PalomaDocument("a", "The cat sat on the mat by the door, twice over.")
-    others = [PalomaDocument("a", "Rain."), PalomaDocument("b", "Cells divide by mitosis in water.")]
-    together = prepare_source("s", [others[0], alone, others[1]], tokenizer, SEQ_LEN)
-    single = prepare_source("s", [alone], tokenizer, SEQ_LEN)
-    # every window holds one document's tokens: its targets are a run of that document's ids, in order
+    documents = [PalomaDocument("a", "Rain."), alone, PalomaDocument("b", "Cells divide by mitosis in water.")]
+    together = prepare_source("s", documents, tokenizer, 64)
+    single = prepare_source("s", [alone], tokenizer, 64)
+    assert together.inputs.shape[0] == 1  # the three documents' windows share one row, as separate segments
+    # every window holds one document's tokens: its scored targets are a run of that document's ids, in order
     tok, _ = load_with_special_tokens(tokenizer)
-    for row, number in enumerate(together.row_document):
-        document = [others[0], alone, others[1]][number]
-        ids = tok.encode(document.text, add_special_tokens=False).ids
-        targets = together.targets[row][together.mask[row] > 0].tolist()
-        assert any(ids[s : s + len(targets)] == targets for s in range(0, len(ids), SEQ_LEN))
-    # so a document's loss does not depend on its neighbours
-    together_nats = score_rows(model, together)[together.row_document == 1].sum()
-    assert math.isclose(together_nats, score_rows(model, single).sum(), rel_tol=1e-6)
+    for window in set(together.segments.ravel().tolist()) - {-1}:
+        scored = (together.segments == window) & (together.mask > 0)
+        (number,) = set(together.position_document[scored].tolist())
+        ids = tok.encode(documents[number].text, add_special_tokens=False).ids
+        assert together.targets[scored].tolist() == ids  # each is shorter than one window
+    # so a document's loss does not depend on its neighbours in the row
+    together_nats = score_rows(model, together)[together.position_document == 1].sum()
+    assert math.isclose(together_nats, score_rows(model, single).sum(), rel_tol=1e-6)  # shared attention: ~1e-4
 
 
 def test_bad_layouts_get_errors_naming_the_path_and_what_was_expected(mirror_and_tokenizer, tmp_path) -> None:

@@ -171,21 +171,28 @@ def rolling_windows(tokens: list[int], prefix_id: int, seq_len: int) -> list[tup
 
 @dataclass(frozen=True)
 class PreparedSource:
-    """A source tokenized once into Paloma's windows, one row per window, with its per-subdomain counts."""
+    """A source tokenized once into Paloma's windows, packed into rows, with its per-subdomain counts.
+
+    Several short windows may share a row: each is its own attention segment
+    (`segments`), so no window sees another (rotary positions are relative, so
+    where a window sits in the row does not change its scores).
+    """
 
     name: str
     subdomains: tuple[str, ...]
-    """Subdomain names, sorted; `row_subdomain` and the count arrays index into them."""
+    """Subdomain names, sorted; `position_subdomain` and the count arrays index into them."""
     inputs: np.ndarray
     """[rows, seq_len] input ids (padded with 0)."""
     targets: np.ndarray
-    """[rows, seq_len] predicted ids (padded with 0)."""
+    """[rows, seq_len] the id each input position predicts (padded with 0)."""
+    segments: np.ndarray
+    """[rows, seq_len] the window each position belongs to (its index in the source; -1 for padding)."""
     mask: np.ndarray
-    """[rows, seq_len] 1.0 where a target is a document token."""
-    row_subdomain: np.ndarray
-    """[rows] the subdomain each window's document belongs to."""
-    row_document: np.ndarray
-    """[rows] the index of the document a window belongs to (every window holds one document only)."""
+    """[rows, seq_len] 1.0 where a target is scored."""
+    position_subdomain: np.ndarray
+    """[rows, seq_len] the subdomain of each scored target's document; -1 elsewhere."""
+    position_document: np.ndarray
+    """[rows, seq_len] the index of each scored target's document; -1 elsewhere."""
     bytes: np.ndarray
     """[subdomains] UTF-8 bytes of the documents' text."""
     tokens: np.ndarray
@@ -197,7 +204,7 @@ class PreparedSource:
 def prepare_source(
     name: str, documents: list[PalomaDocument], tokenizer_file: str | Path, seq_len: int, prefix_token: str = "bos"
 ) -> PreparedSource:
-    """Tokenize a source's documents one by one (no special tokens) and cut each into its own windows."""
+    """Tokenize a source's documents one by one (no special tokens), cut each into its own windows, pack the windows."""
     if prefix_token not in PREFIX_TOKENS:
         raise TootsieError(f"prefix_token {prefix_token!r} is not one of {PREFIX_TOKENS}")
     if seq_len <= 0:
@@ -210,25 +217,33 @@ def prepare_source(
     index = {s: i for i, s in enumerate(subdomains)}
     counts = np.zeros((3, len(subdomains)), dtype=np.int64)
     encodings = tokenizer.encode_batch([d.text for d in documents], add_special_tokens=False)
-    rows: list[tuple[list[int], list[int], int, int, int]] = []
+    windows: list[tuple[list[int], list[int], int, int, int]] = []
     for number, (document, encoding) in enumerate(zip(documents, encodings, strict=True)):
         sub = index[document.subdomain]
         counts[:, sub] += (len(document.text.encode("utf-8")), len(encoding.ids), 1)
-        rows += [(*window, sub, number) for window in rolling_windows(list(encoding.ids), prefix_id, seq_len)]
-    inputs, targets = np.zeros((2, len(rows), seq_len), dtype=np.int32)
-    mask = np.zeros((len(rows), seq_len), dtype=np.float32)
-    for row, (window_inputs, window_targets, first, _, _) in enumerate(rows):
-        inputs[row, : len(window_inputs)] = window_inputs
-        targets[row, : len(window_targets)] = window_targets
-        mask[row, first : len(window_targets)] = 1.0
+        windows += [(*window, sub, number) for window in rolling_windows(list(encoding.ids), prefix_id, seq_len)]
+    places, row, fill = [], -1, seq_len  # next fit: a window starts a new row when it does not fit the current one
+    for window_inputs, *_ in windows:
+        if fill + len(window_inputs) > seq_len:
+            row, fill = row + 1, 0
+        places.append((row, fill))
+        fill += len(window_inputs)
+    inputs, targets = np.zeros((2, row + 1, seq_len), dtype=np.int32)
+    segments, position_subdomain, position_document = np.full((3, row + 1, seq_len), -1, dtype=np.int32)
+    mask = np.zeros((row + 1, seq_len), dtype=np.float32)
+    for number, ((window_inputs, window_targets, first, sub, doc), (r, at)) in enumerate(zip(windows, places)):
+        span, scored = slice(at, at + len(window_inputs)), slice(at + first, at + len(window_targets))
+        inputs[r, span], targets[r, span], segments[r, span] = window_inputs, window_targets, number
+        mask[r, scored], position_subdomain[r, scored], position_document[r, scored] = 1.0, sub, doc
     return PreparedSource(
         name=name,
         subdomains=subdomains,
         inputs=inputs,
         targets=targets,
+        segments=segments,
         mask=mask,
-        row_subdomain=np.array([r[3] for r in rows], dtype=np.int64),
-        row_document=np.array([r[4] for r in rows], dtype=np.int64),
+        position_subdomain=position_subdomain,
+        position_document=position_document,
         bytes=counts[0],
         tokens=counts[1],
         documents=counts[2],
@@ -236,24 +251,28 @@ def prepare_source(
 
 
 @eqx.filter_jit
-def window_nll(
-    model: LlamaModel, inputs: Int[Array, "b t"], targets: Int[Array, "b t"], mask: Float[Array, "b t"]
-) -> Float[Array, " b"]:
-    """Summed negative log-likelihood (nats) of each window's masked targets, every window its own sequence."""
-    logits = model(inputs, jnp.zeros_like(inputs)).astype(jnp.float32)
+def position_nll(
+    model: LlamaModel,
+    inputs: Int[Array, "b t"],
+    targets: Int[Array, "b t"],
+    segments: Int[Array, "b t"],
+    mask: Float[Array, "b t"],
+) -> Float[Array, "b t"]:
+    """Negative log-likelihood (nats) of each masked target, attention blocked between segments (windows)."""
+    logits = model(inputs, segments).astype(jnp.float32)
     target_logits = jnp.take_along_axis(logits, targets[..., None], axis=-1)[..., 0]
-    return ((jax.nn.logsumexp(logits, axis=-1) - target_logits) * mask).sum(axis=1)
+    return (jax.nn.logsumexp(logits, axis=-1) - target_logits) * mask
 
 
 def score_rows(model: LlamaModel, prepared: PreparedSource, batch_size: int = 16) -> np.ndarray:
-    """Per-window summed NLL in nats (batches padded to `batch_size` rows so one compiled shape serves all)."""
+    """[rows, seq_len] NLL in nats of every scored target, 0 elsewhere (batches padded to `batch_size` rows)."""
     count = prepared.inputs.shape[0]
-    nats = np.zeros(count, dtype=np.float64)
+    nats = np.zeros(prepared.inputs.shape, dtype=np.float64)
+    arrays = (prepared.inputs, prepared.targets, prepared.segments, prepared.mask)
     for start in range(0, count, batch_size):
         stop = min(start + batch_size, count)
-        pad = batch_size - (stop - start)
-        batch = [np.pad(a[start:stop], ((0, pad), (0, 0))) for a in (prepared.inputs, prepared.targets, prepared.mask)]
-        nats[start:stop] = np.asarray(window_nll(model, *(jnp.asarray(a) for a in batch)))[: stop - start]
+        batch = [np.pad(a[start:stop], ((0, batch_size - (stop - start)), (0, 0))) for a in arrays]
+        nats[start:stop] = np.asarray(position_nll(model, *(jnp.asarray(a) for a in batch)))[: stop - start]
     return nats
 
 
@@ -265,9 +284,12 @@ def figures(nats: float, tokens: int, num_bytes: int) -> dict[str, float]:
     }
 
 
-def summarize_source(prepared: PreparedSource, row_nats: np.ndarray) -> dict[str, object]:
+def summarize_source(prepared: PreparedSource, position_nats: np.ndarray) -> dict[str, object]:
     """Per-subdomain figures and counts, their macro average (Paloma's per-source figure) and the pooled micro one."""
-    nats = np.bincount(prepared.row_subdomain, weights=row_nats, minlength=len(prepared.subdomains))
+    scored = prepared.mask > 0
+    nats = np.bincount(
+        prepared.position_subdomain[scored], weights=position_nats[scored], minlength=len(prepared.subdomains)
+    )
     subdomains = {
         name: {
             **figures(float(nats[i]), int(prepared.tokens[i]), int(prepared.bytes[i])),
@@ -289,7 +311,7 @@ def summarize_source(prepared: PreparedSource, row_nats: np.ndarray) -> dict[str
 
 
 def evaluate_source(model: LlamaModel, prepared: PreparedSource, batch_size: int = 16) -> dict[str, object]:
-    """Score one prepared source with `model`: `summarize_source` of its windows' NLL."""
+    """Score one prepared source with `model`: `summarize_source` of its targets' NLL."""
     return summarize_source(prepared, score_rows(model, prepared, batch_size))
 
 
