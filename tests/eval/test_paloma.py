@@ -222,6 +222,8 @@ def test_bpb_suite_reads_a_paloma_mirror(mirror_and_tokenizer, tmp_path, capsys)
     assert result["bpb"]["dolma_100_subreddits"] == reddit["macro_bpb"]
     assert main([*argv[:-3], "--subsets", "gab"]) == 2
     assert "source 'gab'" in capsys.readouterr().err
+    assert main([*argv, "--max-sequences", "3"]) == 2  # a folders-layout flag would do nothing here: refused
+    assert "--max-sequences: only the folders layout reads this" in capsys.readouterr().err
 
 
 def test_the_first_token_is_predicted_from_bos_or_from_eos_as_paloma_does(mirror_and_tokenizer) -> None:

@@ -11,6 +11,7 @@ import argparse
 
 from tootsie.cli.options import add_output_flags
 from tootsie.cli.output import emit
+from tootsie.errors import TootsieError
 
 
 def register(verbs: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -74,12 +75,33 @@ def register(verbs: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
     suite.set_defaults(handler=run)
 
 
+LAYOUT_FLAGS = {
+    "paloma": {"split": "val", "subsets": None, "max_documents": None, "prefix_token": "bos"},
+    "folders": {"prefix": None, "max_sequences": None},
+}
+"""The flags only one layout reads, with their defaults: set for the other layout, they would do nothing."""
+
+
+def refuse_other_layout_flags(args: argparse.Namespace, layout: str) -> None:
+    """Refuse a flag that only the other layout reads (e.g. --max-sequences on a Paloma mirror), naming it."""
+    other = "folders" if layout == "paloma" else "paloma"
+    given = [name for name, default in LAYOUT_FLAGS[other].items() if getattr(args, name) != default]
+    if given:
+        flags = ", ".join("--" + name.replace("_", "-") for name in given)
+        raise TootsieError(
+            f"{flags}: only the {other} layout reads this, and {args.suite} is read as the {layout} layout;"
+            f" drop it, or pass --layout {other} if the suite is really that layout"
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     """`tootsie eval bpb-suite`."""
     from tootsie.eval.bpb_suite import run_bpb_suite, run_paloma_suite, suite_layout
 
     weights = "ema" if args.ema else "model"
-    if suite_layout(args.suite, args.layout) == "paloma":
+    layout = suite_layout(args.suite, args.layout)
+    refuse_other_layout_flags(args, layout)
+    if layout == "paloma":
         result = run_paloma_suite(
             args.checkpoint,
             args.suite,
