@@ -32,7 +32,7 @@ class BranchTasksConfig:
     tokenizer: str
     """The tokenizer.json the model was trained with."""
     suite: str
-    """A suite name (core, reasoning) or comma-separated benchmark names."""
+    """A suite name (core, reasoning, marin-base) or comma-separated benchmark names."""
     data_dir: str
     """Local copies of the benchmarks' files (`tootsie eval mirror` writes them)."""
     limit: int | None = 50
