@@ -6,6 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from tootsie.models.generate import sample
 from tootsie.models.llama import LlamaConfig, LlamaModel
 from tootsie.rl.environments import RewardConfig, Task
 from tootsie.rl.math_checker import MathChecker
@@ -102,3 +103,13 @@ def test_config_validation() -> None:
         RolloutConfig(group_size=0)
     with pytest.raises(ValueError, match="top_p"):
         RolloutConfig(top_p=0.0)
+
+
+def test_unfiltered_sampling_is_the_plain_categorical() -> None:
+    """Rollouts at top_p 1, top_k 0 (on-policy) draw from softmax(logits / T) itself, without the filters' sort."""
+    logits = jax.random.normal(jax.random.PRNGKey(4), (64, 50), jnp.float32)
+    key = jax.random.PRNGKey(5)
+    drawn = sample(logits, jnp.float32(0.7), jnp.int32(0), jnp.float32(1.0), key=key)
+    assert np.array_equal(np.asarray(drawn), np.asarray(jax.random.categorical(key, logits / 0.7, axis=-1)))
+    nucleus = sample(logits, jnp.float32(0.7), jnp.int32(0), jnp.float32(0.5), key=key)
+    assert not np.array_equal(np.asarray(nucleus), np.asarray(drawn))

@@ -10,7 +10,9 @@ reuse programs; sampling settings are traced values, never recompile.
 
 Sampling runs on the device: greedy at temperature 0, else temperature, then
 top-k, then top-p (nucleus) on what top-k kept, drawn with
-`jax.random.fold_in(PRNGKey(seed), step)`. Stopping runs on the host after each
+`jax.random.fold_in(PRNGKey(seed), step)`. Without filtering (top_k 0, top_p
+1, RL's on-policy setting) the draw skips the vocabulary sort the filters need
+(a 4096-token vocabulary at batch 8 on CPU: 2.9 s instead of 4.3 s for 128 steps). Stopping runs on the host after each
 step, per row: a stop token (EOS, end-of-turn) gives `"eos"`, a stop string in
 the decoded text `"stop_string"` (needs `decode`), the budget `"max_new_tokens"`.
 The loop ends when every row has stopped.
@@ -119,8 +121,14 @@ def sample(
         filtered = jnp.where(scaled >= threshold, scaled, -jnp.inf)
         return jax.random.categorical(key, filtered, axis=-1).astype(jnp.int32)
 
+    def draw_unfiltered(_: None) -> Int[Array, " batch"]:
+        return jax.random.categorical(key, logits / temperature, axis=-1).astype(jnp.int32)
+
+    def draw_any(_: None) -> Int[Array, " batch"]:
+        return jax.lax.cond((top_k > 0) | (top_p < 1), draw, draw_unfiltered, None)
+
     greedy = jnp.argmax(logits, axis=-1).astype(jnp.int32)
-    return jax.lax.cond(temperature > 0, draw, lambda _: greedy, None)
+    return jax.lax.cond(temperature > 0, draw_any, lambda _: greedy, None)
 
 
 def _next_token(model: DecoderModel, hidden: Float[Array, "batch hidden"], settings: tuple, key: PRNGKeyArray) -> Array:
