@@ -62,6 +62,7 @@ def test_both_paths_agree_on_every_item(record) -> None:
         assert row["seconds_tootsie"] > 0 and row["seconds_hf"] > 0
         if name == "gsm8k":
             assert row["max_abs_loglik_diff"] is None  # generation: texts compared, no log-likelihoods
+            assert row["generated_chars"] > 0  # the texts compared are not empty
         else:
             assert 0 <= row["max_abs_loglik_diff"] < TOLERANCE, row
     assert record["items"] == LIMIT * len(TASKS) and record["agreement"] == 1.0

@@ -164,10 +164,15 @@ def first_per_doc(samples: Sequence[dict[str, Any]]) -> dict[int, dict[str, Any]
 def compare_task(
     items: Sequence[tuple[str, str, dict[str, Any], dict[str, Any], np.ndarray | None]], tolerance: float
 ) -> dict[str, Any]:
-    """Count one benchmark's items `(item id, output type, ours, theirs, weights)`: agree, ties, disagreements."""
-    agree, ties, worst, disagreements = 0, 0, None, []
+    """Count one benchmark's items `(item id, output type, ours, theirs, weights)`: agree, ties, disagreements.
+
+    `generated_chars` sums tootsie's generations, so a comparison of empty texts shows as one.
+    """
+    agree, ties, worst, disagreements, generated = 0, 0, None, [], 0
     for item_id, output_type, ours, theirs, weights in items:
         verdict = compare_item(output_type, ours, theirs, tolerance, weights)
+        if output_type == "generate_until":
+            generated += len(str(ours["resps"][0][0]))
         if verdict["max_abs_diff"] is not None:
             worst = max(worst or 0.0, verdict["max_abs_diff"])
         if verdict["status"] == "agree":
@@ -184,6 +189,7 @@ def compare_task(
         "agreement": agree / decided if decided else None,
         "max_abs_loglik_diff": worst,
         "disagreements": disagreements,
+        "generated_chars": generated,
     }
 
 
