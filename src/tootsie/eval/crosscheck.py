@@ -214,6 +214,7 @@ def _crosscheck_config(config: dict[str, Any], executes_code: bool, max_gen_toks
         config = {key: value for key, value in config.items() if key != "filter_list"}
         config |= {"unsafe_code": False, "metric_list": [{"metric": "exact_match", "aggregation": "mean"}]}
     kwargs = config.get("generation_kwargs")
+    # 256: the budget lm-eval's models give a task that names none (HFLM.max_gen_toks)
     if max_gen_toks is not None and kwargs is not None:
         config = config | {
             "generation_kwargs": kwargs | {"max_gen_toks": min(kwargs.get("max_gen_toks", 256), max_gen_toks)}
