@@ -154,3 +154,21 @@ def test_config_refuses_tasks_outside_the_suite_and_bad_settings(tiny) -> None:
         run_crosscheck(
             CrosscheckConfig(str(tiny["run"]), "arc_easy", str(tiny["data"])), tiny["root"], tiny["tokenizer"]
         )
+
+
+def test_humaneval_is_compared_never_executed_and_budgets_are_capped(tmp_path) -> None:
+    from tootsie.eval.benchmarks import BENCHMARKS
+    from tootsie.eval.crosscheck import _crosscheck_config
+    from tootsie.eval.suite import plan_runs
+
+    write_benchmark_rows(tmp_path, ("humaneval",), rows=2)
+    (run,) = plan_runs((BENCHMARKS["humaneval"],), tmp_path, "lm-eval", tmp_path / "cache")
+    assert run.config["filter_list"] and run.config["generation_kwargs"]["max_gen_toks"] == 1024  # the suite's
+    config = _crosscheck_config(run.config, executes_code=True, max_gen_toks=64)
+    assert "filter_list" not in config and config["unsafe_code"] is False
+    assert [m["metric"] for m in config["metric_list"]] == ["exact_match"]
+    assert config["generation_kwargs"]["max_gen_toks"] == 64
+    assert (
+        _crosscheck_config(run.config, executes_code=True, max_gen_toks=None)["generation_kwargs"]
+        == (run.config["generation_kwargs"])
+    )
