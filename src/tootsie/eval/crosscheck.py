@@ -55,7 +55,7 @@ class CrosscheckConfig:
     checkpoint: str
     """A checkpoint, or a training output directory (its newest checkpoint)."""
     suite: str
-    """A suite (core, reasoning, marin-base) or benchmark names joined by commas (tootsie.eval.benchmarks lists them)."""
+    """A suite (core, reasoning, marin-base) or benchmark names joined by commas (tootsie.eval.benchmarks)."""
     data_dir: str
     """Local copies of the benchmark data, laid out as `tootsie eval mirror` writes them."""
     tasks: tuple[str, ...] = ()

@@ -89,7 +89,7 @@ class MicroannealSpec:
     compute_dtype: str = "float32"
     """Forward/backward dtype."""
     task_suite: str | None = None
-    """Benchmarks each branch also runs (`tootsie eval suite`: core, reasoning, marin-base, or "arc_easy,piqa"); None for none."""
+    """Benchmarks each branch runs too (`tootsie eval suite`: a suite or "arc_easy,piqa"); None for none."""
     task_data_dir: str | None = None
     """Local copies of the task files (`tootsie eval mirror`); needed with task_suite."""
     task_limit: int | None = 50
