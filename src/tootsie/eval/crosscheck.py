@@ -28,7 +28,6 @@ The export is the caller's job (the CLI's; eval sits below release), so
 """
 
 import os
-import random
 import tempfile
 import time
 from collections.abc import Sequence
@@ -193,21 +192,6 @@ def compare_task(
     }
 
 
-def _load_tasks(configs: list[dict[str, Any]]) -> dict[str, Any]:
-    """lm-eval tasks from inline configs, set up as `eval.suite.run_suite` sets them (0-shot default, fixed seeds)."""
-    from lm_eval.tasks import TaskManager
-
-    from tootsie.eval.suite import PYTHON_RANDOM_SEED
-
-    random.seed(PYTHON_RANDOM_SEED)  # a task's process_docs may shuffle (GPQA's choices): both paths see one order
-    loaded = TaskManager(include_defaults=False).load(configs)
-    for task in loaded["tasks"].values():
-        if task.get_config("num_fewshot") is None:
-            task.set_config(key="num_fewshot", value=0)
-        task.set_fewshot_seed(seed=FEWSHOT_SEED)
-    return loaded
-
-
 def _crosscheck_config(config: dict[str, Any], executes_code: bool, max_gen_toks: int | None) -> dict[str, Any]:
     """A planned task config as crosscheck runs it: code never executed, generation budgets capped if asked."""
     if executes_code:
@@ -228,7 +212,9 @@ def _evaluate(
     """`(lm-eval's output, the loaded tasks, wall seconds)` of one path, samples logged."""
     from lm_eval.evaluator import evaluate
 
-    loaded = _load_tasks(configs)
+    from tootsie.eval.suite import load_tasks
+
+    loaded = load_tasks(configs, FEWSHOT_SEED)
     started = time.perf_counter()
     output = evaluate(lm=lm, task_dict=loaded, limit=limit, bootstrap_iters=0, log_samples=True)
     return output, loaded["tasks"], time.perf_counter() - started

@@ -169,6 +169,18 @@ def _row(benchmark: Benchmark, fmt: str, runs: list[Run], output: dict[str, Any]
     }
 
 
+def load_tasks(configs: Sequence[dict[str, Any]], fewshot_seed: int) -> dict[str, Any]:
+    """lm-eval tasks from inline configs, loaded as `simple_evaluate` would: Python's `random` seeded first (a
+    task's process_docs may shuffle, e.g. GPQA's choices), 0 shots where a config names none, fixed few-shot seed."""
+    random.seed(PYTHON_RANDOM_SEED)
+    loaded = TaskManager(include_defaults=False).load(list(configs))
+    for task in loaded["tasks"].values():
+        if task.get_config("num_fewshot") is None:
+            task.set_config(key="num_fewshot", value=0)
+        task.set_fewshot_seed(seed=fewshot_seed)
+    return loaded
+
+
 def run_suite(
     lm: TootsieLM,
     suite: str,
@@ -196,14 +208,8 @@ def run_suite(
     runnable = [b for b in benchmarks if not (b.executes_code and refused)]
     cache_dir = Path(work_dir) / "hf_datasets_cache"
     runs = plan_runs(runnable, Path(data_dir), prompt_format, cache_dir, suite_columns(suite))
-    random.seed(PYTHON_RANDOM_SEED)
-    loaded = TaskManager(include_defaults=False).load([run.config for run in runs])
-    shots = {}
-    for name, task in loaded["tasks"].items():
-        if task.get_config("num_fewshot") is None:
-            task.set_config(key="num_fewshot", value=0)
-        task.set_fewshot_seed(seed=seed)
-        shots[name] = int(task.get_config("num_fewshot"))
+    loaded = load_tasks([run.config for run in runs], seed)
+    shots = {name: int(task.get_config("num_fewshot")) for name, task in loaded["tasks"].items()}
     output = evaluate(
         lm=lm,
         task_dict=loaded,
