@@ -8,8 +8,10 @@ directory and holds offline bits-per-byte. The page shows the guide's panels
 in its order — held-out BPB per domain, train loss raw and smoothed, gradient
 norm, update norm, the optimizer's inner signals, for an MoE run its router
 panels (`moe_panels`: expert load per block, drops and balance, router losses;
-absent for a dense run), learning rate with schedule phases, throughput and MFU,
-clip/skip events — then the spike table (`find_spikes`), the data mixture by
+absent for a dense run), for an RL run its panels (`rl_panels`: reward and
+held-out exact match, KL against its bound, clipping, entropy and length;
+absent without `rl/` metrics), learning rate with schedule phases, throughput
+and MFU, clip/skip events — then the spike table (`find_spikes`), the data mixture by
 phase, the configs, and what was skipped reading damaged metrics (unparseable
 lines, non-finite values, step gaps): a damaged file still gives a report.
 Plots are base64 PNG inside the HTML, so the file can be mailed or archived alone.
@@ -54,6 +56,7 @@ from tootsie.report.panels import (
     throughput_panel,
     train_loss_panel,
 )
+from tootsie.report.rl_panels import rl_panels
 from tootsie.report.signal_panels import (
     ATTENTION_LOGITS,
     adam_moments_panel,
@@ -334,6 +337,7 @@ def build_content(
         layer_heatmap_panel(runs, timeline, ATTENTION_LOGITS),
         output_logits_panel(runs, timeline),
         *moe_panels(runs, timeline, {run.label: _first_moe_block(run) for run in shown.runs}),
+        *rl_panels(runs, timeline),
         lr_panel(runs, timeline),
         throughput_panel(runs, timeline),
         events_panel(events, timeline, settings),

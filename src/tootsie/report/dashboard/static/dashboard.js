@@ -27,6 +27,15 @@ const PANELS = [
   { id: "moe_balance", keys: ["moe/load_balancing_loss"] },
   { id: "moe_entropy", keys: ["moe/router_entropy"] },
   { id: "moe_z", keys: ["moe/router_z_loss"] },
+  // An RL run's signals (a pretraining run logs none, so these panels are not drawn for it).
+  { id: "rl_reward", title: "RL: mean reward per iteration (solid) and greedy held-out exact match (points, every few iterations)", keys: ["rl/reward_mean", "rl/heldout_exact_match"], points: ["rl/heldout_exact_match"] },
+  { id: "rl_reward_std", title: "RL: std of the counted completions' rewards (0: no spread within groups, no signal)", keys: ["rl/reward_std"] },
+  { id: "rl_kl", title: "RL: KL to the reference, k3 nats/token (solid), the stated bound (dashed); distillation: reverse KL to the teacher", keys: ["rl/kl", "rl/kl_bound", "rl/reverse_kl"], dashed: ["rl/kl_bound"] },
+  { id: "rl_clip", title: "RL: share of completion tokens whose probability ratio was clipped", keys: ["rl/clip_fraction"] },
+  { id: "rl_advantage", title: "RL: std of the counted completions' advantages", keys: ["rl/advantage_std"] },
+  { id: "rl_entropy", title: "RL: mean per-token entropy of the sampled completions (nats)", keys: ["rl/entropy"] },
+  { id: "rl_length", title: "RL: mean completion length (tokens)", keys: ["rl/mean_length"] },
+  { id: "rl_truncated", title: "RL: share of completions cut at max_new_tokens (solid) and share whose reward counted (dashed)", keys: ["rl/truncated_fraction", "rl/counted_fraction"], dashed: ["rl/counted_fraction"] },
 ];
 const EXPERT_LOAD = "moe/expert_load"; // [blocks][experts] shares of routed slots, drawn as a heatmap per run
 
@@ -146,7 +155,7 @@ function buildPanel(panel, runs) {
         series.push({ label: `${run.name} smoothed`, stroke: run.color, width: 2 });
       } else {
         tables.push([xs, ys]);
-        const point = panel.prefix ? { show: true, size: 5 } : { show: false };
+        const point = panel.prefix || (panel.points || []).includes(key) ? { show: true, size: 5 } : { show: false };
         series.push({ label: name, stroke: run.color, width: 1.5, dash: dashed ? [6, 4] : undefined, points: point });
       }
     });
