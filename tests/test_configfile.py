@@ -1,10 +1,13 @@
 """Configs round-trip through YAML, and bad files name the field that is wrong."""
 
+from dataclasses import replace
+
 import pytest
 
-from tootsie.configfile import dump_config, load_config, read_yaml
+from tootsie.configfile import dump_config, load_config, read_yaml, to_plain
 from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureStage
+from tootsie.data.source import SuppliedRows, default_source
 from tootsie.errors import TootsieError
 from tootsie.models.llama import LlamaConfig
 from tootsie.train.config import TrainConfig
@@ -150,3 +153,19 @@ def test_a_user_file_that_is_missing_or_unparseable_says_which_and_how_to_fix_it
         read_yaml(path, "components file")
     path.write_text('{"a": "/data/a"}')
     assert read_yaml(path) == {"a": "/data/a"}
+
+
+def test_data_is_a_mixture_without_kind_or_supplied_rows_with_it(tmp_path) -> None:
+    assert "kind" not in to_plain(CONFIG)["data"]  # existing configs (and their hashes) are unchanged
+    supplied = replace(CONFIG, data=SuppliedRows(seq_len=64, batch_size=8))
+    assert to_plain(supplied)["data"] == {"kind": "supplied", "seq_len": 64, "batch_size": 8}
+    (tmp_path / "s.yaml").write_text(dump_config(supplied))
+    assert load_config(tmp_path / "s.yaml", TrainConfig) == supplied
+    (tmp_path / "bad.yaml").write_text(dump_config(supplied).replace("kind: supplied", "kind: rollouts"))
+    with pytest.raises(TootsieError, match="rollouts"):
+        load_config(tmp_path / "bad.yaml", TrainConfig)
+
+
+def test_a_supplied_data_config_without_its_source_is_refused(tmp_path) -> None:
+    with pytest.raises(TootsieError, match="kind: supplied"):
+        default_source(replace(CONFIG, data=SuppliedRows(seq_len=64, batch_size=8)).data)

@@ -79,6 +79,16 @@ def registry_union(registry: dict[str, type], default: str | None = None) -> Any
     return typing.Union[tuple(registry.values())]  # noqa: UP007 - X | Y cannot spread a tuple built at run time
 
 
+def default_kind_union(default: type, registry: dict[str, type]) -> Any:
+    """`default` (written without `kind:`, its plain form unchanged) or one of `registry`'s configs (with `kind:`).
+
+    For a field that gains alternatives after configs were written: existing files and hashes stay as they were.
+    """
+    register_kinds(registry)
+    _DEFAULT_OF[frozenset((default, *registry.values()))] = default
+    return typing.Union[(default, *registry.values())]  # noqa: UP007 - X | Y cannot spread a tuple built at run time
+
+
 def names_literal(registry: dict[str, Any]) -> Any:
     """`Literal[...]` of a registry's names: the type of a field that picks one by name (checked at load)."""
     return typing.Literal[tuple(registry)]

@@ -18,6 +18,7 @@ from tootsie.datakit.tokenizer import (
     train_tokenizer,
 )
 from tootsie.errors import TootsieError
+from tootsie.executor.hashing import canonical
 
 TEXTS = [f"def function_{i}(x):\n    return x * {i}  # café ☕ {i}\n" for i in range(200)]
 
@@ -97,3 +98,18 @@ def test_ledger_records_the_tokenizer(trained, tmp_path) -> None:
     ledger = json.loads((tmp_path / "cache" / "ledger.json").read_text())
     info = json.loads((tokenizer_file.parent / "tokenizer_info.json").read_text())
     assert ledger["tokenizer_sha256"] == info["sha256"]
+
+
+def test_split_digits_gives_one_token_per_digit_and_keeps_old_hashes(tmp_path) -> None:
+    docs = tmp_path / "docs"
+    texts = [f"{i} + {i * 7} = {i * 8}\n" for i in range(300)]
+    write_table_atomic(pa.table({"id": [str(i) for i in range(len(texts))], "text": texts}), docs / "p.parquet")
+    for split in (None, True):
+        config = TokenizerTrainConfig(inputs=(str(docs),), vocab_size=300, split_digits=split)
+        train_tokenizer(config, str(tmp_path / f"tok-{split}"))
+    whole, digits = (load_tokenizer(tmp_path / f"tok-{split}") for split in (None, True))
+    assert len(whole.encode("1234 + 567").ids) < len(digits.encode("1234 + 567").ids)
+    assert [digits.decode([i]) for i in digits.encode("1234").ids] == ["1", "2", "3", "4"]
+    assert digits.decode(digits.encode("x 1234 + 567 = 1801").ids) == "x 1234 + 567 = 1801"
+    unset = canonical(TokenizerTrainConfig(inputs=("d",)), hash_of=lambda path: path)
+    assert "split_digits" not in unset  # an existing tokenizer step keeps its hash

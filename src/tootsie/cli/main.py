@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("tootsie.cli.train_cmd", "train a model from a config file (rerun to resume)"),
     "sft": ("tootsie.cli.sft_cmd", "supervised fine-tuning on chat data: example config, evaluation"),
     "dpo": ("tootsie.cli.dpo_cmd", "DPO on preference pairs: example config, evaluation"),
+    "rl": ("tootsie.cli.rl_cmd", "RL with verifiable rewards (RLOO/GRPO, distillation): example config, evaluation"),
     "checkpoint": ("tootsie.cli.checkpoint_cmd", "checkpoint maintenance: convert the old format"),
     "eval": ("tootsie.cli.eval_cmd", "evaluate checkpoints: bits-per-byte per domain"),
     "generate": ("tootsie.cli.generate_cmd", "continue a prompt or answer a chat message (KV-cache decoding)"),

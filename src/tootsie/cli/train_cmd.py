@@ -10,7 +10,8 @@ prints a complete config for a tiny model on the demo corpus
 (`demos.train_demo`; `--moe`: an 8-expert, k = 2 mixture of experts), building
 the demo's token caches first if they are not there.
 
-`sft` and `dpo` (and later `rl`) have the same shape, built here: `NAME
+A config with `train:` and `rl:` sections is an RL run (`tootsie.rl.config`)
+and trains as `tootsie rl --config` does. `sft`, `dpo` and `rl` have the same shape, built here: `NAME
 --config FILE --out DIR` trains exactly as `train` does, and each mode is a
 verb (`NAME example-config`, `NAME evaluate`) whose old flag spelling
 (`NAME --example-config`, `NAME --evaluate`) `rewrite_verbs` turns into the
@@ -33,6 +34,7 @@ from tootsie.train.divergence import read_divergence
 
 if TYPE_CHECKING:
     from tootsie.demos.stdlib_demo import DemoSettings
+    from tootsie.train.config import TrainConfig
 
 EXAMPLE_CONFIG = "example-config"
 EVALUATE = "evaluate"
@@ -145,16 +147,12 @@ def train_command(args: argparse.Namespace) -> int:
             f" (or `tootsie {args.command} {EXAMPLE_CONFIG}` to get a config)"
         )
     from tootsie.eval.training import run_training
+    from tootsie.rl.loop import is_rl_config_file
     from tootsie.train.config import TrainConfig
 
-    config = load_config(args.config, TrainConfig, root="train")
-    added = tuple(
-        TRACKERS[kind]()
-        for kind in dict.fromkeys(args.tracker)
-        if not any(isinstance(t, TRACKERS[kind]) for t in config.trackers)
-    )
-    config = replace(config, trackers=config.trackers + added, profile_steps=args.profile or config.profile_steps)
-    require_trackers(config.trackers)
+    if is_rl_config_file(args.config):
+        return rl_train_command(args)
+    config = with_flags(load_config(args.config, TrainConfig, root="train"), args)
     with quiet_progress(args):
         state = run_training(config, args.out, allow_config_change=args.allow_config_change)
     if state is None:  # config.divergence stopped the run; diverged.json says why
@@ -169,6 +167,36 @@ def train_command(args: argparse.Namespace) -> int:
         say(args, f"the run diverged after step {result['step']}: {result['diverged']}; outputs in {args.out}")
     else:
         say(args, f"trained to step {state.step} (loss {result['loss']}); outputs in {args.out}")
+    return 0
+
+
+def with_flags(config: "TrainConfig", args: argparse.Namespace) -> "TrainConfig":
+    """`config` with the `--tracker` trackers it lacks and the `--profile` window; every tracker's extra checked."""
+    added = tuple(
+        TRACKERS[kind]()
+        for kind in dict.fromkeys(args.tracker)
+        if not any(isinstance(t, TRACKERS[kind]) for t in config.trackers)
+    )
+    config = replace(config, trackers=config.trackers + added, profile_steps=args.profile or config.profile_steps)
+    require_trackers(config.trackers)
+    return config
+
+
+def rl_train_command(args: argparse.Namespace) -> int:
+    """Train an RL config (`train:` and `rl:` sections) into `--out`; the flags extend its train section."""
+    from tootsie.rl.loop import load_rl_config, run_rl
+
+    config = load_rl_config(args.config)
+    config = replace(config, train=with_flags(config.train, args))
+    with quiet_progress(args):
+        state = run_rl(config, args.out, allow_config_change=args.allow_config_change)
+    records = read_metrics(Path(args.out) / METRICS_FILE).records
+    rewards = [r["rl/reward_mean"] for r in records if "rl/reward_mean" in r]
+    result = {"step": state.step, "reward_mean": rewards[-1] if rewards else None}
+    if args.json:
+        print_json(result | {"out": str(Path(args.out).resolve())})
+    else:
+        say(args, f"trained to step {state.step} (last reward mean {result['reward_mean']}); outputs in {args.out}")
     return 0
 
 

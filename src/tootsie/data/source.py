@@ -6,18 +6,31 @@ split by rows across processes (`train.sharding.global_batch`): a source
 answers `batch_shape(step)` and `batch(step, worker, num_workers)`, and must
 be a pure function of the step so that a run resumes to the bit. Pretraining,
 SFT and DPO read a mixture of token caches (`MixtureSource`, over
-`MixtureDataset.batch(step)`); an RL rollout buffer will be another source,
-filled by a callback before the step that reads it.
+`MixtureDataset.batch(step)`); an RL rollout buffer (`tootsie.rl.buffer`) is
+another source, whose config says only the rows' shape (`SuppliedRows`,
+`data: {kind: supplied, ...}`) and whose rows the run's entry point supplies.
+
+Rows carry `tokens`, `segment_ids` and `loss_mask` (`BASE_FIELDS`) and may
+carry more `[rows, seq_len]` arrays: an objective names the extra fields it
+trains on (`fields`, e.g. an RL objective's rollout log-probs), and the
+train step passes them to its loss by name.
 
 Example: `MixtureSource(config.data).batch(7, worker=1, num_workers=2)` gives
 the second half of data step 7's rows, `tokens` of shape `[rows/2, seq_len]`.
 """
 
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
+from tootsie.configfile import default_kind_union
+from tootsie.data.batch_schedule import BatchSchedule
 from tootsie.data.mixture import MixtureConfig, MixtureDataset
+from tootsie.errors import TootsieError
+
+BASE_FIELDS = ("tokens", "segment_ids", "loss_mask")
+"""The arrays every source's rows hold; an objective's `fields` come after them."""
 
 
 class Rows(Protocol):
@@ -38,6 +51,39 @@ class DataSource(Protocol):
     def batch(self, step: int, worker: int = 0, num_workers: int = 1) -> Rows:
         """Worker `worker`'s contiguous share (of `num_workers`) of data step `step`'s rows."""
         ...
+
+
+@dataclass(frozen=True)
+class SuppliedRows:
+    """`data: {kind: supplied}`: rows from a source the run's entry point supplies; the config fixes their shape."""
+
+    seq_len: int
+    """Tokens per row."""
+    batch_size: int
+    """Rows per step."""
+
+    def __post_init__(self) -> None:
+        if self.seq_len <= 0 or self.batch_size <= 0:
+            raise ValueError(f"seq_len and batch_size must be positive, got {self.seq_len} and {self.batch_size}")
+
+    @property
+    def batch_schedule(self) -> BatchSchedule:
+        """The same `batch_size` at every step."""
+        return BatchSchedule.constant(self.batch_size)
+
+
+DataChoice = default_kind_union(MixtureConfig, {"supplied": SuppliedRows})
+"""A training config's data: a mixture of token caches (written without `kind:`) or `{kind: supplied, ...}`."""
+
+
+def default_source(config: "MixtureConfig | SuppliedRows") -> "DataSource":
+    """The source a config's data names: its mixture; supplied rows have no default (their entry point passes them)."""
+    if isinstance(config, SuppliedRows):
+        raise TootsieError(
+            "this config's data is {kind: supplied}: its rows come from the entry point that owns them "
+            "(an RL config trains with `tootsie rl --config FILE --out DIR` or `tootsie train` on the whole file)"
+        )
+    return MixtureSource(config)
 
 
 class MixtureSource:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
+from tootsie.configfile import hashed_when_set
 from tootsie.datakit.parquet_io import iter_texts
 from tootsie.errors import TootsieError
 from tootsie.jsonfile import write_json_atomic
@@ -32,6 +33,8 @@ class TokenizerTrainConfig:
     """Final vocabulary size, special tokens and the 256 byte tokens included."""
     min_frequency: int = 2
     """A pair must occur at least this often to be merged."""
+    split_digits: bool | None = hashed_when_set()
+    """Every digit its own token (Llama 2's choice), so a model can learn arithmetic digit by digit; None: off."""
 
     def __post_init__(self) -> None:
         if not self.inputs:
@@ -49,7 +52,9 @@ def _texts(inputs: tuple[str, ...]) -> Iterator[str]:
 def train_bpe(config: TokenizerTrainConfig) -> Tokenizer:
     """Train a byte-level BPE tokenizer on the inputs' texts."""
     tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    digits = [pre_tokenizers.Digits(individual_digits=True)] if config.split_digits else []
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([*digits, byte_level]) if digits else byte_level
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=config.vocab_size,

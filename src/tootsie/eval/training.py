@@ -29,6 +29,7 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
+from tootsie.data.source import DataSource
 from tootsie.eval.in_loop import evaluation_callbacks
 from tootsie.executor.step import direct_outputs, volatile_outputs
 from tootsie.monitor.metrics_log import METRICS_FILE
@@ -54,13 +55,15 @@ def run_training(
     *,
     callbacks: Sequence[Callback] = (),
     final_output: str | None = None,
+    data: DataSource | None = None,
 ) -> TrainState | None:
     """Train `config` into `output_path` with the evaluation its `eval` asks for.
 
     `hooks` add metrics to every step's record (`callbacks.hook_callback`);
     `callbacks` join the loop's own; `allow_config_change` lets a resume change
     hashed fields (recorded in the run's config_changes.jsonl); `final_output`
-    is where checkpoints go when not under `output_path` (given by the executor).
+    is where checkpoints go when not under `output_path` (given by the executor); `data` is the source a
+    `data: {kind: supplied}` config trains on (an RL rollout buffer), by default the config's mixture.
     Returns the final state, or None when the run diverged (this time or before; `diverged.json` says why).
     """
     initialize_distributed(config.distributed)
@@ -77,7 +80,7 @@ def run_training(
     prepare_run(Path(output_path), config, allow_config_change, final_output)
     extra = [*evaluation_callbacks(config, output_path), *map(hook_callback, hooks), *callbacks]
     try:
-        return train_loop(config, output_path, extra, final_output=final_output)
+        return train_loop(config, output_path, extra, final_output=final_output, data=data)
     except Diverged:
         if config.divergence is None:
             raise

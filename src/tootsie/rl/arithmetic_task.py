@@ -10,7 +10,9 @@ held-out split when the first 8 bytes of its sha256, read as a fraction of
 text alone, so no held-out question ever appears in training, under any seed.
 The task's prompt is `corpora.arithmetic.prompt` (`Question: ...\\nAnswer:`)
 and its reference the integer answer, which `math_checker.MathChecker` scores
-(a GSM8K solution ends `#### N`).
+(a GSM8K solution ends `#### N`). `answer_text` is the short answer format the
+RL demo's starting model is fine-tuned to write: the steps' calculations, then
+`#### N`.
 
 Example: `arithmetic_tasks(ArithmeticTaskConfig(seed=0), "heldout", 0, 3)`
 gives the same three tasks on every machine, with ids `arithmetic/heldout/0/0`
@@ -24,7 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from tootsie.corpora.arithmetic import WordProblem, prompt, word_problem
-from tootsie.rl.environments import Task
+from tootsie.rl.environments import Environment, Task
+from tootsie.rl.math_checker import MathChecker
 
 SPLITS = ("train", "heldout")
 """The two disjoint splits."""
@@ -42,6 +45,14 @@ class ArithmeticTaskConfig:
     def __post_init__(self) -> None:
         if not 0.01 <= self.heldout_fraction <= 0.99:
             raise ValueError(f"heldout_fraction={self.heldout_fraction} must be in [0.01, 0.99]; 0.2 is the default")
+
+    def tasks(self, split: str, start: int, count: int) -> list[Task]:
+        """Tasks `start` .. `start + count - 1` of `split` (`arithmetic_tasks`)."""
+        return arithmetic_tasks(self, split, start, count)
+
+    def checker(self) -> Environment:
+        """What scores a completion: the exact-answer math checker (`#### N` or `\\boxed{N}`)."""
+        return MathChecker()
 
 
 def split_of(question: str, heldout_fraction: float) -> str:
@@ -61,6 +72,15 @@ def arithmetic_problem(config: ArithmeticTaskConfig, split: str, index: int) -> 
         for attempt in itertools.count()
     )
     return next(problem for problem in stream if split_of(problem.question, config.heldout_fraction) == split)
+
+
+def answer_text(problem: WordProblem) -> str:
+    """The answer format an SFT'd policy writes: one `a op b = r` line per step, then `#### N` (what MathChecker reads).
+
+    The worked steps without their words: short completions, so a small model learns the format in minutes.
+    """
+    lines = [f"{s.calculation.a} {s.calculation.op} {s.calculation.b} = {s.calculation.result}" for s in problem.steps]
+    return "\n".join([*lines, f"#### {problem.answer}"])
 
 
 def arithmetic_tasks(config: ArithmeticTaskConfig, split: str, start: int, count: int) -> list[Task]:

@@ -3,8 +3,9 @@
 Policy (`config.checkpoints`): after step s, a permanent checkpoint when
 `s + 1` is a multiple of `every_steps` (kept forever), else a temporary one
 when `every_minutes` passed since the last save (process 0's clock, agreed by
-every process: `callbacks.Timer`; only the newest temporary one is kept), and
-a permanent one at the end. While training runs, SIGTERM is turned into a
+every process: `callbacks.Timer`) or `s + 1` is a multiple of
+`temporary_every_steps` (only the newest temporary one is kept), and a
+permanent one at the end. While training runs, SIGTERM is turned into a
 request (`train.preemption.StopSignal`): after the step in flight, the
 checkpointer writes a temporary checkpoint unless that step was just
 checkpointed, waits for it to commit and raises `errors.Preempted`, so
@@ -40,7 +41,7 @@ class Checkpointer(Callback):
         saved = None
         if done % run.config.checkpoints.every_steps == 0:
             saved = run.save("permanent")
-        elif self.timer is not None and self.timer.due():
+        elif self._temporary_due(run, done):
             saved = run.save("temporary")
         if saved is not None and self.timer is not None:
             self.timer.reset()
@@ -48,6 +49,11 @@ class Checkpointer(Callback):
             saved = saved or run.save("temporary")
             run.wait_for_checkpoint()
             raise Preempted(done, str(saved))
+
+    def _temporary_due(self, run: Run, done: int) -> bool:
+        """Whether `temporary_every_steps` or the `every_minutes` timer asks for a temporary checkpoint now."""
+        every = run.config.checkpoints.temporary_every_steps
+        return (every is not None and done % every == 0) or (self.timer is not None and self.timer.due())
 
     def end(self, run: Run) -> None:
         run.save("permanent")

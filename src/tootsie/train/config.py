@@ -23,7 +23,7 @@ checkpoint; on another it continues within float tolerance.
 from dataclasses import dataclass, field
 
 from tootsie.configfile import hashed_when_set, unhashed
-from tootsie.data.mixture import MixtureConfig
+from tootsie.data.source import DataChoice
 from tootsie.models.registry import ModelChoice
 from tootsie.monitor.trackers import TrackerChoice
 from tootsie.train.divergence import DivergenceConfig
@@ -46,10 +46,14 @@ class CheckpointConfig:
     """A permanent checkpoint every this many steps (kept forever, like Marin's released revisions)."""
     every_minutes: float | None = unhashed(30.0)
     """A temporary checkpoint when this much time passed since the last save (only the newest is kept)."""
+    temporary_every_steps: int | None = unhashed(None)
+    """A temporary checkpoint every this many steps (only the newest is kept): an RL run's after every iteration."""
 
     def __post_init__(self) -> None:
         if self.every_steps <= 0:
             raise ValueError(f"every_steps must be positive, got {self.every_steps}")
+        if self.temporary_every_steps is not None and self.temporary_every_steps <= 0:
+            raise ValueError(f"temporary_every_steps must be positive or None, got {self.temporary_every_steps}")
         if self.every_minutes is not None and self.every_minutes <= 0:
             raise ValueError(f"every_minutes must be positive or None, got {self.every_minutes}")
 
@@ -141,8 +145,8 @@ class TrainConfig:
 
     model: ModelChoice
     """Architecture of the model trained (a registry entry, `{kind: llama, ...}`; without `kind:` a Llama)."""
-    data: MixtureConfig
-    """Token caches, mixture stages, batch schedule and shuffles."""
+    data: DataChoice
+    """Token caches, mixture stages, batch schedule and shuffles; or `{kind: supplied}` rows (an RL rollout buffer)."""
     num_steps: int
     """Global step at which training stops (a warm start continues counting from its checkpoint)."""
     optimizer: OptimizerChoice = field(default_factory=AdamWConfig)

@@ -23,6 +23,7 @@ loads `runs/pretrain/checkpoints/step-000300`, the run's newest checkpoint.
 """
 
 import os
+from typing import TYPE_CHECKING
 
 import equinox as eqx
 import jax
@@ -39,7 +40,9 @@ from tootsie.train.checkpoint import (
     load_checkpoint,
     model_config_of,
 )
-from tootsie.train.config import TrainConfig
+
+if TYPE_CHECKING:  # the config imports the objectives, and the distillation objective loads its teacher from here
+    from tootsie.train.config import TrainConfig
 
 CHECKPOINTS = "checkpoints"
 __all__ = [
@@ -52,7 +55,7 @@ __all__ = [
 ]
 
 
-def init_model(config: TrainConfig) -> eqx.Module:
+def init_model(config: "TrainConfig") -> eqx.Module:
     """The freshly initialized model of `config.model` for `config.seed` (built through the model registry)."""
     return config.model.build(key=jax.random.PRNGKey(config.seed))
 

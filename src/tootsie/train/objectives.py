@@ -1,12 +1,17 @@
 """Training objectives: what the train step minimizes, chosen in configs as `objective: {kind: next_token}`.
 
 The train step knows no loss by name. It calls the configured objective's
-`loss(model, tokens, segment_ids, loss_mask, z_loss_weight)`, which returns the
+`loss(model, tokens, segment_ids, loss_mask, z_loss_weight, **fields)`, which returns the
 scalar to differentiate and a dict of metrics for the step's record, and its
 `batch_weight`, which weights microbatches under gradient accumulation so the
-accumulated loss equals the full batch's. Pretraining's next-token loss serves
+accumulated loss equals the full batch's. `fields` names the batch arrays the
+objective needs beyond tokens, segments and mask (an RL objective's rollout
+log-probs and advantages, `train.rl_objectives`); the data source provides
+them and the step passes them by name. Pretraining's next-token loss serves
 SFT too (the batch's loss mask is on assistant tokens only); `dpo` trains on
-preference pairs against a reference's log-probs (`train.dpo`).
+preference pairs against a reference's log-probs (`train.dpo`); `rloo` and
+`grpo` are policy-gradient objectives over RL rollouts and `distill` on-policy
+distillation from a teacher (`train.rl_objectives`).
 
 Auxiliary metrics: every entry of the metrics dict reaches the step's record
 under its own name, computed inside the jitted step (no host callback): a
@@ -33,6 +38,7 @@ each a mean over the positions where `mask` is on (the maxima: over them).
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import ClassVar
 
 import jax.numpy as jnp
 import numpy as np
@@ -42,6 +48,7 @@ from tootsie.configfile import registry_union, unhashed
 from tootsie.models.llama import LlamaModel
 from tootsie.train.dpo import dpo_loss, pair_logprobs, read_reference
 from tootsie.train.loss import head_loss
+from tootsie.train.rl_objectives import DistillObjective, GRPOObjective, RLOOObjective
 
 AUX_PREFIX = "aux/"
 """Record-name prefix of an objective's auxiliary metrics: values it reports that are not losses."""
@@ -51,6 +58,7 @@ AUX_PREFIX = "aux/"
 class NextTokenObjective:
     """Mean next-token cross-entropy over the positions the loss mask keeps, plus the z-loss term (pretraining)."""
 
+    fields: ClassVar[tuple[str, ...]] = ()
     signals: bool = unhashed(True)
     """Log the instability signals `aux/attn_logit_max`, `aux/logit_max`, `aux/log_z_max` (metrics only)."""
 
@@ -96,6 +104,7 @@ class DPOObjective:
     weight is not used.
     """
 
+    fields: ClassVar[tuple[str, ...]] = ()
     reference: str
     """The reference log-prob step's output directory (`eval.reference_logprobs`)."""
     beta: float = 0.1
@@ -132,6 +141,12 @@ class DPOObjective:
         return (segment_ids[:, 0] >= 0).sum().astype(jnp.float32)
 
 
-OBJECTIVES: dict[str, type] = {"next_token": NextTokenObjective, "dpo": DPOObjective}
+OBJECTIVES: dict[str, type] = {
+    "next_token": NextTokenObjective,
+    "dpo": DPOObjective,
+    "rloo": RLOOObjective,
+    "grpo": GRPOObjective,
+    "distill": DistillObjective,
+}
 ObjectiveChoice = registry_union(OBJECTIVES)
 """Any registered objective, written `{kind: NAME}` in a config; a new objective is one registry entry."""

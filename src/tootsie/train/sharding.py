@@ -40,7 +40,7 @@ from jax.experimental import multihost_utils
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
 from tootsie.data.batch_schedule import BatchSchedule
-from tootsie.data.source import DataSource
+from tootsie.data.source import BASE_FIELDS, DataSource
 from tootsie.errors import TootsieError
 from tootsie.models.activation_sharding import BATCH_AXES
 
@@ -263,8 +263,10 @@ def gather(tree: Any) -> Any:
     return multihost_utils.process_allgather(tree, tiled=True)
 
 
-def global_batch(data: DataSource, step: int, sharding: NamedSharding) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """(tokens, segment_ids, loss_mask) of `batch(step)` as global arrays.
+def global_batch(
+    data: DataSource, step: int, sharding: NamedSharding, fields: Sequence[str] = BASE_FIELDS
+) -> tuple[jax.Array, ...]:
+    """The `fields` of `batch(step)` (by default tokens, segment_ids, loss_mask) as global arrays.
 
     This process computes only the rows its devices hold.
     """
@@ -281,7 +283,7 @@ def global_batch(data: DataSource, step: int, sharding: NamedSharding) -> tuple[
 
     return tuple(
         jax.make_array_from_callback(shape, sharding, lambda index, field=field: getattr(rows(index), field))
-        for field in ("tokens", "segment_ids", "loss_mask")
+        for field in fields
     )
 
 

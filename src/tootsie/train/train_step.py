@@ -34,18 +34,27 @@ from tootsie.train.stability import accumulate_gradients, adam_moment_norms, per
 def make_train_step(config: TrainConfig, optimizer: optax.GradientTransformationExtraArgs, layout: Layout):
     """The jitted train step, keeping `layout`'s shardings.
 
-    `(model, opt_state, ema, step, tokens, segments, mask) -> (model, opt_state, ema, metrics)`.
+    `(model, opt_state, ema, step, tokens, segments, mask, *extra) -> (model, opt_state, ema, metrics)`, where
+    `extra` are the batch's arrays of the objective's `fields`, passed to its loss by name.
     """
     compute_dtype = jnp.dtype(config.compute_dtype)
     replicated = NamedSharding(layout.mesh, PartitionSpec())
 
     objective = config.objective
 
-    def loss_fn(model: eqx.Module, tokens: jax.Array, segment_ids: jax.Array, loss_mask: jax.Array):
+    def loss_fn(model: eqx.Module, tokens: jax.Array, segment_ids: jax.Array, loss_mask: jax.Array, *extra: jax.Array):
         with activation_sharding(layout.batch):  # batch rows stay split under FSDP (models.activation_sharding)
             return objective.loss(
-                cast_floats(model, compute_dtype), tokens, segment_ids, loss_mask, config.z_loss_weight
+                cast_floats(model, compute_dtype),
+                tokens,
+                segment_ids,
+                loss_mask,
+                config.z_loss_weight,
+                **dict(zip(objective.fields, extra)),
             )
+
+    def batch_weight(tokens: jax.Array, segment_ids: jax.Array, loss_mask: jax.Array, *extra: jax.Array):
+        return objective.batch_weight(tokens, segment_ids, loss_mask, **dict(zip(objective.fields, extra)))
 
     value_and_grad = eqx.filter_value_and_grad(loss_fn, has_aux=True)
 
@@ -58,17 +67,15 @@ def make_train_step(config: TrainConfig, optimizer: optax.GradientTransformation
         tokens: jax.Array,
         segment_ids: jax.Array,
         loss_mask: jax.Array,
+        *extra: jax.Array,
     ):
+        batch = (tokens, segment_ids, loss_mask, *extra)
         if config.microbatches > 1:
             total, objective_metrics, grads = accumulate_gradients(
-                value_and_grad,
-                model,
-                (tokens, segment_ids, loss_mask),
-                config.microbatches,
-                weight_fn=objective.batch_weight,
+                value_and_grad, model, batch, config.microbatches, weight_fn=batch_weight
             )
         else:
-            (total, objective_metrics), grads = value_and_grad(model, tokens, segment_ids, loss_mask)
+            (total, objective_metrics), grads = value_and_grad(model, *batch)
         grads = jax.lax.with_sharding_constraint(grads, layout.params)
         params = eqx.filter(model, eqx.is_array)
         updates, opt_state = optimizer.update(

@@ -29,7 +29,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
-from tootsie.data.source import DataSource, MixtureSource
+from tootsie.data.source import BASE_FIELDS, DataSource, default_source
 from tootsie.errors import TootsieError
 from tootsie.train.callbacks import Callback, Callbacks, Evaluation, Run
 from tootsie.train.checkpoint import latest_checkpoint, remove_uncommitted
@@ -52,7 +52,7 @@ def open_run(
     `data` defaults to the config's mixture (`MixtureSource`).
     """
     initialize_distributed(config.distributed)
-    data = data or MixtureSource(config.data)
+    data = data or default_source(config.data)
     checkpoints = checkpoint_root(output, final_output)
     if is_main_process():
         remove_uncommitted(checkpoints)
@@ -103,12 +103,13 @@ def train_loop(
     # setup: the callbacks, the state (resumed, warm-started or fresh), the data source, the jitted step
     run = open_run(config, Path(output_path), loop_callbacks(config, callbacks), final_output, data)
     train_step = make_train_step(config, run.optimizer, run.layout)
+    fields = (*BASE_FIELDS, *config.objective.fields)
     try:
         run.callbacks.start(run)
         while run.state.step < config.num_steps:
             # data: the batch of this step's data position (rewinds skip windows of data steps)
             step, data_step, started = run.state.step, run.skips.data_step(run.state.step), time.perf_counter()
-            arrays = global_batch(run.data, data_step, run.layout.batch)
+            arrays = global_batch(run.data, data_step, run.layout.batch, fields)
             # step: one jitted update; its metrics (objective auxiliaries included) come back to the host
             with jax.profiler.StepTraceAnnotation("train", step_num=step):
                 *trained, metrics = train_step(*run.state.arrays, jnp.asarray(step, jnp.int32), *arrays)
