@@ -1,5 +1,6 @@
 """Configs round-trip through YAML, and bad files name the field that is wrong."""
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -169,3 +170,9 @@ def test_data_is_a_mixture_without_kind_or_supplied_rows_with_it(tmp_path) -> No
 def test_a_supplied_data_config_without_its_source_is_refused(tmp_path) -> None:
     with pytest.raises(TootsieError, match="kind: supplied"):
         default_source(replace(CONFIG, data=SuppliedRows(seq_len=64, batch_size=8)).data)
+
+
+def test_a_json_config_reads_exponents_as_numbers(tmp_path) -> None:
+    config = replace(CONFIG, model=replace(CONFIG.model, norm_eps=1e-05))
+    (tmp_path / "c.json").write_text(json.dumps(to_plain(config)))  # json writes 1e-05, which YAML 1.1 reads as text
+    assert load_config(tmp_path / "c.json", TrainConfig) == config

@@ -224,9 +224,11 @@ def read_yaml(path: str | Path, what: str = "config file", fix: str = "") -> Any
     file = Path(path)
     if not file.is_file():
         raise TootsieError(f"{what} not found: {file}" + (f"; {fix}" if fix else ""))
+    text = file.read_text(encoding="utf-8")
     try:
-        return yaml.safe_load(file.read_text(encoding="utf-8"))
-    except yaml.YAMLError as error:
+        # JSON as JSON: YAML 1.1 reads an exponent without a dot (`1e-05`, as json.dumps writes it) as a string
+        return json.loads(text) if file.suffix == ".json" else yaml.safe_load(text)
+    except (yaml.YAMLError, json.JSONDecodeError) as error:
         raise TootsieError(f"{what} {file} is not valid YAML/JSON: {error}") from None
 
 

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from tests.processes import communicate
+from tootsie.cli import main as cli_main
 from tootsie.configfile import dump_config
 from tootsie.data.source import SuppliedRows
 from tootsie.demos.rl_demo import TINY, rl_example
@@ -147,6 +148,20 @@ def test_distillation_trains_on_the_students_own_samples(prefix, tmp_path) -> No
         assert record["rl/reverse_kl"] == record["loss"] >= 0.0
         assert "rl/truncated_fraction" in record  # the student's rollouts are sampled and logged as RL's are
     assert records[0]["rl/reverse_kl"] > 0  # a different (larger) teacher
+
+
+def test_the_rl_command_prints_trains_and_evaluates(prefix, tmp_path, capsys) -> None:
+    assert cli_main.main(["rl", "--example-config", "--tiny", "--prefix", prefix, "--json"]) == 0
+    config_file = tmp_path / "rl.json"
+    config_file.write_text(capsys.readouterr().out)
+    out = str(tmp_path / "run")
+    assert cli_main.main(["rl", "--config", str(config_file), "--out", out, "--json"]) == 0
+    trained = json.loads(capsys.readouterr().out)
+    assert trained["step"] == ITERATIONS
+    assert cli_main.main(["rl", "--evaluate", "--config", str(config_file), "--out", out, "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert list(result)[:1] == ["step"] and list(result)[-1] == "interval"
+    assert result["heldout_tasks"] == TINY.heldout_tasks
 
 
 def test_bad_rl_configs_name_the_fix(config) -> None:
