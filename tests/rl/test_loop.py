@@ -25,12 +25,14 @@ from tootsie.configfile import dump_config
 from tootsie.data.source import SuppliedRows
 from tootsie.demos.rl_demo import TINY, rl_example
 from tootsie.errors import TootsieError
-from tootsie.rl.config import RLConfig
-from tootsie.rl.evaluate import evaluate_rl, paired_bootstrap
+from tootsie.rl.codec import TokenizerCodec
+from tootsie.rl.config import RLConfig, RLEvaluation
+from tootsie.rl.evaluate import evaluate_rl, heldout_scores, paired_bootstrap
 from tootsie.rl.loop import load_rl_config, run_rl
 from tootsie.rl.rollout_store import list_shards, read_rollouts
 from tootsie.train.checkpoint import list_checkpoints, read_tensors
 from tootsie.train.faults import FAULT_ENV
+from tootsie.train.loading import load_model
 from tootsie.train.objectives import NextTokenObjective
 from tootsie.train.rl_objectives import DistillObjective
 
@@ -98,7 +100,8 @@ def test_each_iteration_samples_stores_and_logs(config, tmp_path, caplog) -> Non
     # a temporary checkpoint per iteration, only the newest kept, and the final permanent one
     assert [step for step, _ in list_checkpoints(out / "checkpoints")] == [ITERATIONS]
     result = evaluate_rl(config, out)
-    assert set(result) >= {"exact_match_before", "exact_match_after", "interval", "kl_max", "kl_bound"}
+    expected = {"exact_match_before", "exact_match_after", "greedy_exact_match_after", "interval", "kl_max", "kl_bound"}
+    assert set(result) >= expected
     low, high = result["interval"]
     assert low <= result["difference"] <= high
     assert list(result)[-1] == "interval"
@@ -171,6 +174,16 @@ def test_bad_rl_configs_name_the_fix(config) -> None:
         replace(config, train=replace(config.train, objective=NextTokenObjective()))
     with pytest.raises(TootsieError, match="warm_start is unset"):
         replace(config, train=replace(config.train, warm_start=None))
+
+
+def test_sampled_heldout_scores_are_seeded_and_greedy_is_reported_beside_them(config) -> None:
+    codec = TokenizerCodec.load(config.rl.tokenizer)
+    model = load_model(config.train.model, config.train.warm_start.checkpoint)
+    first, again = (heldout_scores(model, config, codec, 1.0, 3) for _ in range(2))
+    assert first.shape == (TINY.heldout_tasks,) and np.array_equal(first, again)
+    assert set(np.unique(first * 3)) <= {0.0, 1.0, 2.0, 3.0}
+    with pytest.raises(ValueError, match="greedy"):
+        RLEvaluation(temperature=0.0, samples=4)
 
 
 def test_paired_bootstrap_brackets_the_difference() -> None:

@@ -117,6 +117,11 @@ class RLDemoSettings:
     """The bound stated for `rl/kl` (nats per token)."""
     heldout_tasks: int = 400
     """Held-out tasks in the exact-match evaluation."""
+    eval_temperature: float = 1.0
+    """Temperature of the scored held-out completions: 1 scores the policy's own distribution (greedy is reported
+    beside it)."""
+    eval_samples: int = 4
+    """Sampled completions per held-out task."""
     eval_every: int | None = 25
     """Log held-out exact match every this many iterations (the learning curve)."""
 
@@ -222,7 +227,12 @@ def rl_config(
         rewards=RewardConfig(),
         updates_per_iteration=settings.updates_per_iteration,
         kl_bound=settings.kl_bound,
-        evaluation=RLEvaluation(heldout_tasks=settings.heldout_tasks, every_iterations=settings.eval_every),
+        evaluation=RLEvaluation(
+            heldout_tasks=settings.heldout_tasks,
+            temperature=settings.eval_temperature,
+            samples=settings.eval_samples,
+            every_iterations=settings.eval_every,
+        ),
         first_task=settings.sft_problems,
     )
     return RLConfig(train=train, rl=rl)

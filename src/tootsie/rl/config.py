@@ -56,10 +56,17 @@ EnvironmentChoice = registry_union(ENVIRONMENTS)
 
 @dataclass(frozen=True)
 class RLEvaluation:
-    """Held-out exact match: greedy completions of held-out tasks, before and after RL."""
+    """Held-out exact match: completions of held-out tasks, before and after RL (greedy, and sampled if asked)."""
 
     heldout_tasks: int = 200
     """Held-out tasks scored (the first ones of the environment's held-out split)."""
+    temperature: float = 0.0
+    """Sampling temperature of the scored completions: 0 is greedy; 1 scores the policy's own distribution
+    (what RL optimizes). Greedy exact match is always reported too."""
+    samples: int = 1
+    """Completions per task when sampling (a task's score is the share of them that are right)."""
+    seed: int = 0
+    """Seed of the sampled completions (the same for before and after, so the comparison is paired)."""
     bootstrap_samples: int = 2000
     """Paired bootstrap resamples of the tasks for the interval on the difference."""
     confidence: float = 0.95
@@ -68,8 +75,13 @@ class RLEvaluation:
     """Also log `rl/heldout_exact_match` every this many iterations (and after the last); None: only on demand."""
 
     def __post_init__(self) -> None:
-        if self.heldout_tasks <= 0 or self.bootstrap_samples <= 0:
-            raise ValueError("heldout_tasks and bootstrap_samples must be positive")
+        if self.heldout_tasks <= 0 or self.bootstrap_samples <= 0 or self.samples <= 0:
+            raise ValueError("heldout_tasks, bootstrap_samples and samples must be positive")
+        if self.temperature < 0 or (self.temperature == 0 and self.samples != 1):
+            raise ValueError(
+                f"temperature={self.temperature}, samples={self.samples}: greedy (temperature 0) takes one sample "
+                "per task; set temperature > 0 to score several"
+            )
         if not 0 < self.confidence < 1:
             raise ValueError(f"confidence={self.confidence} must be in (0, 1), e.g. 0.95")
         if self.every_iterations is not None and self.every_iterations <= 0:
