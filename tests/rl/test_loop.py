@@ -151,6 +151,9 @@ def test_distillation_trains_on_the_students_own_samples(prefix, tmp_path) -> No
         assert record["rl/reverse_kl"] == record["loss"] >= 0.0
         assert "rl/truncated_fraction" in record  # the student's rollouts are sampled and logged as RL's are
     assert records[0]["rl/reverse_kl"] > 0  # a different (larger) teacher
+    result = evaluate_rl(config, tmp_path / "distill")
+    assert 0 <= result["teacher_exact_match"] <= 1
+    assert result["reverse_kl_before"] > 0 and result["reverse_kl_after"] > 0
 
 
 def test_the_rl_command_prints_trains_and_evaluates(prefix, tmp_path, capsys) -> None:

@@ -9,7 +9,9 @@ it is not right). Before and after score the same tasks with the same seed,
 so the interval is a paired bootstrap: resample tasks with replacement, take
 the mean of (after − before) per resample, report the percentile interval at
 `confidence`. An interval that excludes 0 says RL moved exact match. Greedy
-exact match is reported as well when the configured one samples.
+exact match is reported as well when the configured one samples, and for a
+distillation run the teacher's exact match and the student's held-out reverse
+KL to it before and after (`rl.distill_eval`).
 
 Example: `evaluate_rl(config, "runs/rl")` gives `{"exact_match_before": 0.31,
 "exact_match_after": 0.52, "difference": 0.21, ..., "interval": [0.16, 0.26]}`.
@@ -25,11 +27,13 @@ from tootsie.models.kv_cache import DecoderModel
 from tootsie.monitor.metrics_log import METRICS_FILE, read_metrics
 from tootsie.rl.codec import TokenizerCodec
 from tootsie.rl.config import RLConfig
+from tootsie.rl.distill_eval import distillation_summary
 from tootsie.rl.environments import RewardConfig, score
 from tootsie.rl.rollout import sampling_seed
 from tootsie.train.callbacks import Callback, Every, Record, Run
 from tootsie.train.checkpoint import latest_checkpoint, read_checkpoint_state
 from tootsie.train.loading import checkpoint_root, load_model
+from tootsie.train.rl_objectives import DistillObjective
 
 
 def heldout_scores(
@@ -113,6 +117,18 @@ def evaluate_rl(config: RLConfig, output: str | Path) -> dict[str, object]:
         if evaluation.temperature > 0
         else {}
     )
+    objective = config.train.objective
+    distilled = (
+        distillation_summary(
+            config,
+            models["before"],
+            models["after"],
+            codec,
+            float(heldout_exact_match(objective.teacher_model, config, codec).mean()),
+        )
+        if isinstance(objective, DistillObjective)
+        else {}
+    )
     low, high = paired_bootstrap(scores["before"], scores["after"], evaluation.bootstrap_samples, evaluation.confidence)
     return {
         "step": int(read_checkpoint_state(newest)["step"]),
@@ -123,6 +139,7 @@ def evaluate_rl(config: RLConfig, output: str | Path) -> dict[str, object]:
         "exact_match_after": float(scores["after"].mean()),
         "difference": float(scores["after"].mean() - scores["before"].mean()),
         **greedy,
+        **distilled,
         "confidence": evaluation.confidence,
         **kl_summary(config, output),
         "interval": [low, high],
