@@ -11,6 +11,8 @@ from tootsie.monitor.trackers import open_trackers
 
 def test_training_fields_show_loss_and_tokens_per_second() -> None:
     assert training_fields({"loss": 3.41234, "tokens_per_s": 12345.6, "lr": 0.1}) == ("loss 3.412", "12,346 tok/s")
+    rl = training_fields({"loss": 0.0, "rl/reward_mean": 0.3125, "tokens_per_s": 900.0})
+    assert rl == ("loss 0.000", "reward 0.312", "900 tok/s")
     assert training_fields({"loss": float("nan"), "tokens_per_s": None}) == ("loss nan",)
 
 

@@ -23,11 +23,15 @@ from tootsie.monitor.metrics_log import CONFIG_FILE, METRICS_FILE, read_metrics
 
 
 def training_fields(record: dict[str, object]) -> tuple[str, ...]:
-    """The figures of a training record shown on the progress line: `loss 3.412`, `12,345 tok/s`."""
+    """The figures of a training record shown on the progress line: `loss 3.412`, `12,345 tok/s` (and an RL
+    iteration's `reward 0.312`)."""
     fields = []
     loss, tokens_per_s = record.get("loss"), record.get("tokens_per_s")
     if isinstance(loss, (int, float)):
         fields.append(f"loss {loss:.3f}" if math.isfinite(loss) else f"loss {loss}")
+    reward = record.get("rl/reward_mean")  # an RL run: the loss of a policy gradient says little, the reward does
+    if isinstance(reward, (int, float)):
+        fields.append(f"reward {reward:.3f}")
     if isinstance(tokens_per_s, (int, float)) and math.isfinite(tokens_per_s):
         fields.append(f"{tokens_per_s:,.0f} tok/s")
     return tuple(fields)
