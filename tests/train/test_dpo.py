@@ -9,10 +9,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from tootsie.configfile import to_plain
 from tootsie.datakit.parquet_io import write_npy_atomic
-from tootsie.errors import TootsieError
 from tootsie.jsonfile import write_json_atomic
 from tootsie.models.llama import LlamaConfig, LlamaModel
+from tootsie.train.checkpoint import save_checkpoint
 from tootsie.train.dpo import (
     CHOSEN_LENGTHS_FILE,
     REFERENCE_LOGPROBS_FILE,
@@ -22,7 +23,8 @@ from tootsie.train.dpo import (
     split_segments,
 )
 from tootsie.train.loss import token_nll
-from tootsie.train.objectives import OBJECTIVES, DPOObjective, NextTokenObjective
+from tootsie.train.objectives import OBJECTIVES, DPOObjective
+from tootsie.train.rl_objectives import DistillObjective
 from tootsie.train.stability import accumulate_gradients
 
 MODEL = LlamaConfig(vocab_size=64, hidden_dim=32, intermediate_dim=64, num_layers=2, num_heads=2, num_kv_heads=1)
@@ -122,27 +124,23 @@ def test_dpo_objective_accumulates_to_the_full_batch_mean_over_pairs(tmp_path: P
         assert float(metrics[name]) == pytest.approx(float(full_metrics[name]), rel=1e-4, abs=1e-6)
 
 
+def _objective(kind: str, tmp_path: Path, model: LlamaModel) -> object:
+    """A working instance of every registered objective (the RL ones' teacher is `model` itself)."""
+    if kind == "dpo":
+        return DPOObjective(reference=_reference_dir(tmp_path, np.full((4, 2), -20.0), np.full(4, 8)))
+    if kind == "distill":
+        state = {"step": 1, "model": to_plain(MODEL)}
+        return DistillObjective(str(save_checkpoint(tmp_path, 1, {"model": eqx.filter(model, eqx.is_array)}, state)))
+    return OBJECTIVES[kind]()
+
+
 @pytest.mark.parametrize("kind", sorted(OBJECTIVES))
 def test_every_objective_jits_and_stays_finite(kind: str, tmp_path: Path) -> None:
-    objective = (
-        DPOObjective(reference=_reference_dir(tmp_path, np.full((4, 2), -20.0), np.full(4, 8)))
-        if kind == "dpo"
-        else NextTokenObjective()
-    )
+    model = LlamaModel(MODEL, key=jax.random.PRNGKey(0))
+    objective = _objective(kind, tmp_path, model)
     assert isinstance(objective, OBJECTIVES[kind])
     tokens, segments, mask = _pair_batch(4, 16, pad_rows=0)
-    loss, metrics = eqx.filter_jit(lambda m: objective.loss(m, tokens, segments, mask, 1e-4))(
-        LlamaModel(MODEL, key=jax.random.PRNGKey(0))
-    )
+    fields = {name: jnp.full(tokens.shape, -1.0, jnp.float32) for name in objective.fields}  # log-probs, advantages
+    loss, metrics = eqx.filter_jit(lambda m: objective.loss(m, tokens, segments, mask, 1e-4, **fields))(model)
     assert loss.shape == () and np.isfinite(float(loss)) and "loss" in metrics
     assert all(np.isfinite(np.asarray(value)).all() for value in metrics.values())  # scalars, or one per layer
-
-
-def test_dpo_objective_refuses_a_missing_reference_and_a_bad_beta(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="beta must be positive"):
-        DPOObjective(reference=str(tmp_path), beta=0.0)
-    tokens, segments, mask = _pair_batch(2, 8, pad_rows=0)
-    with pytest.raises(TootsieError, match="not a finished reference log-prob step"):
-        DPOObjective(reference=str(tmp_path)).loss(
-            LlamaModel(MODEL, key=jax.random.PRNGKey(0)), tokens, segments, mask, 0.0
-        )
