@@ -177,7 +177,7 @@ class CountingStopSignal(checkpointing.StopSignal):
         super()._handle(number, frame)
 
 
-def global_batch(data, step, sharding):
+def global_batch(data, step, sharding, fields):
     if step == at_step:  # step `at_step` has begun: hold it until the test's signals were handled
         (out / "in-step").touch()
         deadline = time.monotonic() + 60
@@ -185,7 +185,7 @@ def global_batch(data, step, sharding):
             if time.monotonic() > deadline:
                 raise SystemExit(f"{len(handled)} of {signals} SIGTERMs arrived within 60 s")
             time.sleep(0.005)
-    return real_global_batch(data, step, sharding)
+    return real_global_batch(data, step, sharding, fields)
 
 
 real_global_batch, trainer.global_batch = trainer.global_batch, global_batch

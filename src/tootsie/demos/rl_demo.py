@@ -7,7 +7,7 @@ Steps (all through the executor, so a second run skips what is done):
     rl/tokenizer                    a byte-level BPE tokenizer trained on them
     rl/arithmetic-tokenized         their token cache
     rl/sft                          the starting policy: a small Llama trained on the cache (next token)
-    rl/sft-teacher                  (distillation only) a larger model trained longer on the same cache
+    rl/sft-teacher                  (distillation only) a model trained longer on the same cache
 
 `rl_example` returns an `RLConfig` warm-started from `rl/sft`: RLOO with a k2
 KL penalty to the SFT model, G completions per prompt at temperature 1, a KL
@@ -89,11 +89,13 @@ class RLDemoSettings:
     """The policy's width."""
     num_layers: int = 4
     """The policy's depth."""
-    sft_steps: int = 300
-    """SFT steps (batch 32 × 128 tokens): enough for the format, not for the arithmetic."""
-    teacher_hidden_dim: int = 256
-    """The distillation teacher's width."""
-    teacher_steps: int = 1200
+    sft_steps: int = 900
+    """SFT steps (batch 32 × 128 tokens). Measured on the 2-core machine (greedy held-out exact match, 400 tasks):
+    600 steps 0.125, 900 steps 0.58, 1,500 steps 0.85; at 900 the format is learned and the arithmetic half so,
+    where RL has right and wrong completions of most prompts to learn from."""
+    teacher_hidden_dim: int = 128
+    """The distillation teacher's width (the student's: the teacher is the same model trained longer)."""
+    teacher_steps: int = 1500
     """The teacher's SFT steps."""
     iterations: int = 100
     """RL iterations."""
