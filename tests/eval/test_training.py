@@ -202,12 +202,14 @@ def test_changing_a_hashed_field_changes_the_run(world, tmp_path, name: str) -> 
 
 
 def test_objective_kinds_are_checked_at_load() -> None:
-    assert set(OBJECTIVES) == {"next_token", "dpo"}, "a new objective needs a test showing its effect"
+    # rloo, grpo, distill: their effect is tested in tests/train/test_rl_objectives.py and tests/rl/test_loop.py
+    assert set(OBJECTIVES) == {"next_token", "dpo", "rloo", "grpo", "distill"}, "a new objective needs a test"
     assert from_plain(ObjectiveChoice, {"kind": "next_token"}, "train.yaml:config.objective") == NextTokenObjective()
     loaded = from_plain(ObjectiveChoice, {"kind": "dpo", "reference": "ref"}, "train.yaml:config.objective")
     assert loaded == DPOObjective(reference="ref", beta=0.1)
     with pytest.raises(
-        TootsieError, match=r"config\.objective\.kind: unknown kind 'dop'; choose one of \['dpo', 'next_token'\]"
+        TootsieError,
+        match=r"config\.objective\.kind: unknown kind 'dop'; choose one of \['distill', 'dpo', 'grpo', 'next_token', 'rloo'\]",
     ):
         from_plain(ObjectiveChoice, {"kind": "dop"}, "train.yaml:config.objective")
 
