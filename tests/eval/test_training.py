@@ -209,7 +209,8 @@ def test_objective_kinds_are_checked_at_load() -> None:
     assert loaded == DPOObjective(reference="ref", beta=0.1)
     with pytest.raises(
         TootsieError,
-        match=r"config\.objective\.kind: unknown kind 'dop'; choose one of \['distill', 'dpo', 'grpo', 'next_token', 'rloo'\]",
+        match=r"config\.objective\.kind: unknown kind 'dop'; "
+        r"choose one of \['distill', 'dpo', 'grpo', 'next_token', 'rloo'\]",
     ):
         from_plain(ObjectiveChoice, {"kind": "dop"}, "train.yaml:config.objective")
 
