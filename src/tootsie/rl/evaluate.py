@@ -151,10 +151,10 @@ class HeldoutExactMatch(Callback):
 
     order = 22
 
-    def __init__(self, config: RLConfig) -> None:
+    def __init__(self, config: RLConfig, codec: TokenizerCodec) -> None:
         steps = config.rl.evaluation.every_iterations * config.rl.updates_per_iteration
         self.config, self.every = config, Every(steps=steps, last=True)
-        self.codec = TokenizerCodec.load(config.rl.tokenizer)
+        self.codec = codec
 
     def after_step(self, run: Run, step: int, record: Record) -> None:
         """Score the policy after this step."""

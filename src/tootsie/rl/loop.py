@@ -78,7 +78,7 @@ def run_rl(config: RLConfig, output: str | Path, allow_config_change: bool = Fal
     updates = config.rl.updates_per_iteration
     train = replace(config.train, checkpoints=replace(config.train.checkpoints, temporary_every_steps=updates))
     buffer = RolloutBuffer(config, output)
-    evaluation = [HeldoutExactMatch(config)] if config.rl.evaluation.every_iterations is not None else []
+    evaluation = [HeldoutExactMatch(config, buffer.codec)] if config.rl.evaluation.every_iterations is not None else []
     return run_training(
         train, str(output), allow_config_change=allow_config_change, callbacks=[buffer, *evaluation], data=buffer
     )
