@@ -98,7 +98,8 @@ class RLDemoSettings:
     teacher_steps: int = 1500
     """The teacher's SFT steps."""
     iterations: int = 100
-    """RL iterations."""
+    """RL iterations. Measured (docs/rl.md): 100 raise held-out exact match at T = 1 by 0.0675 in 9 minutes on
+    2 cores; 300 (the decay then over the last 90) by 0.16."""
     updates_per_iteration: int = 1
     """Updates on each iteration's rollouts (more than one: PPO epochs, where the ratio clip acts)."""
     objective: str = "rloo"
