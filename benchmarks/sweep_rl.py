@@ -43,8 +43,10 @@ def variant(config: RLConfig, args: argparse.Namespace) -> RLConfig:
         total_steps=steps,
     )
     optimizer = train.optimizer if args.epsilon is None else replace(train.optimizer, epsilon=args.epsilon)
+    warm_start = replace(train.warm_start, load_optimizer=True) if args.load_optimizer else train.warm_start
     train = replace(
         train,
+        warm_start=warm_start,
         num_steps=steps,
         data=replace(train.data, batch_size=prompts * group),
         schedule=schedule,
@@ -68,6 +70,9 @@ def main() -> int:
     parser.add_argument("--lr", type=float, help="peak learning rate")
     parser.add_argument("--decay-steps", type=int, help="steps of the WSD schedule's final linear decay")
     parser.add_argument("--epsilon", type=float, help="AdamW's epsilon")
+    parser.add_argument(
+        "--load-optimizer", action="store_true", help="start from the warm start's optimizer state, not a fresh one"
+    )
     args = parser.parse_args()
 
     out = Path(args.out)
