@@ -106,8 +106,7 @@ class RLDemoSettings:
     """The policy-gradient objective: "rloo" or "grpo"."""
     prompts: int = 64
     """Prompts per iteration (measured, docs/rl.md: 64 × G = 4 gained more held-out exact match than 16 × 8 at the
-    same learning rate; what RL teaches about one problem's numbers is mostly noise for another's, and more prompts
-    average it out)."""
+    same learning rate: more prompts average out what an update learns that is specific to one problem)."""
     group_size: int = 4
     """Completions per prompt (at a reward mean near 0.5, 4 leave few groups with no right or no wrong one)."""
     rollout_rows: int = 128
@@ -118,8 +117,8 @@ class RLDemoSettings:
     """Rows of prompt + completion (prompts are about 50 tokens)."""
     peak_lr: float = 3e-4
     """RL learning rate: the SFT's final one. Measured (docs/rl.md): at 1e-3 RLOO and distillation alike make the
-    SFT'd model worse (distillation's own loss rises): a fresh optimizer above the rate the SFT annealed to undoes
-    its anneal."""
+    SFT'd model worse (distillation's own loss rises), from fresh Adam moments or the SFT's own: above the rate the
+    SFT annealed to, the optimizer undoes its anneal."""
     decay_fraction: float = 0.3
     """The share of the RL steps that decay the learning rate linearly to a tenth (WSD), re-annealing at the end."""
     kl_coef: float = 0.05
