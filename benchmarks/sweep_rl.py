@@ -23,6 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from tootsie.configfile import dump_config
+from tootsie.jsonfile import write_json_atomic
 from tootsie.rl.config import RLConfig
 from tootsie.rl.loop import load_rl_config
 
@@ -90,7 +91,7 @@ def main() -> int:
         text=True,
     )
     result = json.loads(evaluated.stdout) | {"train_s": round(train_s, 1), "argv": sys.argv[1:]}
-    out.with_suffix(".result.json").write_text(json.dumps(result, indent=1) + "\n")
+    write_json_atomic(out.with_suffix(".result.json"), result)
     print(json.dumps(result))
     return 0
 
