@@ -7,7 +7,7 @@ on it (a rerun resumes), then `tootsie rl evaluate`, and prints the
 evaluation's JSON with the training wall time `train_s` added (also saved as
 `OUT.result.json`). Iterations, updates per iteration and prompts keep the
 config's step counts and batch size consistent (steps = iterations × updates,
-batch = prompts × G).
+batch = prompts × G / minibatches).
 
     tootsie rl example-config > rl.yaml
     .venv/bin/python benchmarks/sweep_rl.py --config rl.yaml --out runs/rl-sweep/c --prompts 64 --group-size 4 \\
@@ -34,7 +34,10 @@ def variant(config: RLConfig, args: argparse.Namespace) -> RLConfig:
     updates = args.updates or rl.updates_per_iteration
     iterations = args.iterations or train.num_steps // rl.updates_per_iteration
     group = args.group_size or rl.rollout.group_size
-    prompts = args.prompts or train.data.batch_size // rl.rollout.group_size
+    minibatches = args.minibatches or rl.minibatches
+    prompts = args.prompts or config.prompts_per_iteration
+    if (prompts * group) % minibatches or updates % minibatches:
+        raise SystemExit(f"--minibatches {minibatches} must divide the rows ({prompts} × {group}) and the updates")
     steps = iterations * updates
     schedule = replace(
         train.schedule,
@@ -49,13 +52,14 @@ def variant(config: RLConfig, args: argparse.Namespace) -> RLConfig:
         train,
         warm_start=warm_start,
         num_steps=steps,
-        data=replace(train.data, batch_size=prompts * group),
+        data=replace(train.data, batch_size=prompts * group // minibatches),
         schedule=schedule,
         optimizer=optimizer,
         checkpoints=replace(train.checkpoints, every_steps=steps),
     )
     rollout = replace(rl.rollout, group_size=group, batch_rows=args.batch_rows or rl.rollout.batch_rows)
-    return replace(config, train=train, rl=replace(rl, rollout=rollout, updates_per_iteration=updates))
+    rl = replace(rl, rollout=rollout, updates_per_iteration=updates, minibatches=minibatches)
+    return replace(config, train=train, rl=rl)
 
 
 def main() -> int:
@@ -65,6 +69,7 @@ def main() -> int:
     parser.add_argument("--out", required=True, help="the run directory; its config is written to OUT.yaml")
     parser.add_argument("--iterations", type=int, help="RL iterations")
     parser.add_argument("--updates", type=int, help="updates per iteration (PPO epochs)")
+    parser.add_argument("--minibatches", type=int, help="minibatches per iteration (one update each, of whole groups)")
     parser.add_argument("--prompts", type=int, help="prompts per iteration")
     parser.add_argument("--group-size", type=int, help="completions per prompt (G)")
     parser.add_argument("--batch-rows", type=int, help="rows per generate call (the sampling seeds follow the chunks)")

@@ -25,6 +25,7 @@ from tootsie.configfile import dump_config
 from tootsie.data.source import SuppliedRows
 from tootsie.demos.rl_demo import TINY, rl_example
 from tootsie.errors import TootsieError
+from tootsie.rl.buffer import RolloutBuffer
 from tootsie.rl.codec import TokenizerCodec
 from tootsie.rl.config import RLConfig, RLEvaluation
 from tootsie.rl.evaluate import evaluate_rl, heldout_scores, paired_bootstrap
@@ -129,6 +130,26 @@ def test_a_run_killed_mid_iteration_resumes_bit_identically(config_file, tmp_pat
     ours, theirs = read_tensors(final, "model"), read_tensors(expected, "model")
     assert sorted(ours) == sorted(theirs)
     assert all(np.array_equal(ours[name], theirs[name]) for name in theirs)
+
+
+def test_minibatches_split_each_iterations_rollouts_into_updates(config, tmp_path) -> None:
+    rows = config.train.data.batch_size
+    schedule = replace(config.train.schedule, total_steps=4)
+    train = replace(config.train, num_steps=4, schedule=schedule, data=replace(config.train.data, batch_size=rows // 2))
+    split = replace(config, train=train, rl=replace(config.rl, updates_per_iteration=2, minibatches=2))
+    assert split.prompts_per_iteration == config.prompts_per_iteration and split.iterations == 2
+    out = tmp_path / "run"
+    assert run_rl(split, out).step == 4
+    shards = list_shards(out / "rollouts")
+    assert [i for i, _, _ in shards] == [0, 1]
+    assert all(len(read_rollouts(path)[0].task_ids) == rows for _, _, path in shards)
+    buffer = RolloutBuffer(split, out)
+    whole = buffer.iteration_rows(1).tokens
+    first, second = buffer.batch(2).tokens, buffer.batch(3).tokens
+    assert np.array_equal(np.concatenate([first, second]), whole)
+    assert np.array_equal(buffer.batch(3, worker=1, num_workers=2).tokens, whole[rows * 3 // 4 :])
+    with pytest.raises(ValueError, match="divide updates_per_iteration"):
+        replace(config.rl, minibatches=2)
 
 
 def test_the_example_config_round_trips_and_a_changed_rl_section_is_refused(config, config_file, tmp_path) -> None:

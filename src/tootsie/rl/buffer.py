@@ -16,7 +16,10 @@ iteration i = s // updates_per_iteration:
    a resumed run train on the same bits;
 3. the objective turns each group's rewards into advantages, and the rows
    carry tokens, the loss mask (completion tokens of counted completions), the
-   rollout and reference log-probs and the advantages, padded to `seq_len`.
+   rollout and reference log-probs and the advantages, padded to `seq_len`;
+4. step s trains minibatch (s mod updates) mod M of them, `train.data.batch_size`
+   rows from row ((s mod updates) mod M) × batch_size on (M = `rl.minibatches`;
+   the advantages are computed over the whole iteration, by group, first).
 
 Resume: sampling is seeded by (seed, iteration, chunk) and the policy at
 step i × updates is restored bit for bit, so a run killed mid-rollout
@@ -122,10 +125,13 @@ class RolloutBuffer(Callback):
         return data.batch_size, data.seq_len
 
     def batch(self, step: int, worker: int = 0, num_workers: int = 1) -> RolloutRows:
-        """Worker `worker`'s contiguous share of the rows of step `step`'s iteration."""
-        rows = self.iteration_rows(step // self.config.rl.updates_per_iteration)
-        share = self.config.train.data.batch_size // num_workers
-        return rows.rows(worker * share, (worker + 1) * share)
+        """Worker `worker`'s contiguous share of step `step`'s minibatch of its iteration's rows."""
+        updates = self.config.rl.updates_per_iteration
+        rows = self.iteration_rows(step // updates)
+        size = self.config.train.data.batch_size
+        start = (step % updates % self.config.rl.minibatches) * size
+        share = size // num_workers
+        return rows.rows(start + worker * share, start + (worker + 1) * share)
 
     def iteration_rows(self, iteration: int) -> RolloutRows:
         """The rows of `iteration`, from its shard (sampled now if missing)."""

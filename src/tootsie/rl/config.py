@@ -4,8 +4,8 @@ An RL config file has two sections:
 
     train:          a TrainConfig: the policy's model and warm start (the SFT'd model), optimizer, schedule,
                     `objective: {kind: rloo | grpo | distill, ...}` and `data: {kind: supplied, seq_len,
-                    batch_size}`: each update trains on one iteration's rollouts, batch_size =
-                    prompts per iteration × group_size rows of seq_len tokens
+                    batch_size}`: each update trains on one minibatch of an iteration's rollouts,
+                    batch_size = prompts per iteration × group_size / rl.minibatches rows of seq_len tokens
     rl:             `RLSettings`: the tokenizer, the environment (`{kind: arithmetic, ...}`), sampling
                     (`RolloutConfig`), rewards, updates per iteration, the reference, the KL bound and
                     the held-out evaluation
@@ -13,7 +13,10 @@ An RL config file has two sections:
 `tootsie rl --config FILE --out DIR` and `tootsie train --config FILE --out
 DIR` both run it (`rl.loop.run_rl`). An iteration is `updates_per_iteration`
 training steps on the same rollouts, so `train.num_steps` = iterations ×
-updates per iteration; both sections are hashed into the run's identity
+updates per iteration. With `minibatches` M > 1 the iteration's rollouts are
+split into M contiguous minibatches of whole groups and step j of the iteration
+trains minibatch j mod M (PPO's minibatch updates: the first is on-policy, the
+later ones are slightly off it, where the ratio clipping acts); both sections are hashed into the run's identity
 (`rl_config.json` in the run directory; a resume with another config is
 refused, naming the fields that changed).
 
@@ -104,7 +107,11 @@ class RLSettings:
     """Iteration i samples the environment's train tasks first_task + i × P .. + P − 1 (P prompts per iteration):
     start past the tasks the starting policy was fine-tuned on."""
     updates_per_iteration: int = 1
-    """Training steps on each iteration's rollouts (more than one makes the ratio clipping act)."""
+    """Training steps on each iteration's rollouts (more than one makes the ratio clipping act); a multiple of
+    `minibatches` (updates / minibatches passes over the rollouts)."""
+    minibatches: int = 1
+    """Minibatches each iteration's rollouts are split into, of `train.data.batch_size` rows each (whole groups);
+    step j of an iteration trains minibatch j mod minibatches."""
     reference: str | None = None
     """The frozen reference's checkpoint for the KL; None: the policy's warm start."""
     kl_bound: float | None = None
@@ -118,6 +125,11 @@ class RLSettings:
             raise ValueError(f"first_task must be >= 0, got {self.first_task}")
         if self.updates_per_iteration <= 0:
             raise ValueError(f"updates_per_iteration must be positive, got {self.updates_per_iteration}")
+        if self.minibatches <= 0 or self.updates_per_iteration % self.minibatches:
+            raise ValueError(
+                f"minibatches={self.minibatches} must be positive and divide updates_per_iteration="
+                f"{self.updates_per_iteration} (every minibatch is trained the same number of times)"
+            )
         if self.kl_bound is not None and not self.kl_bound > 0:
             raise ValueError(f"kl_bound must be positive or None, got {self.kl_bound}")
 
@@ -158,8 +170,8 @@ class RLConfig:
 
     @property
     def prompts_per_iteration(self) -> int:
-        """Tasks sampled each iteration: the batch's rows over the group size."""
-        return self.train.data.batch_size // self.rl.rollout.group_size
+        """Tasks sampled each iteration: the rows of all its minibatches over the group size."""
+        return self.train.data.batch_size * self.rl.minibatches // self.rl.rollout.group_size
 
     @property
     def iterations(self) -> int:
