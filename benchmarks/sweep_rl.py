@@ -35,7 +35,7 @@ def variant(config: RLConfig, args: argparse.Namespace) -> RLConfig:
     iterations = args.iterations or train.num_steps // rl.updates_per_iteration
     group = args.group_size or rl.rollout.group_size
     minibatches = args.minibatches or rl.minibatches
-    prompts = args.prompts or config.prompts_per_iteration
+    prompts = args.prompts or config.groups_per_iteration
     if (prompts * group) % minibatches or updates % minibatches:
         raise SystemExit(f"--minibatches {minibatches} must divide the rows ({prompts} × {group}) and the updates")
     steps = iterations * updates
@@ -58,7 +58,8 @@ def variant(config: RLConfig, args: argparse.Namespace) -> RLConfig:
         checkpoints=replace(train.checkpoints, every_steps=steps),
     )
     rollout = replace(rl.rollout, group_size=group, batch_rows=args.batch_rows or rl.rollout.batch_rows)
-    rl = replace(rl, rollout=rollout, updates_per_iteration=updates, minibatches=minibatches)
+    sampled = rl.prompts if args.sampled_prompts is None else args.sampled_prompts
+    rl = replace(rl, rollout=rollout, updates_per_iteration=updates, minibatches=minibatches, prompts=sampled)
     return replace(config, train=train, rl=rl)
 
 
@@ -70,7 +71,10 @@ def main() -> int:
     parser.add_argument("--iterations", type=int, help="RL iterations")
     parser.add_argument("--updates", type=int, help="updates per iteration (PPO epochs)")
     parser.add_argument("--minibatches", type=int, help="minibatches per iteration (one update each, of whole groups)")
-    parser.add_argument("--prompts", type=int, help="prompts per iteration")
+    parser.add_argument("--prompts", type=int, help="prompts trained per iteration")
+    parser.add_argument(
+        "--sampled-prompts", type=int, help="prompts sampled per iteration (more: informative groups trained first)"
+    )
     parser.add_argument("--group-size", type=int, help="completions per prompt (G)")
     parser.add_argument("--batch-rows", type=int, help="rows per generate call (the sampling seeds follow the chunks)")
     parser.add_argument("--lr", type=float, help="peak learning rate")

@@ -25,7 +25,7 @@ from tootsie.configfile import dump_config
 from tootsie.data.source import SuppliedRows
 from tootsie.demos.rl_demo import TINY, rl_example
 from tootsie.errors import TootsieError
-from tootsie.rl.buffer import RolloutBuffer
+from tootsie.rl.buffer import RolloutBuffer, trained_groups
 from tootsie.rl.codec import TokenizerCodec
 from tootsie.rl.config import RLConfig, RLEvaluation
 from tootsie.rl.evaluate import evaluate_rl, heldout_scores, paired_bootstrap
@@ -150,6 +150,23 @@ def test_minibatches_split_each_iterations_rollouts_into_updates(config, tmp_pat
     assert np.array_equal(buffer.batch(3, worker=1, num_workers=2).tokens, whole[rows * 3 // 4 :])
     with pytest.raises(ValueError, match="divide updates_per_iteration"):
         replace(config.rl, minibatches=2)
+
+
+def test_extra_prompts_train_the_groups_with_an_advantage_first(config, tmp_path) -> None:
+    advantages = np.array([0, 0, 0, 0, 1, -1, 0, 0, 0, 0, 0, 0, 0.5, 0, -0.5, 0], np.float32)
+    assert trained_groups(advantages, 4, 2).tolist() == [1, 3]
+    assert trained_groups(advantages, 4, 3).tolist() == [0, 1, 3]
+    assert trained_groups(np.zeros(8, np.float32), 4, 1).tolist() == [0]
+    wider = replace(config, rl=replace(config.rl, prompts=2 * config.prompts_per_iteration))
+    out = tmp_path / "run"
+    run_rl(replace(wider, train=replace(wider.train, num_steps=1)), out)
+    batch, _ = read_rollouts(list_shards(out / "rollouts")[0][2])
+    assert len(batch.task_ids) == 2 * config.train.data.batch_size
+    record = _records(out)[0]
+    assert record["rl/trained_groups"] == config.groups_per_iteration
+    assert 0 <= record["rl/informative_groups"] <= 1
+    with pytest.raises(TootsieError, match="samples fewer groups"):
+        replace(config, rl=replace(config.rl, prompts=1))
 
 
 def test_the_example_config_round_trips_and_a_changed_rl_section_is_refused(config, config_file, tmp_path) -> None:

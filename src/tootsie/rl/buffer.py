@@ -17,6 +17,9 @@ iteration i = s // updates_per_iteration:
 3. the objective turns each group's rewards into advantages, and the rows
    carry tokens, the loss mask (completion tokens of counted completions), the
    rollout and reference log-probs and the advantages, padded to `seq_len`;
+   With `rl.prompts` above the groups an iteration trains, the groups whose
+   advantages are not all 0 come first (`trained_groups`), and
+   `rl/informative_groups` logs their share of the sampled ones;
 4. step s trains minibatch (s mod updates) mod M of them, `train.data.batch_size`
    rows from row ((s mod updates) mod M) × batch_size on (M = `rl.minibatches`;
    the advantages are computed over the whole iteration, by group, first).
@@ -67,7 +70,19 @@ class RolloutRows:
 
     def rows(self, start: int, stop: int) -> "RolloutRows":
         """Rows `start` .. `stop − 1`."""
-        return RolloutRows(*(getattr(self, name)[start:stop] for name in self.__dataclass_fields__))
+        return self.take(np.arange(start, stop))
+
+    def take(self, indices: np.ndarray) -> "RolloutRows":
+        """The rows at `indices`, in that order."""
+        return RolloutRows(*(getattr(self, name)[indices] for name in self.__dataclass_fields__))
+
+
+def trained_groups(advantages: np.ndarray, group_size: int, count: int) -> np.ndarray:
+    """Indices of the `count` groups an iteration trains: those with a nonzero advantage first, then the others,
+    each in sampling order, returned sorted (with exactly `count` groups sampled: all of them)."""
+    informative = np.abs(advantages.reshape(-1, group_size)).max(axis=1) > 0
+    order = np.concatenate([np.flatnonzero(informative), np.flatnonzero(~informative)])
+    return np.sort(order[:count])
 
 
 def training_rows(batch: Rollouts, advantages: np.ndarray, seq_len: int) -> RolloutRows:
@@ -155,16 +170,20 @@ class RolloutBuffer(Callback):
         ).reshape(-1)
         stats = rollout_stats(batch, generate_s=0.0, logprob_s=0.0)
         counted = advantages[batch.reward_mask]
+        groups = trained_groups(advantages, group, self.config.groups_per_iteration)
+        informative = np.abs(advantages.reshape(-1, group)).max(axis=1) > 0
         self.pending = (
             {"rl/iteration": float(iteration)}
             | {k: v for k, v in stats.metrics().items() if k != "rl/tokens_per_s"}
             | {"rl/advantage_std": float(counted.std()) if counted.size else 0.0}
+            | {"rl/informative_groups": float(informative.mean()), "rl/trained_groups": float(len(groups))}
             | sampled
         )
         warning = stats.truncation_warning()
         if warning is not None:
             logger.warning("iteration %d: %s", iteration, warning)
-        rows = training_rows(batch, advantages, self.config.train.data.seq_len)
+        rows_of = (groups[:, None] * group + np.arange(group)[None, :]).reshape(-1)
+        rows = training_rows(batch, advantages, self.config.train.data.seq_len).take(rows_of)
         self.served = (iteration, rows)
         rl_fault("mid-update", iteration)
         return rows

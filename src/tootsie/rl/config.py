@@ -109,6 +109,10 @@ class RLSettings:
     updates_per_iteration: int = 1
     """Training steps on each iteration's rollouts (more than one makes the ratio clipping act); a multiple of
     `minibatches` (updates / minibatches passes over the rollouts)."""
+    prompts: int | None = None
+    """Prompts sampled per iteration; None: the trained ones, `train.data.batch_size` × minibatches / G. More
+    than that samples extra prompts and trains on the groups whose advantages are not all 0 first (DAPO's dynamic
+    sampling: a group whose rewards are all equal carries no policy gradient), filling up with the others."""
     minibatches: int = 1
     """Minibatches each iteration's rollouts are split into, of `train.data.batch_size` rows each (whole groups);
     step j of an iteration trains minibatch j mod minibatches."""
@@ -130,6 +134,8 @@ class RLSettings:
                 f"minibatches={self.minibatches} must be positive and divide updates_per_iteration="
                 f"{self.updates_per_iteration} (every minibatch is trained the same number of times)"
             )
+        if self.prompts is not None and self.prompts <= 0:
+            raise ValueError(f"prompts must be positive or None, got {self.prompts}")
         if self.kl_bound is not None and not self.kl_bound > 0:
             raise ValueError(f"kl_bound must be positive or None, got {self.kl_bound}")
 
@@ -155,6 +161,11 @@ class RLConfig:
             )
         if not isinstance(train.objective, RL_OBJECTIVES):
             problems.append("train.objective must be {kind: rloo}, {kind: grpo} or {kind: distill}")
+        if isinstance(train.data, SuppliedRows) and rl.prompts is not None and rl.prompts < self.groups_per_iteration:
+            problems.append(
+                f"rl.prompts={rl.prompts} samples fewer groups than an iteration trains ({self.groups_per_iteration} = "
+                "train.data.batch_size × rl.minibatches / rl.rollout.group_size); raise it or lower batch_size"
+            )
         if train.num_steps % rl.updates_per_iteration:
             problems.append(
                 f"train.num_steps={train.num_steps} must be a multiple of "
@@ -169,9 +180,14 @@ class RLConfig:
             raise TootsieError("RL config: " + "; ".join(problems))
 
     @property
-    def prompts_per_iteration(self) -> int:
-        """Tasks sampled each iteration: the rows of all its minibatches over the group size."""
+    def groups_per_iteration(self) -> int:
+        """Groups trained each iteration: the rows of all its minibatches over the group size."""
         return self.train.data.batch_size * self.rl.minibatches // self.rl.rollout.group_size
+
+    @property
+    def prompts_per_iteration(self) -> int:
+        """Tasks sampled each iteration: `rl.prompts`, else the groups trained."""
+        return self.rl.prompts or self.groups_per_iteration
 
     @property
     def iterations(self) -> int:
