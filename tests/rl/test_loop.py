@@ -162,9 +162,15 @@ def test_extra_prompts_train_the_groups_with_an_advantage_first(config, tmp_path
     run_rl(replace(wider, train=replace(wider.train, num_steps=1)), out)
     batch, _ = read_rollouts(list_shards(out / "rollouts")[0][2])
     assert len(batch.task_ids) == 2 * config.train.data.batch_size
-    record = _records(out)[0]
-    assert record["rl/trained_groups"] == config.groups_per_iteration
-    assert 0 <= record["rl/informative_groups"] <= 1
+    # only the trained rows' log-probs were computed, and those rows are what the update got
+    buffer = RolloutBuffer(wider, out)
+    trained = buffer.trained_rows(batch)
+    assert np.flatnonzero(batch.scored).tolist() == trained.tolist()
+    assert len(trained) == config.train.data.batch_size
+    width = min(batch.tokens.shape[1], config.train.data.seq_len)
+    served = buffer.batch(0).rollout_logprobs[:, :width]
+    assert np.array_equal(served, batch.policy_logprobs[trained][:, :width])
+    assert 0 <= _records(out)[0]["rl/informative_groups"] <= 1
     with pytest.raises(TootsieError, match="samples fewer groups"):
         replace(config, rl=replace(config.rl, prompts=1))
 

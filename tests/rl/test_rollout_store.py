@@ -41,6 +41,7 @@ def _batch(rows: int = 6, group_size: int = 3) -> Rollouts:
         reasons=reasons,
         parsed=tuple("" if t else str(i) for i, t in enumerate(truncated)),
         group_size=group_size,
+        scored=np.arange(rows) % 3 != 2,
     )
 
 
@@ -65,6 +66,9 @@ def test_round_trip_is_bit_exact_with_provenance(tmp_path: Path) -> None:
     table = pq.read_table(path)
     assert table["reward"].null_count == int((~batch.reward_mask).sum()) > 0
     assert table["group"].to_pylist() == [0, 0, 0, 1, 1, 1] and table["sample"].to_pylist() == [0, 1, 2] * 2
+    # a shard written before the `scored` column had every row scored
+    pq.write_table(table.drop_columns(["scored"]), path)
+    assert read_rollouts(path)[0].scored.all()
 
 
 def test_partial_and_foreign_shards_are_refused(tmp_path: Path) -> None:

@@ -11,7 +11,8 @@ iteration i = s // updates_per_iteration:
 2. else the policy as it is now (`run.state.model`, at step i × updates) samples
    G completions of the iteration's P prompts (the environment's train tasks
    from `first_task` + i × P), the environment scores them, the policy and the
-   frozen reference score their tokens (`rl.rollout`), and the shard is
+   frozen reference score the tokens of the rows it will train (`rl.rollout`;
+   all of them unless `rl.prompts` samples more), and the shard is
    written under a temporary name and renamed, then read back, so a fresh and
    a resumed run train on the same bits;
 3. the objective turns each group's rewards into advantages, and the rows
@@ -46,7 +47,7 @@ from tootsie.configfile import kind_of
 from tootsie.errors import TootsieError
 from tootsie.rl.codec import TokenizerCodec
 from tootsie.rl.config import RLConfig
-from tootsie.rl.rollout import Rollouts, rollout, rollout_stats
+from tootsie.rl.rollout import Rollouts, rollout_stats, sample_rollouts, score_rollouts
 from tootsie.rl.rollout_store import RolloutProvenance, read_rollouts, shard_path, write_rollouts
 from tootsie.train.callbacks import Callback, Record, Run
 from tootsie.train.faults import rl_fault
@@ -165,28 +166,36 @@ class RolloutBuffer(Callback):
                 "delete the rollouts directory's later shards (or use a new --out) and rerun"
             )
         group = self.sampling.group_size
-        advantages = self.config.train.objective.advantages(
-            batch.rewards.reshape(-1, group), batch.reward_mask.reshape(-1, group)
-        ).reshape(-1)
+        advantages = self.advantages(batch)
         stats = rollout_stats(batch, generate_s=0.0, logprob_s=0.0)
         counted = advantages[batch.reward_mask]
-        groups = trained_groups(advantages, group, self.config.groups_per_iteration)
         informative = np.abs(advantages.reshape(-1, group)).max(axis=1) > 0
         self.pending = (
             {"rl/iteration": float(iteration)}
             | {k: v for k, v in stats.metrics().items() if k != "rl/tokens_per_s"}
             | {"rl/advantage_std": float(counted.std()) if counted.size else 0.0}
-            | {"rl/informative_groups": float(informative.mean()), "rl/trained_groups": float(len(groups))}
+            | {"rl/informative_groups": float(informative.mean())}
             | sampled
         )
         warning = stats.truncation_warning()
         if warning is not None:
             logger.warning("iteration %d: %s", iteration, warning)
-        rows_of = (groups[:, None] * group + np.arange(group)[None, :]).reshape(-1)
-        rows = training_rows(batch, advantages, self.config.train.data.seq_len).take(rows_of)
+        rows = training_rows(batch, advantages, self.config.train.data.seq_len).take(self.trained_rows(batch))
         self.served = (iteration, rows)
         rl_fault("mid-update", iteration)
         return rows
+
+    def advantages(self, batch: Rollouts) -> np.ndarray:
+        """`[rows]` advantages of `batch`, by group, from the objective."""
+        group = self.sampling.group_size
+        rewards, mask = batch.rewards.reshape(-1, group), batch.reward_mask.reshape(-1, group)
+        return self.config.train.objective.advantages(rewards, mask).reshape(-1)
+
+    def trained_rows(self, batch: Rollouts) -> np.ndarray:
+        """The rows of `batch` an iteration trains: those of its `trained_groups`, in order."""
+        group = self.sampling.group_size
+        groups = trained_groups(self.advantages(batch), group, self.config.groups_per_iteration)
+        return (groups[:, None] * group + np.arange(group)[None, :]).reshape(-1)
 
     def sample(self, iteration: int, policy_step: int) -> Record:
         """Sample, score and store `iteration`'s rollouts with the current policy; its timing figures."""
@@ -195,16 +204,14 @@ class RolloutBuffer(Callback):
             raise TootsieError(f"iteration {iteration} must be sampled by the policy at step {policy_step}, not {at}")
         count = self.config.prompts_per_iteration
         tasks = self.environment.tasks("train", self.config.rl.first_task + iteration * count, count)
-        batch, stats = rollout(
-            self.run.state.model,
-            self.reference,
-            tasks,
-            self.checker,
-            self.codec,
-            self.sampling,
-            self.config.rl.rewards,
-            iteration=iteration,
+        policy = self.run.state.model
+        batch, generate_s = sample_rollouts(
+            policy, tasks, self.checker, self.codec, self.sampling, self.config.rl.rewards, iteration=iteration
         )
+        batch, logprob_s = score_rollouts(
+            policy, self.reference, batch, self.trained_rows(batch), self.sampling.batch_rows
+        )
+        stats = rollout_stats(batch, generate_s, logprob_s)
         rl_fault("mid-rollout", iteration)
         provenance = RolloutProvenance(
             iteration=iteration,

@@ -7,7 +7,9 @@ group are consecutive), samples completions with the KV-cache generator
 the environment (`environments.score`: a completion stopped by its budget
 is `truncated`), and then recomputes, with one plain forward pass per chunk,
 the log-prob of every completion token under the policy and under the frozen
-reference, and the policy's entropy there.
+reference, and the policy's entropy there. Its two halves are
+`sample_rollouts` (sampling and rewards) and `score_rollouts` (log-probs of
+chosen rows): the RL buffer scores only the rows an update will train.
 
 Which log-probs: the policy's own, at temperature 1 and without top-k/top-p.
 Under temperature or nucleus sampling the sampler's probabilities are not the
@@ -33,7 +35,7 @@ hit 64 tokens, and with the default `RewardConfig` their rewards are excluded
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import equinox as eqx
@@ -148,6 +150,8 @@ class Rollouts:
     """What the checker read from each completion."""
     group_size: int
     """G."""
+    scored: np.ndarray
+    """`[n]` bool: rows whose log-probs and entropy were computed (`score_rollouts`; zeros elsewhere)."""
 
     @property
     def completion_mask(self) -> np.ndarray:
@@ -177,7 +181,7 @@ class RolloutStats:
     mean_length: float
     """Mean completion length in tokens."""
     mean_entropy: float
-    """The policy's mean next-token entropy over completion tokens (nats)."""
+    """The policy's mean next-token entropy over the scored completions' tokens (nats)."""
     reward_mean: float
     """Mean reward over the rows whose reward counts (NaN when none does)."""
     reward_std: float
@@ -230,9 +234,8 @@ def _chunks(count: int, size: int) -> list[range]:
     return [range(start, min(start + size, count)) for start in range(0, count, size)]
 
 
-def rollout(
+def sample_rollouts(
     policy: DecoderModel,
-    reference: DecoderModel,
     tasks: Sequence[Task],
     environment: Environment,
     codec: Codec,
@@ -240,15 +243,17 @@ def rollout(
     rewards: RewardConfig,
     *,
     iteration: int,
-) -> tuple[Rollouts, RolloutStats]:
-    """Sample `config.group_size` completions of every task, score them, and recompute their log-probs."""
+) -> tuple[Rollouts, float]:
+    """Sample `config.group_size` completions of every task and score them; no log-probs yet (`scored` all off).
+
+    Also the seconds spent in the generator.
+    """
     prompts = [codec.encode(task.prompt) for task in tasks for _ in range(config.group_size)]
     row_tasks = [task for task in tasks for _ in range(config.group_size)]
-    chunks = _chunks(len(prompts), config.batch_rows)
     started = time.perf_counter()
     generations = [
         generation
-        for index, rows in enumerate(chunks)
+        for index, rows in enumerate(_chunks(len(prompts), config.batch_rows))
         for generation in generate(policy, [prompts[r] for r in rows], config.sampling(iteration, index), codec.decode)
     ]
     generate_s = time.perf_counter() - started
@@ -263,24 +268,14 @@ def rollout(
     tokens = np.zeros((len(prompts), width), np.int32)
     for row, (prompt, generation) in enumerate(zip(prompts, generations)):
         tokens[row, : len(prompt) + len(generation.tokens)] = [*prompt, *generation.tokens]
-    mask = completion_mask(prompt_lengths, completion_lengths, width)
-    started = time.perf_counter()
-    logp, reference_logp, entropy = (np.zeros(tokens.shape, np.float32) for _ in range(3))
-    for rows in chunks:
-        padded = np.zeros((bucket(len(rows), minimum=1), width), np.int32)
-        padded[: len(rows)] = tokens[rows.start : rows.stop]
-        outputs = _scores(policy, reference, jnp.asarray(padded))
-        for target, output in zip((logp, reference_logp, entropy), outputs):
-            target[rows.start : rows.stop] = np.where(mask[rows.start : rows.stop], np.asarray(output)[: len(rows)], 0)
-    logprob_s = time.perf_counter() - started
     batch = Rollouts(
         task_ids=tuple(task.id for task in row_tasks),
         tokens=tokens,
         prompt_lengths=prompt_lengths,
         completion_lengths=completion_lengths,
-        policy_logprobs=logp,
-        reference_logprobs=reference_logp,
-        entropy=entropy,
+        policy_logprobs=np.zeros(tokens.shape, np.float32),
+        reference_logprobs=np.zeros(tokens.shape, np.float32),
+        entropy=np.zeros(tokens.shape, np.float32),
         completions=tuple(texts),
         stop_reasons=tuple(g.stop_reason for g in generations),
         rewards=np.asarray([0.0 if r.value is None else r.value for r in scored], np.float32),
@@ -288,13 +283,55 @@ def rollout(
         reasons=tuple(r.reason for r in scored),
         parsed=tuple(r.parsed for r in scored),
         group_size=config.group_size,
+        scored=np.zeros(len(prompts), bool),
     )
+    return batch, generate_s
+
+
+def score_rollouts(
+    policy: DecoderModel, reference: DecoderModel, batch: Rollouts, rows: np.ndarray, batch_rows: int
+) -> tuple[Rollouts, float]:
+    """`batch` with the log-probs (policy, reference) and entropy of `rows` computed, `batch_rows` rows per forward
+    pass, and `scored` on there; also the seconds it took. Rows an update will not train need none."""
+    mask = batch.completion_mask
+    logp, reference_logp, entropy = (
+        array.copy() for array in (batch.policy_logprobs, batch.reference_logprobs, batch.entropy)
+    )
+    started = time.perf_counter()
+    for chunk in _chunks(len(rows), batch_rows):
+        picked = rows[chunk.start : chunk.stop]
+        padded = np.zeros((bucket(len(picked), minimum=1), batch.tokens.shape[1]), np.int32)
+        padded[: len(picked)] = batch.tokens[picked]
+        outputs = _scores(policy, reference, jnp.asarray(padded))
+        for target, output in zip((logp, reference_logp, entropy), outputs):
+            target[picked] = np.where(mask[picked], np.asarray(output)[: len(picked)], 0)
+    scored = batch.scored.copy()
+    scored[rows] = True
+    updated = replace(batch, policy_logprobs=logp, reference_logprobs=reference_logp, entropy=entropy, scored=scored)
+    return updated, time.perf_counter() - started
+
+
+def rollout(
+    policy: DecoderModel,
+    reference: DecoderModel,
+    tasks: Sequence[Task],
+    environment: Environment,
+    codec: Codec,
+    config: RolloutConfig,
+    rewards: RewardConfig,
+    *,
+    iteration: int,
+) -> tuple[Rollouts, RolloutStats]:
+    """Sample `config.group_size` completions of every task, score them, and recompute all their log-probs."""
+    batch, generate_s = sample_rollouts(policy, tasks, environment, codec, config, rewards, iteration=iteration)
+    rows = np.arange(len(batch.task_ids))
+    batch, logprob_s = score_rollouts(policy, reference, batch, rows, config.batch_rows)
     return batch, rollout_stats(batch, generate_s, logprob_s)
 
 
 def rollout_stats(batch: Rollouts, generate_s: float, logprob_s: float) -> RolloutStats:
     """The figures one rollout logs, from its completions and the two timings."""
-    mask = batch.completion_mask
+    entropic = batch.completion_mask & batch.scored[:, None]
     counted = batch.rewards[batch.reward_mask]
     return RolloutStats(
         completions=len(batch.task_ids),
@@ -303,7 +340,7 @@ def rollout_stats(batch: Rollouts, generate_s: float, logprob_s: float) -> Rollo
         logprob_s=logprob_s,
         truncated_fraction=float(batch.truncated.mean()),
         mean_length=float(batch.completion_lengths.mean()),
-        mean_entropy=float(batch.entropy[mask].mean()) if mask.any() else 0.0,
+        mean_entropy=float(batch.entropy[entropic].mean()) if entropic.any() else 0.0,
         reward_mean=float(counted.mean()) if counted.size else float("nan"),
         reward_std=float(counted.std()) if counted.size else float("nan"),
         counted_fraction=float(batch.reward_mask.mean()),

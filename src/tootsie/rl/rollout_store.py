@@ -5,7 +5,9 @@ per completion, in rollout order (row i is sample i % G of the i // G-th task):
 `task_id`, `group`, `sample`, `prompt_tokens` and `completion_tokens`
 (int32 lists), `policy_logprobs`, `reference_logprobs` and `entropy` (float32
 lists, one value per completion token), `completion`, `stop_reason`,
-`reward` (float32, null when excluded from the update), `reason`, `parsed`.
+`reward` (float32, null when excluded from the update), `reason`, `parsed`,
+`scored` (bool: whether the row's log-probs and entropy were computed; zeros
+where not; a shard without the column had every row scored).
 The provenance (`RolloutProvenance`: iteration, seed, the policy's step, the
 environment's name, the rollout and reward configs, the row count) is JSON in
 the file's schema metadata under `tootsie.rollout`, so a shard carries it.
@@ -111,6 +113,7 @@ def write_rollouts(directory: str | Path, batch: Rollouts, provenance: RolloutPr
             "reward": pa.array(batch.rewards, pa.float32(), mask=~batch.reward_mask),
             "reason": pa.array(batch.reasons, pa.string()),
             "parsed": pa.array(batch.parsed, pa.string()),
+            "scored": pa.array(batch.scored, pa.bool_()),
         }
     )
     record = {"format": FORMAT} | dataclasses.asdict(provenance)
@@ -210,5 +213,10 @@ def read_rollouts(path: str | Path) -> tuple[Rollouts, RolloutProvenance]:
         reasons=tuple(table["reason"].to_pylist()),
         parsed=tuple(table["parsed"].to_pylist()),
         group_size=provenance.rollout.group_size,
+        scored=(
+            table["scored"].to_numpy(zero_copy_only=False).astype(bool)
+            if "scored" in table.column_names
+            else np.ones(table.num_rows, bool)
+        ),
     )
     return batch, provenance
