@@ -17,7 +17,7 @@ iteration i = s // updates_per_iteration:
    a resumed run train on the same bits;
 3. the objective turns each group's rewards into advantages, and the rows
    carry tokens, the loss mask (completion tokens of counted completions), the
-   rollout and reference log-probs and the advantages, padded to `seq_len`;
+   rollout and reference log-probs and the advantages, padded to `seq_len`.
    With `rl.prompts` above the groups an iteration trains, the groups whose
    advantages are not all 0 come first (`trained_groups`), and
    `rl/informative_groups` logs their share of the sampled ones;
