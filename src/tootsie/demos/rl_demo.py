@@ -12,11 +12,12 @@ Steps (all through the executor, so a second run skips what is done):
 `rl_example` returns an `RLConfig` warm-started from `rl/sft`: RLOO with a k2
 KL penalty to the SFT model, G completions per prompt at temperature 1 (of
 four times the prompts an update trains: the groups with a nonzero advantage
-go first), a KL bound, and the held-out exact-match evaluation. `tootsie rl example-config`
-prints it, `tootsie rl --config rl.yaml --out DIR` (or `tootsie train`) runs it
-and `tootsie rl evaluate` gives exact match before and after with a bootstrap
-interval. With `distill=True` the objective is on-policy distillation from
-`rl/sft-teacher` instead.
+go first), a KL bound, and the held-out exact-match evaluation.
+`tootsie rl example-config` prints it, `tootsie rl --config rl.yaml --out DIR`
+(or `tootsie train`) runs it and `tootsie rl evaluate` gives exact match
+before and after with a bootstrap interval. With `distill=True` the
+objective is on-policy distillation from `rl/sft-teacher` instead (sampling
+only the prompts it trains: its advantages are all 0).
 
 The arithmetic documents and the RL prompts are disjoint from the held-out
 split (`rl.arithmetic_task.split_of`): the RL prompts are train tasks from

@@ -16,9 +16,9 @@ training steps on the same rollouts, so `train.num_steps` = iterations ×
 updates per iteration. With `minibatches` M > 1 the iteration's rollouts are
 split into M contiguous minibatches of whole groups and step j of the iteration
 trains minibatch j mod M (PPO's minibatch updates: the first is on-policy, the
-later ones are slightly off it, where the ratio clipping acts); both sections are hashed into the run's identity
-(`rl_config.json` in the run directory; a resume with another config is
-refused, naming the fields that changed).
+later ones are slightly off it, where the ratio clipping acts). Both sections
+are hashed into the run's identity (`rl_config.json` in the run directory; a
+resume with another config is refused, naming the fields that changed).
 
 Example: `tootsie rl example-config --tiny` prints a complete config over the
 arithmetic task, warm-started from a small model SFT'd to the answer format.
