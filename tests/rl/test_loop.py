@@ -164,7 +164,7 @@ def test_extra_prompts_train_the_groups_with_an_advantage_first(config, tmp_path
     assert len(batch.task_ids) == 2 * config.train.data.batch_size
     # only the trained rows' log-probs were computed, and those rows are what the update got
     buffer = RolloutBuffer(wider, out)
-    trained = buffer.trained_rows(batch)
+    trained = buffer.trained_rows(buffer.advantages(batch))
     assert np.flatnonzero(batch.scored).tolist() == trained.tolist()
     assert len(trained) == config.train.data.batch_size
     width = min(batch.tokens.shape[1], config.train.data.seq_len)

@@ -71,24 +71,26 @@ class RolloutRows:
 
     def rows(self, start: int, stop: int) -> "RolloutRows":
         """Rows `start` .. `stop − 1`."""
-        return self.take(np.arange(start, stop))
+        return RolloutRows(*(getattr(self, name)[start:stop] for name in self.__dataclass_fields__))
 
-    def take(self, indices: np.ndarray) -> "RolloutRows":
-        """The rows at `indices`, in that order."""
-        return RolloutRows(*(getattr(self, name)[indices] for name in self.__dataclass_fields__))
+
+def informative_groups(advantages: np.ndarray, group_size: int) -> np.ndarray:
+    """`[groups]` bool: groups with a nonzero advantage (the others carry no policy gradient)."""
+    return np.abs(advantages.reshape(-1, group_size)).max(axis=1) > 0
 
 
 def trained_groups(advantages: np.ndarray, group_size: int, count: int) -> np.ndarray:
     """Indices of the `count` groups an iteration trains: those with a nonzero advantage first, then the others,
     each in sampling order, returned sorted (with exactly `count` groups sampled: all of them)."""
-    informative = np.abs(advantages.reshape(-1, group_size)).max(axis=1) > 0
+    informative = informative_groups(advantages, group_size)
     order = np.concatenate([np.flatnonzero(informative), np.flatnonzero(~informative)])
     return np.sort(order[:count])
 
 
-def training_rows(batch: Rollouts, advantages: np.ndarray, seq_len: int) -> RolloutRows:
-    """`batch` as rows of `seq_len` tokens: the loss on the completion tokens of completions whose reward counts."""
-    rows, width = batch.tokens.shape
+def training_rows(batch: Rollouts, advantages: np.ndarray, seq_len: int, keep: np.ndarray) -> RolloutRows:
+    """Rows `keep` of `batch` as rows of `seq_len` tokens: the loss on the completion tokens of completions whose
+    reward counts."""
+    width = batch.tokens.shape[1]
     longest = int((batch.prompt_lengths + batch.completion_lengths).max())
     if longest > seq_len:
         raise TootsieError(
@@ -97,19 +99,19 @@ def training_rows(batch: Rollouts, advantages: np.ndarray, seq_len: int) -> Roll
         )
 
     def fit(array: np.ndarray, dtype: type) -> np.ndarray:
-        out = np.zeros((rows, seq_len), dtype)
-        keep = min(width, seq_len)
-        out[:, :keep] = array[:, :keep]
+        out = np.zeros((len(keep), seq_len), dtype)
+        columns = min(width, seq_len)
+        out[:, :columns] = array[keep, :columns]
         return out
 
     mask = batch.completion_mask & batch.reward_mask[:, None]
     return RolloutRows(
         tokens=fit(batch.tokens, np.int32),
-        segment_ids=np.zeros((rows, seq_len), np.int32),
+        segment_ids=np.zeros((len(keep), seq_len), np.int32),
         loss_mask=fit(mask, np.float32),
         rollout_logprobs=fit(batch.policy_logprobs, np.float32),
         reference_logprobs=fit(batch.reference_logprobs, np.float32),
-        advantages=np.repeat(advantages.astype(np.float32)[:, None], seq_len, axis=1),
+        advantages=np.repeat(advantages[keep].astype(np.float32)[:, None], seq_len, axis=1),
     )
 
 
@@ -169,7 +171,7 @@ class RolloutBuffer(Callback):
         advantages = self.advantages(batch)
         stats = rollout_stats(batch, generate_s=0.0, logprob_s=0.0)
         counted = advantages[batch.reward_mask]
-        informative = np.abs(advantages.reshape(-1, group)).max(axis=1) > 0
+        informative = informative_groups(advantages, group)
         self.pending = (
             {"rl/iteration": float(iteration)}
             | {k: v for k, v in stats.metrics().items() if k != "rl/tokens_per_s"}
@@ -180,7 +182,7 @@ class RolloutBuffer(Callback):
         warning = stats.truncation_warning()
         if warning is not None:
             logger.warning("iteration %d: %s", iteration, warning)
-        rows = training_rows(batch, advantages, self.config.train.data.seq_len).take(self.trained_rows(batch))
+        rows = training_rows(batch, advantages, self.config.train.data.seq_len, self.trained_rows(advantages))
         self.served = (iteration, rows)
         rl_fault("mid-update", iteration)
         return rows
@@ -191,10 +193,10 @@ class RolloutBuffer(Callback):
         rewards, mask = batch.rewards.reshape(-1, group), batch.reward_mask.reshape(-1, group)
         return self.config.train.objective.advantages(rewards, mask).reshape(-1)
 
-    def trained_rows(self, batch: Rollouts) -> np.ndarray:
-        """The rows of `batch` an iteration trains: those of its `trained_groups`, in order."""
+    def trained_rows(self, advantages: np.ndarray) -> np.ndarray:
+        """The rows an iteration with these `[rows]` advantages trains: those of its `trained_groups`, in order."""
         group = self.sampling.group_size
-        groups = trained_groups(self.advantages(batch), group, self.config.groups_per_iteration)
+        groups = trained_groups(advantages, group, self.config.groups_per_iteration)
         return (groups[:, None] * group + np.arange(group)[None, :]).reshape(-1)
 
     def sample(self, iteration: int, policy_step: int) -> Record:
@@ -209,7 +211,7 @@ class RolloutBuffer(Callback):
             policy, tasks, self.checker, self.codec, self.sampling, self.config.rl.rewards, iteration=iteration
         )
         batch, logprob_s = score_rollouts(
-            policy, self.reference, batch, self.trained_rows(batch), self.sampling.batch_rows
+            policy, self.reference, batch, self.trained_rows(self.advantages(batch)), self.sampling.batch_rows
         )
         stats = rollout_stats(batch, generate_s, logprob_s)
         rl_fault("mid-rollout", iteration)
